@@ -1,0 +1,1 @@
+"""Sub-commands of the ``kairos`` console script (see planner/cli.py)."""
