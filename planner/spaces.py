@@ -1,0 +1,744 @@
+"""Configuration spaces of Cassandra 5.0 and Redis 7.0 as data.
+
+A :class:`ConfigSpace` lists the tunable :class:`Parameter` objects of one engine: the exact
+name the engine reads (a ``cassandra.yaml`` key, a ``redis.conf`` directive, ``heap_size`` for
+the JVM heap and ``compaction`` for the table compaction strategy), its type, range or choices,
+default, and how a change takes effect (``live`` through a named command, or ``restart``).
+
+A *configuration* is a plain mapping ``{parameter name: value}``; it may be partial (missing
+parameters keep their defaults). Values may be given loosely (``64`` or ``"64MiB"`` for a size,
+``"yes"`` or ``True`` for a Redis boolean); :meth:`ConfigSpace.normalize` returns the canonical
+form (sizes as strings in the engine's own unit format, booleans as ``bool``), which is what
+:meth:`ConfigSpace.candidates` and :meth:`ConfigSpace.defaults` return and what plans should
+store. :func:`render_settings` maps a configuration to the values the Ansible templates write.
+
+See docs/config-spaces.md for the sources of every name, default and command.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from planner.errors import ValidationError
+
+ENGINES: tuple[str, ...] = ("cassandra", "redis")
+
+ParamType = Literal["int", "float", "bool", "enum", "size"]
+Change = Literal["live", "restart"]
+Location = Literal["cassandra.yaml", "jvm", "table", "redis.conf"]
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([A-Za-z]*)\s*$")
+# Multipliers to MiB for the suffixes each engine accepts (case-insensitive).
+_TO_MIB: dict[str, float] = {
+    "": 1.0,  # a bare number is read in the parameter's own unit; handled separately
+    "b": 1.0 / (1024 * 1024),
+    "k": 1.0 / 1024,
+    "kb": 1.0 / 1024,
+    "kib": 1.0 / 1024,
+    "m": 1.0,
+    "mb": 1.0,
+    "mib": 1.0,
+    "g": 1024.0,
+    "gb": 1024.0,
+    "gib": 1024.0,
+}
+_REDIS_DECIMAL: dict[str, float] = {"": 1.0, "b": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tunable parameter of an engine.
+
+    Parameters
+    ----------
+    name : str
+        The exact name the engine reads: a ``cassandra.yaml`` key (5.0 spelling), a
+        ``redis.conf`` directive, ``heap_size`` (JVM) or ``compaction`` (table option).
+    type : {"int", "float", "bool", "enum", "size"}
+        Value type. ``size`` values are held in MiB internally and written in ``unit`` format.
+    default : Any
+        The engine's default (canonical form).
+    change : {"live", "restart"}
+        ``live`` when a running node can take the new value through ``live_command``;
+        ``restart`` when the node must be restarted (the file is always rewritten too, so
+        a live change survives the next restart).
+    location : {"cassandra.yaml", "jvm", "table", "redis.conf"}
+        Where the value is written.
+    description : str
+        What it does, in one or two sentences.
+    choices : tuple, optional
+        Allowed values of an ``enum``.
+    minimum, maximum : float, optional
+        Inclusive bounds of a numeric or size parameter (sizes in MiB).
+    unit : str, optional
+        Unit format of a size: ``"MiB"`` (cassandra.yaml, e.g. ``"64MiB"``), ``"M"`` (JVM,
+        e.g. ``"512M"``/``"1G"``) or ``"mb"`` (redis.conf, e.g. ``"256mb"``).
+    live_command : str, optional
+        The command that applies a live change (``None`` for restart parameters).
+    candidate_values : tuple, optional
+        Values the optimiser's default grid tries; ``None`` keeps the parameter at its base.
+    note : str, optional
+        Caveats (e.g. when a live change is not possible).
+    """
+
+    name: str
+    type: ParamType
+    default: Any
+    change: Change
+    location: Location
+    description: str
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    unit: str | None = None
+    live_command: str | None = None
+    candidate_values: tuple[Any, ...] | None = None
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type == "enum" and not self.choices:
+            raise ValueError(f"{self.name}: an enum needs choices")
+        if self.change == "live" and not self.live_command:
+            raise ValueError(f"{self.name}: a live parameter needs its live_command")
+        if self.type == "size" and self.unit not in ("MiB", "M", "mb"):
+            raise ValueError(f"{self.name}: unknown size unit {self.unit!r}")
+
+    # ------------------------------------------------------------------ values
+    def coerce(self, value: Any) -> Any:
+        """Return ``value`` in canonical form, or raise ValidationError naming the reason."""
+        if self.type == "bool":
+            return self._coerce_bool(value)
+        if self.type == "enum":
+            if value not in self.choices:  # type: ignore[operator]
+                allowed = ", ".join(map(str, self.choices or ()))
+                raise ValidationError(f"{self.name}: {value!r} is not one of {allowed}")
+            return value
+        if self.type == "int":
+            if isinstance(value, bool) or not _is_integral(value):
+                raise ValidationError(f"{self.name}: {value!r} is not an integer")
+            number: float = int(value)
+        elif self.type == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValidationError(f"{self.name}: {value!r} is not a number")
+            number = float(value)
+            if not math.isfinite(number):
+                raise ValidationError(f"{self.name}: {value!r} is not finite")
+        else:  # size
+            number = self.size_mib(value)
+        if self.minimum is not None and number < self.minimum:
+            raise ValidationError(
+                f"{self.name}: {value!r} is below the minimum {self._fmt_bound(self.minimum)}"
+            )
+        if self.maximum is not None and number > self.maximum:
+            raise ValidationError(
+                f"{self.name}: {value!r} is above the maximum {self._fmt_bound(self.maximum)}"
+            )
+        if self.type == "size":
+            return self.format_size(number)
+        return number
+
+    def numeric(self, value: Any) -> float:
+        """Numeric view of a (valid) value: MiB for sizes, 0/1 for booleans."""
+        canonical = self.coerce(value)
+        if self.type == "size":
+            return self.size_mib(canonical)
+        if self.type == "bool":
+            return 1.0 if canonical else 0.0
+        if self.type == "enum":
+            raise ValidationError(f"{self.name}: an enum has no numeric value")
+        return float(canonical)
+
+    def size_mib(self, value: Any) -> float:
+        """Parse a size (``"64MiB"``, ``"1G"``, ``"256mb"`` or a bare number in ``unit``)."""
+        if isinstance(value, bool):
+            raise ValidationError(f"{self.name}: {value!r} is not a size")
+        if isinstance(value, int | float):
+            if not math.isfinite(float(value)) or float(value) != int(value):
+                raise ValidationError(f"{self.name}: {value!r} is not a whole size")
+            bare = float(value)
+            return bare / (1024 * 1024) if self.unit == "mb" else bare
+        if not isinstance(value, str):
+            raise ValidationError(f"{self.name}: {value!r} is not a size")
+        match = _SIZE_RE.match(value)
+        if not match:
+            raise ValidationError(f"{self.name}: {value!r} is not a size like {self.example()}")
+        amount, suffix = int(match.group(1)), match.group(2).lower()
+        if suffix not in _TO_MIB:
+            raise ValidationError(
+                f"{self.name}: unknown size unit {match.group(2)!r} in {value!r} "
+                f"(write it like {self.example()})"
+            )
+        if self.unit == "mb" and suffix in _REDIS_DECIMAL:
+            # redis.conf: a bare number is bytes; k/m/g are powers of 1000, kb/mb/gb of 1024
+            return amount * _REDIS_DECIMAL[suffix] / (1024 * 1024)
+        return amount * _TO_MIB[suffix]
+
+    def format_size(self, mib: float) -> str:
+        """Write a size in this parameter's unit format."""
+        if self.unit == "MiB":
+            if mib != int(mib):
+                raise ValidationError(f"{self.name}: {mib} MiB is not a whole number of MiB")
+            return f"{int(mib)}MiB"
+        if self.unit == "M":
+            if mib != int(mib):
+                raise ValidationError(f"{self.name}: {mib} MiB is not a whole number of MiB")
+            whole = int(mib)
+            return f"{whole // 1024}G" if whole and whole % 1024 == 0 else f"{whole}M"
+        if mib == 0:
+            return "0"
+        if mib != int(mib):
+            return f"{round(mib * 1024 * 1024)}"
+        return f"{int(mib)}mb"
+
+    def example(self) -> str:
+        return {"MiB": "'64MiB'", "M": "'512M' or '1G'", "mb": "'256mb'"}.get(self.unit or "", "")
+
+    def _coerce_bool(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("yes", "true"):
+            return True
+        if isinstance(value, str) and value.lower() in ("no", "false"):
+            return False
+        raise ValidationError(f"{self.name}: {value!r} is not a boolean (true/false, yes/no)")
+
+    def _fmt_bound(self, bound: float) -> str:
+        if self.type == "size":
+            return self.format_size(bound)
+        return f"{bound:g}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data view (for ``kairos`` reports and docs)."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "choices": list(self.choices) if self.choices else None,
+            "minimum": self.minimum,
+            "maximum": self.maximum,
+            "unit": self.unit,
+            "change": self.change,
+            "live_command": self.live_command,
+            "location": self.location,
+            "description": self.description,
+            "note": self.note,
+        }
+
+
+def _is_integral(value: Any) -> bool:
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value == int(value)
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """The tunable parameters of one engine.
+
+    Parameters
+    ----------
+    engine : str
+        ``"cassandra"`` or ``"redis"``.
+    parameters : Mapping[str, Parameter]
+        Parameters by name (read-only view).
+    grid_keys : tuple of str
+        Parameters :meth:`candidates` varies by default (each over its ``candidate_values``).
+    """
+
+    engine: str
+    parameters: Mapping[str, Parameter]
+    grid_keys: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+        for name, param in self.parameters.items():
+            if name != param.name:
+                raise ValueError(f"parameter registered as {name!r} is named {param.name!r}")
+        for key in self.grid_keys:
+            if key not in self.parameters or not self.parameters[key].candidate_values:
+                raise ValueError(f"grid key {key!r} has no candidate values")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.parameters
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._param(key)
+
+    def _param(self, key: str) -> Parameter:
+        try:
+            return self.parameters[key]
+        except KeyError:
+            close = [k for k in self.parameters if _similar(k, key)]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValidationError(
+                f"{key}: unknown {self.engine} parameter{hint}; known: "
+                f"{', '.join(sorted(self.parameters))}"
+            ) from None
+
+    def validate(self, config: Mapping[str, Any]) -> None:
+        """Raise ValidationError naming the key and the reason if ``config`` is not valid.
+
+        ``config`` may be partial; every key must be a parameter of this space and every value
+        valid for it. Cross-parameter rules are checked as well (see :meth:`normalize`).
+        """
+        self.normalize(config)
+
+    def normalize(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``config`` with canonical values (keys unchanged, no defaults added)."""
+        if not isinstance(config, Mapping):
+            raise ValidationError(
+                f"a {self.engine} configuration must be a mapping, not {config!r}"
+            )
+        out: dict[str, Any] = {}
+        for key, value in config.items():
+            if not isinstance(key, str):
+                raise ValidationError(f"{key!r}: parameter names are strings")
+            out[key] = self._param(key).coerce(value)
+        return out
+
+    def complete(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults overlaid with ``config`` (normalised): a full configuration."""
+        full = self.defaults()
+        full.update(self.normalize(config))
+        return full
+
+    def defaults(self) -> dict[str, Any]:
+        """The default configuration (every parameter, canonical values)."""
+        return {name: param.default for name, param in self.parameters.items()}
+
+    def restart_params(self, keys: Iterable[str]) -> list[str]:
+        """The subset of ``keys`` whose change needs a restart (in the given order)."""
+        return [k for k in keys if self._param(k).change == "restart"]
+
+    def live_params(self, keys: Iterable[str]) -> list[str]:
+        """The subset of ``keys`` that can change on a running node (in the given order)."""
+        return [k for k in keys if self._param(k).change == "live"]
+
+    def changed_keys(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+        """Keys whose value differs between two configurations (missing = default)."""
+        a, b = self.complete(old), self.complete(new)
+        return [k for k in self.parameters if a[k] != b[k]]
+
+    def candidates(
+        self,
+        *,
+        keys: Sequence[str] | None = None,
+        base: Mapping[str, Any] | None = None,
+        max_configs: int = 32,
+    ) -> list[dict[str, Any]]:
+        """A finite list of full candidate configurations for the optimiser.
+
+        The full factorial grid over ``keys`` (default :attr:`grid_keys`), each over its
+        ``candidate_values``, with every other parameter taken from ``base`` (default: the
+        space's defaults). ``base`` itself is always the first candidate.
+
+        Raises
+        ------
+        ValidationError
+            If a key is unknown or has no candidate values, or the grid exceeds ``max_configs``.
+        """
+        keys = tuple(self.grid_keys if keys is None else keys)
+        start = self.complete(base or {})
+        axes = []
+        for key in keys:
+            values = self._param(key).candidate_values
+            if not values:
+                raise ValidationError(f"{key}: has no candidate values to vary")
+            axes.append(values)
+        size = math.prod(len(a) for a in axes)
+        if size > max_configs:
+            raise ValidationError(
+                f"candidate grid over {', '.join(keys)} has {size} configurations, more than "
+                f"max_configs={max_configs}; vary fewer keys or raise max_configs"
+            )
+        out = [start]
+        for combo in itertools.product(*axes):
+            config = dict(start)
+            config.update(dict(zip(keys, combo, strict=True)))
+            if config not in out:
+                out.append(config)
+        return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Plain-data view of every parameter."""
+        return [p.to_dict() for p in self.parameters.values()]
+
+
+def _similar(a: str, b: str) -> bool:
+    a2, b2 = a.replace("-", "_").lower(), b.replace("-", "_").lower()
+    return a2 == b2 or a2 in b2 or b2 in a2
+
+
+# ---------------------------------------------------------------- Cassandra 5.0
+COMPACTION_STRATEGIES: tuple[str, ...] = (
+    "SizeTieredCompactionStrategy",
+    "LeveledCompactionStrategy",
+    "UnifiedCompactionStrategy",
+)
+
+_CASSANDRA_PARAMS: tuple[Parameter, ...] = (
+    Parameter(
+        name="compaction",
+        type="enum",
+        default="SizeTieredCompactionStrategy",
+        choices=COMPACTION_STRATEGIES,
+        change="live",
+        live_command="ALTER TABLE <keyspace>.<table> WITH compaction = {'class': '<strategy>'}",
+        location="table",
+        description="Table compaction strategy (SOPHIA parameter 1). Size-tiered favours "
+        "writes, leveled favours reads; unified (new in 5.0) can emulate either.",
+        candidate_values=("SizeTieredCompactionStrategy", "LeveledCompactionStrategy"),
+        note="Live, but the most expensive change: every node rewrites its SSTables in the "
+        "new layout in the background after the ALTER (SOPHIA). Applied once per table, "
+        "schema-wide; it is not a per-node setting.",
+    ),
+    Parameter(
+        name="memtable_flush_writers",
+        type="int",
+        default=2,
+        minimum=1,
+        maximum=32,
+        change="restart",
+        location="cassandra.yaml",
+        description="Memtable flush threads per data directory (SOPHIA parameter 2); "
+        "default two for a single data directory.",
+        candidate_values=(2, 4),
+    ),
+    Parameter(
+        name="memtable_cleanup_threshold",
+        type="float",
+        default=0.33,
+        minimum=0.01,
+        maximum=0.99,
+        change="restart",
+        location="cassandra.yaml",
+        description="Fraction of the memtable space whose occupancy triggers a flush of the "
+        "largest memtable (SOPHIA parameter 3; seeds/002). Cassandra's own default is "
+        "1/(memtable_flush_writers+1), i.e. 0.33 for two writers.",
+        candidate_values=(0.11, 0.33),
+        note="Deprecated in cassandra.yaml 5.0 (commented out) but still read.",
+    ),
+    Parameter(
+        name="trickle_fsync",
+        type="bool",
+        default=False,
+        change="restart",
+        location="cassandra.yaml",
+        description="fsync every trickle_fsync_interval (10240KiB) during sequential writes "
+        "(SOPHIA parameter 4).",
+        candidate_values=(False, True),
+    ),
+    Parameter(
+        name="row_cache_size",
+        type="size",
+        unit="MiB",
+        default="0MiB",
+        minimum=0,
+        maximum=65536,
+        change="restart",
+        location="cassandra.yaml",
+        description="Off-heap row cache capacity (SOPHIA parameter 5); 0MiB disables it. "
+        "Tables only use it with caching = {'rows_per_partition': ...} (render_settings "
+        "sets that when the size is non-zero).",
+        candidate_values=("0MiB", "64MiB"),
+        note="Resizing between two non-zero sizes is live with 'nodetool setcachecapacity "
+        "<key-MiB> <row-MiB> <counter-MiB>'; enabling it from 0MiB needs a restart "
+        "(Cassandra installs a no-op cache when started with 0), so the space lists it as "
+        "restart; ConfigSpace.change_kind refines this per transition.",
+    ),
+    Parameter(
+        name="concurrent_writes",
+        type="int",
+        default=32,
+        minimum=2,
+        maximum=1024,
+        change="live",
+        live_command="nodetool setconcurrency MutationStage <n>",
+        location="cassandra.yaml",
+        description="Threads of the write (mutation) stage (SOPHIA parameter 6; seeds/002). "
+        "Rule of thumb 8 x cores.",
+        candidate_values=(32, 64),
+    ),
+    Parameter(
+        name="heap_size",
+        type="size",
+        unit="M",
+        default="1G",
+        minimum=512,
+        maximum=65536,
+        change="restart",
+        location="jvm",
+        description="JVM heap, written as -Xms and -Xmx (SOPHIA parameter 7). The lab runs "
+        "512M..1G; 512M is the practical minimum.",
+        candidate_values=("512M", "1G"),
+    ),
+    Parameter(
+        name="concurrent_reads",
+        type="int",
+        default=32,
+        minimum=2,
+        maximum=1024,
+        change="live",
+        live_command="nodetool setconcurrency ReadStage <n>",
+        location="cassandra.yaml",
+        description="Threads of the read stage (seeds/002). Rule of thumb 16 x data drives.",
+        candidate_values=(32, 64),
+    ),
+    Parameter(
+        name="memtable_allocation_type",
+        type="enum",
+        default="heap_buffers",
+        choices=("heap_buffers", "offheap_buffers", "offheap_objects"),
+        change="restart",
+        location="cassandra.yaml",
+        description="How memtable memory is allocated: on-heap NIO buffers, off-heap NIO "
+        "buffers, or off-heap objects (seeds/002).",
+        candidate_values=("heap_buffers", "offheap_objects"),
+    ),
+)
+
+# ------------------------------------------------------------------- Redis 7.0
+_EVICTION = (
+    "noeviction",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+)
+
+
+def _redis_bool(name: str, description: str, default: bool = False) -> Parameter:
+    return Parameter(
+        name=name,
+        type="bool",
+        default=default,
+        change="live",
+        live_command=f"CONFIG SET {name} <yes|no>",
+        location="redis.conf",
+        description=description,
+        candidate_values=(False, True),
+    )
+
+
+def _redis_int(
+    name: str, default: int, minimum: int, maximum: int, description: str, values: tuple[int, ...]
+) -> Parameter:
+    return Parameter(
+        name=name,
+        type="int",
+        default=default,
+        minimum=minimum,
+        maximum=maximum,
+        change="live",
+        live_command=f"CONFIG SET {name} <n>",
+        location="redis.conf",
+        description=description,
+        candidate_values=values,
+    )
+
+
+_REDIS_PARAMS: tuple[Parameter, ...] = (
+    Parameter(
+        name="maxmemory",
+        type="size",
+        unit="mb",
+        default="0",
+        minimum=0,
+        maximum=1024 * 1024,
+        change="live",
+        live_command="CONFIG SET maxmemory <bytes|Nmb>",
+        location="redis.conf",
+        description="Memory limit for data; 0 means no limit. maxmemory-policy acts only "
+        "when it is set.",
+    ),
+    Parameter(
+        name="maxmemory-policy",
+        type="enum",
+        default="noeviction",
+        choices=_EVICTION,
+        change="live",
+        live_command="CONFIG SET maxmemory-policy <policy>",
+        location="redis.conf",
+        description="What Redis evicts when maxmemory is reached.",
+        candidate_values=("noeviction", "allkeys-lru"),
+    ),
+    Parameter(
+        name="io-threads",
+        type="int",
+        default=1,
+        minimum=1,
+        maximum=128,
+        change="restart",
+        location="redis.conf",
+        description="I/O threads for client socket writes (and reads with "
+        "io-threads-do-reads); 1 = main thread only. Cannot be changed with CONFIG SET.",
+        candidate_values=(1, 2),
+    ),
+    Parameter(
+        name="io-threads-do-reads",
+        type="bool",
+        default=False,
+        change="restart",
+        location="redis.conf",
+        description="Also thread socket reads and protocol parsing. Cannot be changed with "
+        "CONFIG SET.",
+        candidate_values=(False, True),
+    ),
+    _redis_bool("appendonly", "Append-only file persistence."),
+    Parameter(
+        name="appendfsync",
+        type="enum",
+        default="everysec",
+        choices=("always", "everysec", "no"),
+        change="live",
+        live_command="CONFIG SET appendfsync <always|everysec|no>",
+        location="redis.conf",
+        description="When the AOF is fsynced (only matters with appendonly yes).",
+        candidate_values=("everysec", "no"),
+    ),
+    _redis_int(
+        "hz", 10, 1, 500, "Frequency of background tasks (expiry, timeouts), per second.",
+        (10, 50),
+    ),
+    _redis_bool("dynamic-hz", "Scale hz with the number of clients.", default=True),
+    _redis_bool(
+        "activedefrag",
+        "Active defragmentation (needs Redis built with its bundled jemalloc, as Debian's is).",
+    ),
+    _redis_bool("lazyfree-lazy-eviction", "Free evicted keys in a background thread."),
+    _redis_bool("lazyfree-lazy-expire", "Free expired keys in a background thread."),
+    _redis_bool("lazyfree-lazy-server-del", "Free keys deleted implicitly (e.g. RENAME) lazily."),
+    _redis_bool("lazyfree-lazy-user-del", "Make DEL behave like UNLINK."),
+    _redis_bool("lazyfree-lazy-user-flush", "Make FLUSHALL/FLUSHDB default to ASYNC."),
+    _redis_bool("replica-lazy-flush", "Replica flushes its dataset lazily on full sync."),
+    _redis_int(
+        "hash-max-listpack-entries", 512, 0, 1_000_000,
+        "Hashes with at most this many fields use the compact listpack encoding.", (128, 512),
+    ),
+    _redis_int(
+        "hash-max-listpack-value", 64, 0, 1_000_000,
+        "Largest hash field value (bytes) kept in a listpack.", (64,),
+    ),
+    _redis_int(
+        "zset-max-listpack-entries", 128, 0, 1_000_000,
+        "Sorted sets with at most this many members use a listpack.", (128,),
+    ),
+    _redis_int(
+        "zset-max-listpack-value", 64, 0, 1_000_000,
+        "Largest sorted-set member (bytes) kept in a listpack.", (64,),
+    ),
+    _redis_int(
+        "list-max-listpack-size", -2, -5, 32767,
+        "Per-node limit of quicklist listpacks: -5..-1 = 64/32/16/8/4 KiB, positive = entries.",
+        (-2,),
+    ),
+    _redis_int(
+        "set-max-intset-entries", 512, 0, 1_000_000,
+        "Integer-only sets up to this size use the intset encoding.", (512,),
+    ),
+)
+
+_SPACES: dict[str, ConfigSpace] = {
+    "cassandra": ConfigSpace(
+        engine="cassandra",
+        parameters={p.name: p for p in _CASSANDRA_PARAMS},
+        grid_keys=(
+            "compaction",
+            "memtable_cleanup_threshold",
+            "concurrent_writes",
+            "concurrent_reads",
+        ),
+    ),
+    "redis": ConfigSpace(
+        engine="redis",
+        parameters={p.name: p for p in _REDIS_PARAMS},
+        grid_keys=("maxmemory-policy", "io-threads", "appendfsync", "hz"),
+    ),
+}
+
+
+def get_space(engine: str) -> ConfigSpace:
+    """The configuration space of ``engine`` (``"cassandra"`` or ``"redis"``)."""
+    try:
+        return _SPACES[engine]
+    except KeyError:
+        raise ValidationError(
+            f"engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}"
+        ) from None
+
+
+def change_kind(engine: str, key: str, old: Any, new: Any) -> Change:
+    """How a change of ``key`` from ``old`` to ``new`` takes effect, per transition.
+
+    Same as the parameter's ``change`` except where the space's note says otherwise: a
+    Cassandra ``row_cache_size`` resize between two non-zero sizes is live
+    (``nodetool setcachecapacity``), while enabling or disabling the row cache needs a restart.
+    """
+    space = get_space(engine)
+    param = space[key]
+    if (
+        engine == "cassandra"
+        and key == "row_cache_size"
+        and param.size_mib(param.coerce(old)) > 0
+        and param.size_mib(param.coerce(new)) > 0
+    ):
+        return "live"
+    return param.change
+
+
+def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Map a configuration to the values the templates and live commands write.
+
+    Parameters
+    ----------
+    engine : str
+        ``"cassandra"`` or ``"redis"``.
+    config : Mapping[str, Any]
+        A (possibly partial) configuration; it is validated first. Only the given keys are
+        rendered, so a role can overlay them on its own defaults.
+
+    Returns
+    -------
+    dict
+        Cassandra: ``{"cassandra.yaml": {key: YAML scalar}, "jvm": {"-Xms": "512M",
+        "-Xmx": "512M"}, "table": {"compaction": {"class": ...}, "caching": {...}}}``
+        (the ``table`` entries are CQL table options: ``ALTER TABLE ... WITH compaction =
+        {'class': ...}``). Redis: ``{"redis.conf": {directive: string}}`` with booleans as
+        ``yes``/``no``. Sections with nothing to write are present and empty.
+    """
+    space = get_space(engine)
+    canonical = space.normalize(config)
+    if engine == "redis":
+        out_redis: dict[str, Any] = {}
+        for key, value in canonical.items():
+            if isinstance(value, bool):
+                out_redis[key] = "yes" if value else "no"
+            else:
+                out_redis[key] = str(value)
+        return {"redis.conf": out_redis}
+    yaml_part: dict[str, Any] = {}
+    jvm: dict[str, Any] = {}
+    table: dict[str, Any] = {}
+    for key, value in canonical.items():
+        location = space[key].location
+        if location == "jvm":
+            jvm["-Xms"] = value
+            jvm["-Xmx"] = value
+        elif location == "table":
+            table["compaction"] = {"class": value}
+        else:
+            yaml_part[key] = value
+    if "row_cache_size" in canonical:
+        enabled = space["row_cache_size"].size_mib(canonical["row_cache_size"]) > 0
+        rows = "ALL" if enabled else "NONE"
+        table["caching"] = {"keys": "ALL", "rows_per_partition": rows}
+    return {"cassandra.yaml": yaml_part, "jvm": jvm, "table": table}
