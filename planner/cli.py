@@ -17,7 +17,7 @@ from planner import __version__
 from planner.errors import KairosError
 
 # Order is the order shown in --help.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("batches", "validate_plan")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,83 @@
+"""``kairos batches``: the safe restart batches of a ring for a consistency level."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``batches`` sub-command."""
+    p = subparsers.add_parser(
+        "batches",
+        help="compute the fewest safe restart batches of a ring",
+        description="Partition the ring's nodes into the fewest batches such that taking any "
+        "one batch down keeps every replica set at the consistency level (plus the tolerated "
+        "failures). The ring comes from a ring description (--ring) or the --hosts/--rf "
+        "shortcut (one token per node, one DC and rack).",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--ring", metavar="RING.yml", help="ring description (YAML)")
+    src.add_argument("--hosts", help="comma-separated hosts in ring order (simple ring)")
+    p.add_argument("--rf", type=int, default=3, help="replication factor with --hosts (default 3)")
+    p.add_argument("--cl", required=True, help="consistency level, e.g. QUORUM, LOCAL_QUORUM, ONE")
+    p.add_argument(
+        "--tolerate", type=int, default=0, metavar="N", help="extra failures to survive (default 0)"
+    )
+    p.add_argument(
+        "--aggressive",
+        action="store_true",
+        help="when no safe batch exists (RF = CL), reconfigure all nodes at once",
+    )
+    p.add_argument(
+        "--keyspace", action="append", help="only this keyspace's replica sets (repeatable)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def ring_from_args(args: argparse.Namespace) -> Any:
+    """The Ring named by ``--ring`` or built from ``--hosts``/``--rf``."""
+    from planner.commands.validate_plan import parse_hosts
+    from planner.topology import Ring, load_ring
+
+    if args.ring:
+        return load_ring(args.ring)
+    return Ring.simple(parse_hosts(args.hosts) or [], rf=args.rf)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the batches; errors (unsafe CL, bad ring) propagate as KairosError."""
+    from planner.topology import safe_batches
+
+    ring = ring_from_args(args)
+    plan = safe_batches(
+        ring,
+        consistency_level=args.cl,
+        tolerated_failures=args.tolerate,
+        aggressive=args.aggressive,
+        keyspaces=args.keyspace,
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "consistency_level": args.cl.upper(),
+                    "tolerated_failures": args.tolerate,
+                    "batches": [list(b) for b in plan.batches],
+                    "lower_bound": plan.lower_bound,
+                    "exact": plan.exact,
+                    "aggressive": plan.aggressive,
+                }
+            )
+        )
+        return 0
+    proof = "minimal" if plan.exact else f"lower bound {plan.lower_bound}"
+    print(
+        f"{len(plan.batches)} batch(es) for {args.cl.upper()} with {args.tolerate} tolerated "
+        f"failure(s) ({proof}{', AGGRESSIVE: availability not kept' if plan.aggressive else ''}):"
+    )
+    for i, batch in enumerate(plan.batches, 1):
+        print(f"  {i}: {' '.join(batch)}")
+    return 0

@@ -1,0 +1,580 @@
+"""The plan file: frozen values, YAML load/save, and the validator.
+
+The contract is docs/plan-file.md. :func:`validate_plan` checks a parsed document and
+raises :class:`planner.errors.ValidationError` naming the field path and the reason,
+e.g. ``steps[1].batches[0][2]: unknown host 'cass9'``; :func:`load_plan` reads, validates
+and returns a :class:`Plan`; :func:`save_plan` writes one (validating it first).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from planner.errors import KairosError, ValidationError
+from planner.topology import CONSISTENCY_LEVELS
+
+__all__ = [
+    "ENGINES",
+    "KIND",
+    "SCHEMA_VERSION",
+    "Availability",
+    "Expected",
+    "Horizon",
+    "Plan",
+    "SpaceLike",
+    "Step",
+    "load_plan",
+    "plan_from_dict",
+    "save_plan",
+    "validate_plan",
+]
+
+SCHEMA_VERSION = 1
+KIND = "kairos-plan"
+ENGINES = ("cassandra", "redis")
+#: Relative tolerance for ``net_ops == benefit_ops - cost_ops``.
+NET_TOLERANCE = 1e-6
+
+
+class SpaceLike(Protocol):
+    """What the validator needs of a configuration space (planner.spaces.ConfigSpace)."""
+
+    def validate(self, config: Mapping[str, Any]) -> Any: ...
+
+    def defaults(self) -> Mapping[str, Any]: ...
+
+    def restart_params(self, keys: Iterable[str]) -> Iterable[str]: ...
+
+    def live_params(self, keys: Iterable[str]) -> Iterable[str]: ...
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """The planning window: ``steps`` intervals of ``step_seconds`` from ``start``."""
+
+    start: datetime
+    step_seconds: float
+    steps: int
+
+    @property
+    def end(self) -> datetime:
+        """When the horizon ends."""
+        return self.start + timedelta(seconds=self.step_seconds * self.steps)
+
+
+@dataclass(frozen=True)
+class Availability:
+    """The availability requirement the batches respect."""
+
+    consistency_level: str
+    tolerated_failures: int = 0
+    aggressive: bool = False
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Expected operations gained and lost by one step."""
+
+    benefit_ops: float
+    cost_ops: float
+    net_ops: float
+
+
+@dataclass(frozen=True)
+class Step:
+    """One reconfiguration step of a plan."""
+
+    id: str
+    due: datetime
+    until: datetime
+    target: Mapping[str, Any]
+    live: tuple[str, ...]
+    restart: tuple[str, ...]
+    batches: tuple[tuple[str, ...], ...]
+    expected: Expected
+    per_node: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated reconfiguration plan (see docs/plan-file.md)."""
+
+    cluster: str
+    engine: str
+    created_at: datetime
+    horizon: Horizon
+    provenance: Mapping[str, Any]
+    availability: Availability
+    current_config: Mapping[str, Any]
+    steps: tuple[Step, ...]
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND
+
+    @property
+    def expected_net_ops(self) -> float:
+        """Sum of the steps' expected net gains."""
+        return float(sum(s.expected.net_ops for s in self.steps))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plain YAML-ready data (times as ISO 8601 strings)."""
+        return {
+            "schema_version": self.schema_version,
+            "kind": self.kind,
+            "cluster": self.cluster,
+            "engine": self.engine,
+            "created_at": self.created_at.isoformat(),
+            "horizon": {
+                "start": self.horizon.start.isoformat(),
+                "step_seconds": _plain(self.horizon.step_seconds),
+                "steps": self.horizon.steps,
+            },
+            "provenance": _plain(dict(self.provenance)),
+            "availability": {
+                "consistency_level": self.availability.consistency_level,
+                "tolerated_failures": self.availability.tolerated_failures,
+                "aggressive": self.availability.aggressive,
+            },
+            "current_config": _plain(dict(self.current_config)),
+            "steps": [
+                {
+                    "id": s.id,
+                    "due": s.due.isoformat(),
+                    "until": s.until.isoformat(),
+                    "target": _plain(dict(s.target)),
+                    "per_node": _plain({h: dict(v) for h, v in s.per_node.items()}),
+                    "live": list(s.live),
+                    "restart": list(s.restart),
+                    "batches": [list(b) for b in s.batches],
+                    "expected": {
+                        "benefit_ops": float(s.expected.benefit_ops),
+                        "cost_ops": float(s.expected.cost_ops),
+                        "net_ops": float(s.expected.net_ops),
+                    },
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """Convert numpy scalars and tuples to plain YAML-safe Python values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return value.item()
+    return value
+
+
+# ------------------------------------------------------------------ validation
+def _fail(path: str, reason: str) -> ValidationError:
+    return ValidationError(f"{path}: {reason}")
+
+
+def _mapping(data: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise _fail(path, f"expected a mapping, got {type(data).__name__}")
+    return data
+
+
+def _require(data: Mapping[str, Any], key: str, path: str) -> Any:
+    if key not in data:
+        raise _fail(f"{path}.{key}" if path else key, "missing")
+    return data[key]
+
+
+def _time(value: Any, path: str) -> datetime:
+    if isinstance(value, datetime):
+        when = value
+    elif isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            raise _fail(path, f"not an ISO 8601 time: {value!r}") from None
+    else:
+        raise _fail(path, f"expected an ISO 8601 time string, got {type(value).__name__}")
+    if when.tzinfo is None:
+        raise _fail(path, f"time {value!r} has no UTC offset")
+    return when
+
+
+def _number(value: Any, path: str, *, minimum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _fail(path, f"expected a number, got {value!r}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise _fail(path, f"expected a finite number, got {value!r}")
+    if minimum is not None and x < minimum:
+        raise _fail(path, f"must be >= {minimum:g}, got {value!r}")
+    return x
+
+
+def _int(value: Any, path: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(path, f"expected an integer, got {value!r}")
+    if value < minimum:
+        raise _fail(path, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def _str_list(value: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise _fail(path, f"expected a list, got {type(value).__name__}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise _fail(f"{path}[{i}]", f"expected a non-empty string, got {item!r}")
+    if len(set(value)) != len(value):
+        dup = next(v for v in value if value.count(v) > 1)
+        raise _fail(path, f"{dup!r} listed twice")
+    return tuple(value)
+
+
+def _space_for(engine: str) -> SpaceLike:
+    try:
+        from planner.spaces import get_space
+    except ImportError as exc:  # pragma: no cover - only while part 1 is missing
+        raise KairosError(
+            f"cannot check configurations: planner.spaces is unavailable ({exc})"
+        ) from None
+    return get_space(engine)
+
+
+def _check_config(space: SpaceLike, config: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """Validate ``config`` and return it in canonical form (when the space normalises)."""
+    try:
+        space.validate(config)
+        normalize = getattr(space, "normalize", None)
+        return dict(normalize(config)) if callable(normalize) else dict(config)
+    except ValidationError as exc:
+        raise _fail(path, str(exc)) from None
+
+
+def _restart_keys(
+    space: SpaceLike, keys: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> set[str]:
+    """Keys whose change from ``before`` to ``after`` needs a restart.
+
+    Uses ``planner.spaces.change_kind`` (per-transition rules such as a live row-cache
+    resize) when ``space`` is one of planner.spaces' spaces, else ``space.restart_params``.
+    """
+    engine = getattr(space, "engine", None)
+    try:
+        from planner.spaces import ConfigSpace, change_kind
+    except ImportError:  # pragma: no cover - only while part 1 is missing
+        return set(space.restart_params(keys))
+    if isinstance(space, ConfigSpace) and engine is not None:
+        return {
+            k for k in keys if change_kind(engine, k, before.get(k), after.get(k)) == "restart"
+        }
+    return set(space.restart_params(keys))
+
+
+def plan_from_dict(
+    data: Any,
+    *,
+    known_hosts: Iterable[str] | None = None,
+    space: SpaceLike | None = None,
+) -> Plan:
+    """Validate a parsed plan document and return it as a :class:`Plan`.
+
+    Parameters
+    ----------
+    data
+        The parsed YAML document.
+    known_hosts
+        The inventory's hosts of the engine. When given, every batch host must be one
+        of them and every one of them must appear in exactly one batch of a step that
+        restarts anything.
+    space
+        The engine's configuration space; default ``planner.spaces.get_space(engine)``.
+
+    Raises
+    ------
+    ValidationError
+        Naming the first failing field path and why.
+    """
+    doc = _mapping(data, "plan")
+    version = _require(doc, "schema_version", "")
+    if version != SCHEMA_VERSION:
+        raise _fail(
+            "schema_version", f"unsupported version {version!r} (expected {SCHEMA_VERSION})"
+        )
+    kind = _require(doc, "kind", "")
+    if kind != KIND:
+        raise _fail("kind", f"expected {KIND!r}, got {kind!r}")
+    engine = _require(doc, "engine", "")
+    if engine not in ENGINES:
+        raise _fail("engine", f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    cluster = _require(doc, "cluster", "")
+    if not isinstance(cluster, str) or not cluster:
+        raise _fail("cluster", "expected a non-empty string")
+    created_at = _time(_require(doc, "created_at", ""), "created_at")
+
+    hz = _mapping(_require(doc, "horizon", ""), "horizon")
+    horizon = Horizon(
+        start=_time(_require(hz, "start", "horizon"), "horizon.start"),
+        step_seconds=_number(_require(hz, "step_seconds", "horizon"), "horizon.step_seconds"),
+        steps=_int(_require(hz, "steps", "horizon"), "horizon.steps", minimum=1),
+    )
+    if horizon.step_seconds <= 0:
+        raise _fail("horizon.step_seconds", f"must be > 0, got {horizon.step_seconds:g}")
+
+    provenance = _mapping(doc.get("provenance", {}), "provenance")
+    opt = provenance.get("optimiser")
+    if opt is not None:
+        opt = _mapping(opt, "provenance.optimiser")
+        if "seed" in opt and opt["seed"] is not None:
+            _int(opt["seed"], "provenance.optimiser.seed", minimum=0)
+
+    av = _mapping(_require(doc, "availability", ""), "availability")
+    cl = _require(av, "consistency_level", "availability")
+    if not isinstance(cl, str) or cl.upper() not in CONSISTENCY_LEVELS:
+        raise _fail(
+            "availability.consistency_level",
+            f"unknown consistency level {cl!r}; expected one of {', '.join(CONSISTENCY_LEVELS)}",
+        )
+    aggressive = av.get("aggressive", False)
+    if not isinstance(aggressive, bool):
+        raise _fail("availability.aggressive", f"expected true or false, got {aggressive!r}")
+    availability = Availability(
+        consistency_level=cl.upper(),
+        tolerated_failures=_int(
+            av.get("tolerated_failures", 0), "availability.tolerated_failures", minimum=0
+        ),
+        aggressive=aggressive,
+    )
+
+    if space is None:
+        space = _space_for(engine)
+    current = dict(_mapping(_require(doc, "current_config", ""), "current_config"))
+    prev = _check_config(space, {**dict(space.defaults()), **current}, "current_config")
+    prev0 = prev
+
+    hosts: set[str] | None = None
+    if known_hosts is not None:
+        hosts = {str(h) for h in known_hosts}
+
+    raw_steps = _require(doc, "steps", "")
+    if not isinstance(raw_steps, list):
+        raise _fail("steps", f"expected a list, got {type(raw_steps).__name__}")
+    steps: list[Step] = []
+    ids: set[str] = set()
+    prev_nodes: dict[str, dict[str, Any]] = {}
+    last_due: datetime | None = None
+    for i, raw in enumerate(raw_steps):
+        p = f"steps[{i}]"
+        st = _mapping(raw, p)
+        sid = _require(st, "id", p)
+        if not isinstance(sid, str) or not sid:
+            raise _fail(f"{p}.id", f"expected a non-empty string, got {sid!r}")
+        if sid in ids:
+            raise _fail(f"{p}.id", f"duplicate step id {sid!r}")
+        ids.add(sid)
+        due = _time(_require(st, "due", p), f"{p}.due")
+        until = _time(_require(st, "until", p), f"{p}.until")
+        if due < horizon.start or due >= horizon.end:
+            raise _fail(
+                f"{p}.due",
+                f"{due.isoformat()} is outside the horizon "
+                f"[{horizon.start.isoformat()}, {horizon.end.isoformat()})",
+            )
+        if last_due is not None and due <= last_due:
+            raise _fail(f"{p}.due", f"{due.isoformat()} is not after the previous step's due time")
+        last_due = due
+        if until <= due:
+            raise _fail(f"{p}.until", "must be after due")
+        if until > horizon.end:
+            raise _fail(f"{p}.until", "is after the end of the horizon")
+
+        target_raw = dict(_mapping(_require(st, "target", p), f"{p}.target"))
+        config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
+        per_node_raw = _mapping(st.get("per_node", {}) or {}, f"{p}.per_node")
+        per_node: dict[str, dict[str, Any]] = {}
+        for host, overrides in per_node_raw.items():
+            hp = f"{p}.per_node.{host}"
+            if hosts is not None and host not in hosts:
+                raise _fail(hp, f"unknown host {host!r}")
+            node_cfg = _check_config(space, {**config, **dict(_mapping(overrides, hp))}, hp)
+            per_node[str(host)] = {k: node_cfg[k] for k in overrides}
+
+        # (before, after) per node kind: the cluster-wide config and each overridden host
+        pairs = [(prev, config)] + [
+            ({**prev, **prev_nodes.get(h, {})}, {**config, **per_node.get(h, {})})
+            for h in sorted(set(per_node) | set(prev_nodes))
+        ]
+        changed: set[str] = set()
+        needs_restart: set[str] = set()
+        for before, after in pairs:
+            diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            changed |= set(diff)
+            needs_restart |= _restart_keys(space, diff, before, after)
+
+        live = _str_list(st.get("live", []), f"{p}.live")
+        restart = _str_list(st.get("restart", []), f"{p}.restart")
+        both = set(live) & set(restart)
+        if both:
+            raise _fail(f"{p}.live", f"{sorted(both)[0]!r} is listed as both live and restart")
+        listed = set(live) | set(restart)
+        if not changed:
+            raise _fail(f"{p}.target", "changes nothing relative to the previous configuration")
+        missing = sorted(changed - listed)
+        if missing:
+            raise _fail(f"{p}", f"changed parameter {missing[0]!r} is in neither live nor restart")
+        for j, key in enumerate(live):
+            if key not in changed:
+                raise _fail(f"{p}.live[{j}]", f"{key!r} does not change in this step")
+        for j, key in enumerate(restart):
+            if key not in changed:
+                raise _fail(f"{p}.restart[{j}]", f"{key!r} does not change in this step")
+        for j, key in enumerate(live):
+            if key in needs_restart:
+                raise _fail(f"{p}.live[{j}]", f"{key!r} needs a restart and cannot change live")
+        for j, key in enumerate(restart):
+            if key not in needs_restart:
+                raise _fail(f"{p}.restart[{j}]", f"{key!r} changes live; list it under live")
+
+        batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
+        if restart and not batches:
+            raise _fail(f"{p}.batches", "empty, but the step restarts parameters")
+        if batches and not restart:
+            raise _fail(f"{p}.batches", "must be empty when nothing needs a restart")
+        if batches and hosts is not None:
+            seen = {h for b in batches for h in b}
+            absent = sorted(hosts - seen)
+            if absent:
+                raise _fail(f"{p}.batches", f"host {absent[0]!r} is in no batch")
+
+        ex = _mapping(_require(st, "expected", p), f"{p}.expected")
+        benefit = _number(_require(ex, "benefit_ops", f"{p}.expected"), f"{p}.expected.benefit_ops")
+        cost = _number(
+            _require(ex, "cost_ops", f"{p}.expected"), f"{p}.expected.cost_ops", minimum=0.0
+        )
+        net = _number(_require(ex, "net_ops", f"{p}.expected"), f"{p}.expected.net_ops")
+        if abs(net - (benefit - cost)) > NET_TOLERANCE * max(1.0, abs(benefit), abs(cost)):
+            raise _fail(
+                f"{p}.expected.net_ops",
+                f"{net:g} is not benefit_ops - cost_ops = {benefit - cost:g}",
+            )
+        steps.append(
+            Step(
+                id=sid,
+                due=due,
+                until=until,
+                target={k: config[k] for k in target_raw},
+                per_node=per_node,
+                live=live,
+                restart=restart,
+                batches=batches,
+                expected=Expected(benefit_ops=benefit, cost_ops=cost, net_ops=net),
+            )
+        )
+        prev = config
+        prev_nodes = per_node
+    for i, s in enumerate(steps):
+        nxt = steps[i + 1].due if i + 1 < len(steps) else horizon.end
+        if s.until != nxt:
+            what = "the next step's due time" if i + 1 < len(steps) else "the end of the horizon"
+            raise _fail(
+                f"steps[{i}].until", f"{s.until.isoformat()} must equal {what} ({nxt.isoformat()})"
+            )
+    return Plan(
+        cluster=cluster,
+        engine=engine,
+        created_at=created_at,
+        horizon=horizon,
+        provenance=dict(provenance),
+        availability=availability,
+        current_config={k: prev0[k] for k in current},
+        steps=tuple(steps),
+    )
+
+
+def _batches(value: Any, path: str, hosts: set[str] | None) -> tuple[tuple[str, ...], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _fail(path, f"expected a list of host lists, got {type(value).__name__}")
+    seen: dict[str, str] = {}
+    out: list[tuple[str, ...]] = []
+    for b, batch in enumerate(value):
+        bp = f"{path}[{b}]"
+        if not isinstance(batch, list) or not batch:
+            raise _fail(bp, "expected a non-empty list of hosts")
+        for h, host in enumerate(batch):
+            hp = f"{bp}[{h}]"
+            if not isinstance(host, str) or not host:
+                raise _fail(hp, f"expected a host name, got {host!r}")
+            if hosts is not None and host not in hosts:
+                raise _fail(hp, f"unknown host {host!r}")
+            if host in seen:
+                raise _fail(hp, f"host {host!r} already appears at {seen[host]}")
+            seen[host] = hp
+        out.append(tuple(batch))
+    return tuple(out)
+
+
+def validate_plan(
+    data: Any,
+    *,
+    known_hosts: Iterable[str] | None = None,
+    space: SpaceLike | None = None,
+) -> None:
+    """Raise :class:`ValidationError` (field path and reason) unless ``data`` is a valid plan.
+
+    See :func:`plan_from_dict` for the parameters.
+    """
+    plan_from_dict(data, known_hosts=known_hosts, space=space)
+
+
+def load_plan(
+    path: str | Path,
+    *,
+    known_hosts: Iterable[str] | None = None,
+    space: SpaceLike | None = None,
+) -> Plan:
+    """Read, validate and return the plan at ``path``.
+
+    Raises
+    ------
+    ValidationError
+        The file is unreadable, not YAML, or breaks a rule (the message names the field).
+    """
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ValidationError(f"{p}: cannot read plan: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"{p}: not valid YAML: {exc}") from None
+    return plan_from_dict(data, known_hosts=known_hosts, space=space)
+
+
+def save_plan(
+    plan: Plan,
+    path: str | Path,
+    *,
+    known_hosts: Sequence[str] | None = None,
+    space: SpaceLike | None = None,
+) -> Path:
+    """Validate ``plan`` and write it as YAML to ``path``; return the path."""
+    import yaml
+
+    data = plan.to_dict()
+    plan_from_dict(data, known_hosts=known_hosts, space=space)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(
+        "# Kairos reconfiguration plan (docs/plan-file.md). Written by `kairos plan`.\n"
+        + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    )
+    return p

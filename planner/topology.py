@@ -1,0 +1,903 @@
+"""Ring topology and availability: which nodes may be down at the same time.
+
+A :class:`Ring` holds the nodes (host, address, datacenter, rack), the keyspaces with
+their replication and, per keyspace, the replica set of every token range -- the shape
+cassandra-driver's token map gives (``cluster.metadata.token_map.get_replicas``) or
+``nodetool describering`` prints.
+
+A batch of nodes is *safe* for a consistency level when, for every replica set, the
+replicas outside the batch (and outside the nodes already down) minus the extra
+failures the operator wants to tolerate still meet what the consistency level needs:
+
+========================  =============================================  =========
+consistency level         need (per replica set)                         scope
+========================  =============================================  =========
+ONE / TWO / THREE         1 / 2 / 3                                      whole set
+QUORUM, SERIAL            floor(RF_total / 2) + 1                        whole set
+ALL                       RF_total                                       whole set
+LOCAL_ONE                 1                                              every DC
+LOCAL_QUORUM, EACH_QUORUM floor(RF_dc / 2) + 1                           every DC
+LOCAL_SERIAL              floor(RF_dc / 2) + 1                           every DC
+========================  =============================================  =========
+
+``LOCAL_*`` levels are checked in every datacenter the keyspace replicates to, since a
+client may be local to any of them; tolerated failures are counted against each
+scope separately (the adversary may concentrate them where it hurts most).
+
+Each (replica set, scope) therefore allows at most ``cap = up - tolerated - need``
+nodes of the batch. :func:`safe_batches` partitions the nodes into the fewest batches
+respecting every cap: exactly (backtracking with a work budget) for small clusters and
+with a rack-ordered first-fit heuristic plus a lower bound for large ones. For one
+token per node this reproduces SOPHIA's closed form, steps = RF / (RF - CL).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.errors import KairosError, ValidationError
+
+__all__ = [
+    "CONSISTENCY_LEVELS",
+    "BatchPlan",
+    "Node",
+    "ReplicaSet",
+    "Ring",
+    "UnsafeBatchError",
+    "check_batch",
+    "load_ring",
+    "requirements",
+    "safe_batches",
+]
+
+#: Consistency levels understood, mapped to their scope ("global" or "dc").
+CONSISTENCY_LEVELS: Mapping[str, str] = {
+    "ONE": "global",
+    "TWO": "global",
+    "THREE": "global",
+    "QUORUM": "global",
+    "SERIAL": "global",
+    "ALL": "global",
+    "LOCAL_ONE": "dc",
+    "LOCAL_QUORUM": "dc",
+    "LOCAL_SERIAL": "dc",
+    "EACH_QUORUM": "dc",
+}
+
+#: Above this many nodes safe_batches does not attempt the exact search.
+EXACT_NODE_LIMIT = 64
+#: Work budget (node assignments tried) for one exact feasibility search.
+EXACT_BUDGET = 200_000
+
+
+class UnsafeBatchError(KairosError):
+    """A batch (or the ring as it stands) cannot meet the consistency level."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ring member: the inventory host name, its address, datacenter and rack."""
+
+    host: str
+    address: str
+    dc: str
+    rack: str
+
+
+@dataclass(frozen=True)
+class ReplicaSet:
+    """The replicas (host names, ring order) of one token range of one keyspace."""
+
+    keyspace: str
+    start: int | None
+    end: int | None
+    replicas: tuple[str, ...]
+
+    def describe(self) -> str:
+        """Return a short human description: keyspace, range and replicas."""
+        rng = "" if self.start is None else f" range ({self.start}, {self.end}]"
+        return f"keyspace {self.keyspace!r}{rng} replicas [{', '.join(self.replicas)}]"
+
+
+@dataclass(frozen=True)
+class Ring:
+    """A Cassandra ring: nodes, keyspace replication and the replica sets.
+
+    Parameters
+    ----------
+    nodes
+        The members, in a stable order (host names unique).
+    replication
+        ``{keyspace: {dc: rf}}``.
+    replica_sets
+        Every distinct replica set, each tagged with one keyspace and token range
+        where it occurs (used in error messages).
+    """
+
+    nodes: tuple[Node, ...]
+    replication: Mapping[str, Mapping[str, int]]
+    replica_sets: tuple[ReplicaSet, ...]
+    _index: Mapping[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        index: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            if node.host in index:
+                raise ValidationError(f"nodes[{i}].host: duplicate host {node.host!r}")
+            index[node.host] = i
+        object.__setattr__(self, "_index", index)
+        for r, rs in enumerate(self.replica_sets):
+            for host in rs.replicas:
+                if host not in index:
+                    raise ValidationError(
+                        f"replica_sets[{r}]: unknown host {host!r} in {rs.describe()}"
+                    )
+
+    # ------------------------------------------------------------------ access
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Host names in ring-description order."""
+        return tuple(n.host for n in self.nodes)
+
+    def node(self, host: str) -> Node:
+        """Return the node called ``host`` (ValidationError if unknown)."""
+        try:
+            return self.nodes[self._index[host]]
+        except KeyError:
+            raise ValidationError(f"unknown host {host!r}") from None
+
+    def __contains__(self, host: object) -> bool:
+        return host in self._index
+
+    # ----------------------------------------------------------- constructors
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ring:
+        """Build a ring from a ring description (the YAML form).
+
+        The description has ``nodes`` (list of ``{host, address, dc, rack}``),
+        ``keyspaces`` (``{name: {replication: {dc: rf}}}``; a ``class`` key and
+        SimpleStrategy's ``replication_factor`` are accepted) and ``token_ranges``
+        (list of ``{start, end, replicas: {keyspace: [host or address, ...]}}``).
+        If ``token_ranges`` is absent, each node's ``tokens`` are used and replicas
+        are computed with the keyspaces' strategies.
+        """
+        if not isinstance(data, Mapping):
+            raise ValidationError("ring: expected a mapping with nodes, keyspaces, token_ranges")
+        raw_nodes = data.get("nodes")
+        if not isinstance(raw_nodes, list) or not raw_nodes:
+            raise ValidationError("nodes: expected a non-empty list")
+        nodes: list[Node] = []
+        tokens: dict[str, list[int]] = {}
+        for i, raw in enumerate(raw_nodes):
+            if not isinstance(raw, Mapping) or not raw.get("host"):
+                raise ValidationError(f"nodes[{i}]: expected a mapping with 'host'")
+            host = str(raw["host"])
+            nodes.append(
+                Node(
+                    host=host,
+                    address=str(raw.get("address", host)),
+                    dc=str(raw.get("dc", raw.get("datacenter", "datacenter1"))),
+                    rack=str(raw.get("rack", "rack1")),
+                )
+            )
+            if "tokens" in raw:
+                try:
+                    tokens[host] = [int(t) for t in raw["tokens"]]
+                except (TypeError, ValueError):
+                    raise ValidationError(f"nodes[{i}].tokens: expected integers") from None
+        dcs = {n.dc for n in nodes}
+        replication = _parse_keyspaces(data.get("keyspaces"), dcs)
+        by_name: dict[str, str] = {}
+        for n in nodes:
+            by_name[n.host] = n.host
+            by_name.setdefault(n.address, n.host)
+        raw_ranges = data.get("token_ranges")
+        if raw_ranges is None:
+            if len(tokens) != len(nodes):
+                raise ValidationError(
+                    "token_ranges: missing, and not every node lists its tokens"
+                )
+            return cls._from_tokens(nodes, replication, tokens)
+        if not isinstance(raw_ranges, list) or not raw_ranges:
+            raise ValidationError("token_ranges: expected a non-empty list")
+        sets: list[ReplicaSet] = []
+        seen: set[tuple[str, tuple[str, ...]]] = set()
+        for i, raw in enumerate(raw_ranges):
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("replicas"), Mapping):
+                raise ValidationError(
+                    f"token_ranges[{i}].replicas: expected a mapping keyspace -> hosts"
+                )
+            start, end = raw.get("start"), raw.get("end")
+            for ks, hosts in raw["replicas"].items():
+                if ks not in replication:
+                    raise ValidationError(f"token_ranges[{i}].replicas: unknown keyspace {ks!r}")
+                if not isinstance(hosts, list) or not hosts:
+                    raise ValidationError(
+                        f"token_ranges[{i}].replicas.{ks}: expected a non-empty host list"
+                    )
+                resolved: list[str] = []
+                for j, h in enumerate(hosts):
+                    if str(h) not in by_name:
+                        raise ValidationError(
+                            f"token_ranges[{i}].replicas.{ks}[{j}]: unknown host {h!r}"
+                        )
+                    resolved.append(by_name[str(h)])
+                if len(set(resolved)) != len(resolved):
+                    raise ValidationError(
+                        f"token_ranges[{i}].replicas.{ks}: a host appears twice"
+                    )
+                key = (str(ks), tuple(sorted(resolved)))
+                if key in seen:
+                    continue
+                seen.add(key)
+                sets.append(
+                    ReplicaSet(
+                        keyspace=str(ks),
+                        start=None if start is None else int(start),
+                        end=None if end is None else int(end),
+                        replicas=tuple(resolved),
+                    )
+                )
+        return cls(nodes=tuple(nodes), replication=replication, replica_sets=tuple(sets))
+
+    @classmethod
+    def _from_tokens(
+        cls,
+        nodes: Sequence[Node],
+        replication: Mapping[str, Mapping[str, int]],
+        tokens: Mapping[str, Sequence[int]],
+    ) -> Ring:
+        ring = sorted((t, h) for h, ts in tokens.items() for t in ts)
+        if len({t for t, _ in ring}) != len(ring):
+            raise ValidationError("nodes[].tokens: a token is owned twice")
+        by_host = {n.host: n for n in nodes}
+        racks_in_dc: dict[str, set[str]] = {}
+        hosts_in_dc: dict[str, int] = {}
+        for node in nodes:
+            racks_in_dc.setdefault(node.dc, set()).add(node.rack)
+            hosts_in_dc[node.dc] = hosts_in_dc.get(node.dc, 0) + 1
+        sets: list[ReplicaSet] = []
+        for ks, rf_by_dc in replication.items():
+            seen: set[tuple[str, ...]] = set()
+            want = {dc: min(rf, hosts_in_dc.get(dc, 0)) for dc, rf in rf_by_dc.items()}
+            for i, (tok, _owner) in enumerate(ring):
+                replicas = _nts_replicas(ring, i, want, by_host, racks_in_dc)
+                key = tuple(sorted(replicas))
+                if key in seen:
+                    continue
+                seen.add(key)
+                prev = ring[i - 1][0]
+                sets.append(ReplicaSet(keyspace=ks, start=prev, end=tok, replicas=replicas))
+        return cls(nodes=tuple(nodes), replication=replication, replica_sets=tuple(sets))
+
+    @classmethod
+    def simple(
+        cls,
+        hosts: Sequence[str],
+        *,
+        rf: int,
+        dc: str = "datacenter1",
+        rack: str = "rack1",
+        keyspace: str = "kairos",
+    ) -> Ring:
+        """A one-token-per-node ring over ``hosts`` (ring order), one DC and rack.
+
+        This is the ``--hosts cass1,cass2,cass3 --rf 3`` shortcut; each node's address
+        is its host name.
+        """
+        if not hosts:
+            raise ValidationError("hosts: expected at least one host")
+        if rf < 1:
+            raise ValidationError(f"rf: must be at least 1, got {rf}")
+        n = len(hosts)
+        step = 2**64 // n
+        data = {
+            "nodes": [
+                {"host": h, "address": h, "dc": dc, "rack": rack, "tokens": [-(2**63) + i * step]}
+                for i, h in enumerate(hosts)
+            ],
+            "keyspaces": {keyspace: {"replication": {dc: min(rf, n)}}},
+        }
+        return cls.from_dict(data)
+
+    @classmethod
+    def synthetic(
+        cls,
+        nodes: int,
+        *,
+        vnodes: int = 1,
+        rf: int | Mapping[str, int] = 3,
+        dcs: int = 1,
+        racks: int = 1,
+        seed: int = 0,
+    ) -> Ring:
+        """A synthetic ring for tests and benchmarks.
+
+        Nodes ``n0001...`` are dealt round-robin to datacenters ``dc1...`` and, within a
+        DC, to racks ``rack1...``. With one token per node the tokens are evenly spaced
+        in dealing order; with vnodes they are drawn at random (seeded). One keyspace
+        ``ks`` replicates ``rf`` in every DC (NetworkTopologyStrategy, rack aware).
+        """
+        if nodes < 1 or vnodes < 1 or dcs < 1 or racks < 1:
+            raise ValidationError("synthetic ring: nodes, vnodes, dcs and racks must be >= 1")
+        rng = random.Random(seed)
+        dc_names = [f"dc{d + 1}" for d in range(dcs)]
+        node_list: list[dict[str, Any]] = []
+        per_dc_count = dict.fromkeys(dc_names, 0)
+        for i in range(nodes):
+            dc = dc_names[i % dcs]
+            rack = f"rack{per_dc_count[dc] % racks + 1}"
+            per_dc_count[dc] += 1
+            node_list.append(
+                {"host": f"n{i + 1:04d}", "address": f"10.0.{i // 250}.{i % 250 + 1}",
+                 "dc": dc, "rack": rack}
+            )
+        if vnodes == 1:
+            step = 2**64 // nodes
+            for i, raw in enumerate(node_list):
+                raw["tokens"] = [-(2**63) + i * step]
+        else:
+            used: set[int] = set()
+            for raw in node_list:
+                toks: list[int] = []
+                while len(toks) < vnodes:
+                    t = rng.randrange(-(2**63), 2**63)
+                    if t not in used:
+                        used.add(t)
+                        toks.append(t)
+                raw["tokens"] = toks
+        rf_map = dict.fromkeys(dc_names, rf) if isinstance(rf, int) else dict(rf)
+        return cls.from_dict({"nodes": node_list, "keyspaces": {"ks": {"replication": rf_map}}})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ring description (YAML form) of this ring."""
+        return {
+            "nodes": [
+                {"host": n.host, "address": n.address, "dc": n.dc, "rack": n.rack}
+                for n in self.nodes
+            ],
+            "keyspaces": {
+                ks: {"replication": dict(rf)} for ks, rf in self.replication.items()
+            },
+            "token_ranges": [
+                {"start": rs.start, "end": rs.end, "replicas": {rs.keyspace: list(rs.replicas)}}
+                for rs in self.replica_sets
+            ],
+        }
+
+
+def load_ring(path: str | Path) -> Ring:
+    """Read a ring description (YAML or JSON) from ``path``."""
+    import yaml
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise ValidationError(f"{p}: cannot read ring description: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"{p}: not valid YAML: {exc}") from None
+    try:
+        return Ring.from_dict(data)
+    except ValidationError as exc:
+        raise ValidationError(f"{p}: {exc}") from None
+
+
+def _parse_keyspaces(raw: Any, dcs: set[str]) -> dict[str, dict[str, int]]:
+    if not isinstance(raw, Mapping) or not raw:
+        raise ValidationError("keyspaces: expected a mapping {name: {replication: {dc: rf}}}")
+    out: dict[str, dict[str, int]] = {}
+    for ks, spec in raw.items():
+        rep = spec.get("replication") if isinstance(spec, Mapping) else None
+        if not isinstance(rep, Mapping):
+            raise ValidationError(f"keyspaces.{ks}.replication: expected a mapping dc -> rf")
+        rf_by_dc: dict[str, int] = {}
+        for key, value in rep.items():
+            if key == "class":
+                continue
+            try:
+                rf = int(value)
+            except (TypeError, ValueError):
+                raise ValidationError(
+                    f"keyspaces.{ks}.replication.{key}: expected an integer, got {value!r}"
+                ) from None
+            if rf < 0:
+                raise ValidationError(f"keyspaces.{ks}.replication.{key}: negative RF {rf}")
+            if key == "replication_factor":
+                if len(dcs) != 1:
+                    raise ValidationError(
+                        f"keyspaces.{ks}.replication: replication_factor needs a single-DC ring"
+                    )
+                rf_by_dc[next(iter(dcs))] = rf
+            elif key not in dcs:
+                raise ValidationError(f"keyspaces.{ks}.replication: unknown datacenter {key!r}")
+            else:
+                rf_by_dc[str(key)] = rf
+        if not any(rf_by_dc.values()):
+            raise ValidationError(f"keyspaces.{ks}.replication: no datacenter with RF > 0")
+        out[str(ks)] = {dc: rf for dc, rf in rf_by_dc.items() if rf > 0}
+    return out
+
+
+def _nts_replicas(
+    ring: Sequence[tuple[int, str]],
+    start: int,
+    want: Mapping[str, int],
+    by_host: Mapping[str, Node],
+    racks_in_dc: Mapping[str, set[str]],
+) -> tuple[str, ...]:
+    """Replicas of the range ending at ``ring[start]`` (NetworkTopologyStrategy).
+
+    ``want`` is the number of replicas per DC (RF capped at the DC's node count).
+    """
+    chosen: list[str] = []
+    chosen_set: set[str] = set()
+    count = dict.fromkeys(want, 0)
+    seen_racks: dict[str, set[str]] = {dc: set() for dc in want}
+    skipped: dict[str, list[str]] = {dc: [] for dc in want}
+    n = len(ring)
+    for k in range(n):
+        if all(count[dc] >= want[dc] for dc in want):
+            break
+        host = ring[(start + k) % n][1]
+        if host in chosen_set:
+            continue
+        node = by_host[host]
+        dc = node.dc
+        if dc not in want or count[dc] >= want[dc]:
+            continue
+        if node.rack not in seen_racks[dc]:
+            seen_racks[dc].add(node.rack)
+            chosen.append(host)
+            chosen_set.add(host)
+            count[dc] += 1
+            if seen_racks[dc] == racks_in_dc[dc]:
+                while skipped[dc] and count[dc] < want[dc]:
+                    h = skipped[dc].pop(0)
+                    chosen.append(h)
+                    chosen_set.add(h)
+                    count[dc] += 1
+        elif seen_racks[dc] == racks_in_dc[dc]:
+            chosen.append(host)
+            chosen_set.add(host)
+            count[dc] += 1
+        elif host not in skipped[dc]:
+            skipped[dc].append(host)
+    return tuple(chosen)
+
+
+# ---------------------------------------------------------------- requirements
+@dataclass(frozen=True)
+class Requirement:
+    """One availability constraint: at most ``cap`` of ``members`` in a batch."""
+
+    members: tuple[int, ...]  # node indices
+    need: int
+    rf: int
+    scope: str  # "all" or a DC name
+    source: ReplicaSet
+
+
+def _need(cl: str, rf: int) -> int:
+    if cl in ("ONE", "LOCAL_ONE"):
+        return 1
+    if cl == "TWO":
+        return 2
+    if cl == "THREE":
+        return 3
+    if cl == "ALL":
+        return rf
+    return rf // 2 + 1  # QUORUM, SERIAL, LOCAL_QUORUM, LOCAL_SERIAL, EACH_QUORUM
+
+
+def _normalise_cl(consistency_level: str) -> str:
+    cl = str(consistency_level).upper()
+    if cl not in CONSISTENCY_LEVELS:
+        raise ValidationError(
+            f"consistency_level: unknown {consistency_level!r}; "
+            f"expected one of {', '.join(CONSISTENCY_LEVELS)}"
+        )
+    return cl
+
+
+def requirements(
+    ring: Ring, *, consistency_level: str, keyspaces: Iterable[str] | None = None
+) -> list[Requirement]:
+    """The distinct (replica set, scope, need) constraints of ``ring`` for a CL.
+
+    Raises
+    ------
+    ValidationError
+        For an unknown consistency level or keyspace, or a CL that needs more replicas
+        than a keyspace has (e.g. THREE with RF 2).
+    """
+    cl = _normalise_cl(consistency_level)
+    if keyspaces is not None:
+        wanted = list(keyspaces)
+        for ks in wanted:
+            if ks not in ring.replication:
+                raise ValidationError(f"keyspaces: unknown keyspace {ks!r}")
+        selected = set(wanted)
+    else:
+        selected = set(ring.replication)
+    index = ring._index
+    out: dict[tuple[tuple[int, ...], int], Requirement] = {}
+    for rs in ring.replica_sets:
+        if rs.keyspace not in selected:
+            continue
+        rf_by_dc = ring.replication[rs.keyspace]
+        members = [index[h] for h in rs.replicas]
+        if CONSISTENCY_LEVELS[cl] == "global":
+            groups = {"all": (members, sum(rf_by_dc.values()))}
+        else:
+            groups = {
+                dc: ([m for m in members if ring.nodes[m].dc == dc], rf)
+                for dc, rf in rf_by_dc.items()
+            }
+        for scope, (group, rf) in groups.items():
+            need = _need(cl, rf)
+            if need > rf:
+                raise ValidationError(
+                    f"consistency_level: {cl} needs {need} replicas but keyspace "
+                    f"{rs.keyspace!r} has RF {rf}" + ("" if scope == "all" else f" in {scope}")
+                )
+            key = (tuple(sorted(group)), need)
+            if key not in out:
+                out[key] = Requirement(
+                    members=key[0], need=need, rf=rf, scope=scope, source=rs
+                )
+    return list(out.values())
+
+
+# -------------------------------------------------------------------- checks
+def check_batch(
+    ring: Ring,
+    batch: Iterable[str],
+    *,
+    down: Iterable[str] = (),
+    consistency_level: str,
+    tolerated_failures: int = 0,
+    keyspaces: Iterable[str] | None = None,
+) -> None:
+    """Raise unless taking ``batch`` down (with ``down`` already down) is safe.
+
+    This is the pre-flight re-check the executor runs against the live ring.
+
+    Parameters
+    ----------
+    ring
+        The ring as it is now.
+    batch
+        Hosts about to be taken down.
+    down
+        Hosts already down (they count as unavailable).
+    consistency_level, tolerated_failures, keyspaces
+        As for :func:`safe_batches`.
+
+    Raises
+    ------
+    ValidationError
+        An unknown host or consistency level, or negative tolerated failures.
+    UnsafeBatchError
+        Naming the host(s) of the batch and the replica set left below the CL.
+    """
+    if tolerated_failures < 0:
+        raise ValidationError(f"tolerated_failures: must be >= 0, got {tolerated_failures}")
+    batch_hosts = list(batch)
+    down_hosts = list(down)
+    for label, hosts in (("batch", batch_hosts), ("down", down_hosts)):
+        for i, h in enumerate(hosts):
+            if h not in ring:
+                raise ValidationError(f"{label}[{i}]: unknown host {h!r}")
+    cl = _normalise_cl(consistency_level)
+    index = ring._index
+    batch_idx = {index[h] for h in batch_hosts}
+    down_idx = {index[h] for h in down_hosts}
+    for req in requirements(ring, consistency_level=cl, keyspaces=keyspaces):
+        members = set(req.members)
+        in_batch = members & batch_idx
+        already = members & down_idx - batch_idx
+        up = len(members) - len(in_batch) - len(already)
+        if up - tolerated_failures >= req.need:
+            continue
+        scope = "" if req.scope == "all" else f" in {req.scope}"
+        names = ", ".join(ring.nodes[i].host for i in sorted(in_batch)) or "none"
+        downs = ", ".join(ring.nodes[i].host for i in sorted(already))
+        raise UnsafeBatchError(
+            f"batch unsafe for {cl} with {tolerated_failures} tolerated failure(s): "
+            f"taking down {names}"
+            + (f" (with {downs} already down)" if downs else "")
+            + f" leaves {up} of {len(members)} replica(s){scope} up for "
+            f"{req.source.describe()}; {cl} needs {req.need}"
+            + (f" plus {tolerated_failures} spare" if tolerated_failures else "")
+        )
+
+
+# ------------------------------------------------------------------ batching
+@dataclass(frozen=True)
+class BatchPlan:
+    """Batches of hosts to reconfigure in order.
+
+    Attributes
+    ----------
+    batches
+        Host names per batch; every node appears in exactly one batch.
+    lower_bound
+        A proven lower bound on the number of batches.
+    exact
+        True when ``len(batches)`` is proved minimal (search completed, or the
+        heuristic met the lower bound).
+    aggressive
+        True when availability was given up (SOPHIA-AGGRESSIVE: all nodes at once).
+    """
+
+    batches: tuple[tuple[str, ...], ...]
+    lower_bound: int
+    exact: bool
+    aggressive: bool = False
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Number of hosts in each batch."""
+        return tuple(len(b) for b in self.batches)
+
+
+def safe_batches(
+    ring: Ring,
+    *,
+    consistency_level: str,
+    tolerated_failures: int = 0,
+    aggressive: bool = False,
+    keyspaces: Iterable[str] | None = None,
+    hosts: Iterable[str] | None = None,
+) -> BatchPlan:
+    """Partition the nodes into the fewest batches that are each safe.
+
+    Parameters
+    ----------
+    ring
+        The ring.
+    consistency_level
+        One of :data:`CONSISTENCY_LEVELS` (case-insensitive).
+    tolerated_failures
+        Extra node failures that must be survivable while a batch is down.
+    aggressive
+        If no safe batching exists (RF = CL), reconfigure every node at once instead
+        of refusing (SOPHIA-AGGRESSIVE). Ignored when a safe batching exists.
+    keyspaces
+        Only these keyspaces' replica sets count (default: all).
+    hosts
+        Only these hosts are to be reconfigured (default: all nodes).
+
+    Returns
+    -------
+    BatchPlan
+
+    Raises
+    ------
+    UnsafeBatchError
+        Some node cannot be taken down even alone (RF = CL, or too many tolerated
+        failures) and ``aggressive`` is false; the message names it and the replica set.
+    """
+    if tolerated_failures < 0:
+        raise ValidationError(f"tolerated_failures: must be >= 0, got {tolerated_failures}")
+    cl = _normalise_cl(consistency_level)
+    reqs = requirements(ring, consistency_level=cl, keyspaces=keyspaces)
+    if hosts is None:
+        todo = list(range(len(ring.nodes)))
+    else:
+        todo = []
+        for i, h in enumerate(hosts):
+            if h not in ring:
+                raise ValidationError(f"hosts[{i}]: unknown host {h!r}")
+            todo.append(ring._index[h])
+        todo = sorted(set(todo))
+    caps = np.array([len(r.members) - tolerated_failures - r.need for r in reqs], dtype=np.int64)
+    node_reqs: list[list[int]] = [[] for _ in ring.nodes]
+    for j, r in enumerate(reqs):
+        for m in r.members:
+            node_reqs[m].append(j)
+    blocked = [
+        (i, j) for i in todo for j in node_reqs[i] if caps[j] < 1
+    ]
+    if blocked:
+        if aggressive:
+            return BatchPlan(
+                batches=(tuple(ring.nodes[i].host for i in todo),),
+                lower_bound=1,
+                exact=True,
+                aggressive=True,
+            )
+        i, j = blocked[0]
+        r = reqs[j]
+        scope = "" if r.scope == "all" else f" in {r.scope}"
+        raise UnsafeBatchError(
+            f"no safe batch for {cl} with {tolerated_failures} tolerated failure(s): "
+            f"host {ring.nodes[i].host!r} cannot go down because {r.source.describe()} "
+            f"has {len(r.members)} replica(s){scope} and {cl} needs {r.need}"
+            + (f" plus {tolerated_failures} spare" if tolerated_failures else "")
+            + " (RF = CL leaves no slack); choose a weaker CL or pass aggressive "
+            "(--aggressive) to reconfigure all nodes at once"
+        )
+    if not todo:
+        return BatchPlan(batches=(), lower_bound=0, exact=True)
+    reqs_arr = [np.array(node_reqs[i], dtype=np.int64) for i in range(len(ring.nodes))]
+    todo_set = set(todo)
+    lower = 1
+    for j, r in enumerate(reqs):
+        k = sum(1 for m in r.members if m in todo_set)
+        lower = max(lower, math.ceil(k / int(caps[j])))
+    lower = max(lower, _clique_bound(todo, reqs, caps))
+    best = _first_fit(ring, todo, reqs_arr, caps, order="rack")
+    if len(best) > lower:
+        alt = _dsatur(todo, reqs, reqs_arr, caps, node_reqs)
+        if len(alt) < len(best):
+            best = alt
+    exact = len(best) == lower
+    if not exact and len(todo) <= EXACT_NODE_LIMIT:
+        exact = True
+        for k in range(lower, len(best)):
+            found, complete = _exact_k(todo, reqs_arr, caps, k, node_reqs)
+            if found is not None:
+                best = found
+                break
+            if not complete:
+                exact = False
+                break
+            lower = k + 1
+    batches = tuple(tuple(ring.nodes[i].host for i in sorted(b)) for b in best)
+    return BatchPlan(batches=batches, lower_bound=lower, exact=exact)
+
+
+def _first_fit(
+    ring: Ring,
+    todo: Sequence[int],
+    reqs_arr: Sequence[np.ndarray],
+    caps: np.ndarray,
+    *,
+    order: str,
+) -> list[list[int]]:
+    """Greedy first-fit; ``rack`` order keeps racks together, ``degree`` is DSATUR-ish."""
+    if order == "rack":
+        seq = sorted(todo, key=lambda i: (ring.nodes[i].rack, ring.nodes[i].dc, i))
+    else:
+        seq = sorted(todo, key=lambda i: (-len(reqs_arr[i]), i))
+    counts: list[np.ndarray] = []
+    batches: list[list[int]] = []
+    for i in seq:
+        r = reqs_arr[i]
+        for b, cnt in enumerate(counts):
+            if np.all(cnt[r] < caps[r]):
+                cnt[r] += 1
+                batches[b].append(i)
+                break
+        else:
+            cnt = np.zeros(len(caps), dtype=np.int64)
+            cnt[r] += 1
+            counts.append(cnt)
+            batches.append([i])
+    return batches
+
+
+def _clique_bound(todo: Sequence[int], reqs: Sequence[Requirement], caps: np.ndarray) -> int:
+    """Greedy clique in the conflict graph of cap-1 requirements (a lower bound)."""
+    todo_set = set(todo)
+    adj: dict[int, set[int]] = {}
+    for j, r in enumerate(reqs):
+        if caps[j] != 1:
+            continue
+        members = [m for m in r.members if m in todo_set]
+        for m in members:
+            adj.setdefault(m, set()).update(members)
+    if not adj:
+        return 1
+    best = 1
+    starts = sorted(adj, key=lambda v: -len(adj[v]))[:8]
+    for v in starts:
+        clique = {v}
+        cand = adj[v] - {v}
+        while cand:
+            u = max(cand, key=lambda w: (len(adj[w] & cand), -w))
+            clique.add(u)
+            cand &= adj[u]
+            cand.discard(u)
+        best = max(best, len(clique))
+    return best
+
+
+def _dsatur(
+    todo: Sequence[int],
+    reqs: Sequence[Requirement],
+    reqs_arr: Sequence[np.ndarray],
+    caps: np.ndarray,
+    node_reqs: Sequence[Sequence[int]],
+) -> list[list[int]]:
+    """DSATUR generalised to capacities: place the node with most blocked batches first."""
+    import heapq
+
+    todo_set = set(todo)
+    blocked: dict[int, set[int]] = {i: set() for i in todo}
+    degree = {i: len(node_reqs[i]) for i in todo}
+    heap = [(0, -degree[i], i) for i in todo]
+    heapq.heapify(heap)
+    placed: set[int] = set()
+    counts: list[np.ndarray] = []
+    batches: list[list[int]] = []
+    while heap:
+        neg_sat, _, v = heapq.heappop(heap)
+        if v in placed or -neg_sat != len(blocked[v]):
+            continue
+        placed.add(v)
+        r = reqs_arr[v]
+        for b, cnt in enumerate(counts):
+            if b not in blocked[v] and np.all(cnt[r] < caps[r]):
+                break
+        else:
+            b = len(counts)
+            counts.append(np.zeros(len(caps), dtype=np.int64))
+            batches.append([])
+        counts[b][r] += 1
+        batches[b].append(v)
+        full = r[counts[b][r] >= caps[r]]
+        for j in full:
+            for m in reqs[int(j)].members:
+                if m in todo_set and m not in placed and b not in blocked[m]:
+                    blocked[m].add(b)
+                    heapq.heappush(heap, (-len(blocked[m]), -degree[m], m))
+    return batches
+
+
+def _exact_k(
+    todo: Sequence[int],
+    reqs_arr: Sequence[np.ndarray],
+    caps: np.ndarray,
+    k: int,
+    node_reqs: Sequence[Sequence[int]],
+) -> tuple[list[list[int]] | None, bool]:
+    """Backtracking: is there a partition of ``todo`` into ``k`` safe batches?
+
+    Returns (batches or None, complete) where ``complete`` is False when the work
+    budget ran out before the answer was known.
+    """
+    # Most constrained first: nodes sharing many tight requirements.
+    seq = sorted(todo, key=lambda i: (-sum(1.0 / caps[j] for j in node_reqs[i]), i))
+    counts = np.zeros((k, len(caps)), dtype=np.int64)
+    assign = [-1] * len(seq)
+    budget = [EXACT_BUDGET]
+
+    def place(pos: int, used: int) -> bool:
+        if pos == len(seq):
+            return True
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        r = reqs_arr[seq[pos]]
+        # a node may open at most one new batch (symmetry breaking)
+        for b in range(min(used + 1, k)):
+            if np.all(counts[b, r] < caps[r]):
+                counts[b, r] += 1
+                assign[pos] = b
+                if place(pos + 1, max(used, b + 1)):
+                    return True
+                counts[b, r] -= 1
+                if budget[0] < 0:
+                    return False
+        return False
+
+    ok = place(0, 0)
+    if ok:
+        out: list[list[int]] = [[] for _ in range(k)]
+        for pos, b in enumerate(assign):
+            out[b].append(seq[pos])
+        return [b for b in out if b], True
+    return None, budget[0] >= 0
