@@ -1,0 +1,92 @@
+# Kairos entry points. `make demo` runs the main job on the local lab; `make test` runs
+# every check. Both install what they need first (`make setup` is idempotent).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+LAB_DIR := .lab
+CASSANDRA_LIB := $(LAB_DIR)/cassandra/install/lib
+CASSANDRA_VERSION := $(shell sed -n 's:.*<version>\(5\.[0-9.]*\)</version>.*:\1:p' lab/pom.xml)
+ANSIBLE_PLAYBOOK := $(BIN)/ansible-playbook
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_FORCE_COLOR := 0
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help setup setup-system setup-python setup-cassandra lab-up lab-down lab-status \
+        test test-unit test-integration test-molecule lint demo clean
+
+help:  ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+setup: setup-system setup-python setup-cassandra  ## Install everything (idempotent)
+
+setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium (only when missing)
+	@missing=""; \
+	for pkg in openjdk-17-jre-headless maven redis-server redis-tools iproute2; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else echo "setup: Debian packages present"; fi
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@echo "setup: installing Python packages into $(VENV)"
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+setup-python: $(VENV)/.installed  ## Python venv with the planner and dev tools
+
+$(CASSANDRA_LIB)/cassandra-all-$(CASSANDRA_VERSION).jar: lab/pom.xml
+	@echo "setup: resolving cassandra-all $(CASSANDRA_VERSION) from Maven Central"
+	mkdir -p $(CASSANDRA_LIB)
+	mvn -B -q -f lab/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	    -DoutputDirectory=$(CURDIR)/$(CASSANDRA_LIB)
+	@ls $(CASSANDRA_LIB) | wc -l | xargs echo "setup: jars in $(CASSANDRA_LIB):"
+
+setup-cassandra: $(CASSANDRA_LIB)/cassandra-all-$(CASSANDRA_VERSION).jar  ## Cassandra jars for the lab
+
+lab-up: setup  ## Start the lab (3 Cassandra nodes, 6-node Redis Cluster) and wait for it
+	@start=$$(date +%s); \
+	$(ANSIBLE_PLAYBOOK) playbooks/lab_up.yml; \
+	echo "lab-up: Cassandra UN and Redis cluster_state ok after $$(( $$(date +%s) - start )) s"
+
+lab-down:  ## Stop every lab process by its pid
+	@if [ -x $(ANSIBLE_PLAYBOOK) ]; then $(ANSIBLE_PLAYBOOK) playbooks/lab_down.yml; fi
+	@left=$$(pgrep -f "$(CURDIR)/$(LAB_DIR)/" || true); \
+	if [ -n "$$left" ]; then echo "lab-down: still running: $$left"; exit 1; fi; \
+	echo "lab-down: no lab process left"
+
+lab-status:  ## Show the ring and the Redis cluster
+	$(ANSIBLE_PLAYBOOK) playbooks/lab_status.yml
+
+lint: setup-python  ## ansible-lint (production profile), ruff, mypy
+	$(BIN)/ruff check planner library module_utils tests bench
+	$(BIN)/mypy
+	$(BIN)/ansible-lint
+
+test-unit: setup-python  ## Unit tests (no servers)
+	$(BIN)/pytest tests/unit -q
+
+test-integration: setup  ## Integration tests against the lab (started once, stopped at the end)
+	$(BIN)/pytest tests/integration -q
+
+test-molecule: setup  ## Molecule scenarios of the cassandra and redis roles
+	$(BIN)/molecule test -s redis
+	$(BIN)/molecule test -s cassandra
+
+test: setup  ## Everything: lint, unit, integration, Molecule
+	bash tests/run_all.sh
+
+demo: setup  ## The main job on the local lab
+	bash tests/demo.sh
+
+clean: lab-down  ## Stop the lab and remove its data
+	rm -rf $(LAB_DIR)/cassandra/cass* $(LAB_DIR)/redis $(LAB_DIR)/molecule-*

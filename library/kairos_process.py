@@ -1,0 +1,211 @@
+#!/usr/bin/python
+"""Run a long-lived server as a detached background process tracked by a pid file."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kairos_process
+short_description: Start or stop a background server process tracked by a pid file
+description:
+  - The lab's service manager. C(started) launches I(command) detached from Ansible (own
+    session, output appended to I(log)) unless the process named in I(pidfile) is alive and
+    its command line contains I(match). C(stopped) sends SIGTERM, waits up to
+    I(stop_timeout) seconds, then SIGKILL, and fails if the process is still there.
+  - A stale pid file (dead process, or a recycled pid that does not match) counts as stopped.
+options:
+  pidfile:
+    description: Path of the pid file.
+    type: path
+    required: true
+  command:
+    description: Argument list of the server (no shell). Required for C(started).
+    type: list
+    elements: str
+  match:
+    description: Text the process command line must contain for the pid to be ours.
+    type: str
+    required: true
+  state:
+    description: Desired state.
+    type: str
+    choices: [started, stopped]
+    default: started
+  log:
+    description: File that receives the process's stdout and stderr (appended).
+    type: path
+  chdir:
+    description: Working directory of the process.
+    type: path
+  environment:
+    description: Extra environment variables for the process.
+    type: dict
+    default: {}
+  stop_timeout:
+    description: Seconds to wait after SIGTERM before SIGKILL.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: Start a lab node
+  kairos_process:
+    pidfile: /tmp/lab/node1.pid
+    command: [/tmp/lab/node1/bin/run]
+    match: /tmp/lab/node1/conf
+    log: /tmp/lab/node1/logs/stdout.log
+
+- name: Stop it
+  kairos_process:
+    pidfile: /tmp/lab/node1.pid
+    match: /tmp/lab/node1/conf
+    state: stopped
+"""
+
+RETURN = r"""
+pid:
+  description: Pid of the running process (started), or of the process that was stopped.
+  returned: always
+  type: int
+was_running:
+  description: Whether the process was running before the module acted.
+  returned: always
+  type: bool
+stop_seconds:
+  description: Seconds the process took to exit after SIGTERM.
+  returned: when a process was stopped
+  type: float
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def read_pid(pidfile):
+    try:
+        with open(pidfile, encoding="ascii") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def is_ours(pid, match):
+    """True when pid is alive, not a zombie, and its command line contains match."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and match in cmdline
+
+
+def start(module, pidfile, match):
+    params = module.params
+    if not params["command"]:
+        module.fail_json(msg="kairos_process: 'command' is required when state=started")
+    if module.check_mode:
+        return None
+    os.makedirs(os.path.dirname(pidfile) or ".", exist_ok=True)
+    env = dict(os.environ)
+    env.update({key: str(value) for key, value in params["environment"].items()})
+    log_path = params["log"] or os.devnull
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        # A new session so the server outlives this module and Ansible's process group.
+        proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+            params["command"],
+            stdin=devnull,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=params["chdir"],
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    with open(pidfile, "w", encoding="ascii") as handle:
+        handle.write(f"{proc.pid}\n")
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        module.fail_json(
+            msg=f"process exited at once with status {proc.returncode}; see {log_path}",
+            pid=proc.pid,
+            was_running=False,
+        )
+    return proc.pid
+
+
+def stop(module, pid, match):
+    timeout = module.params["stop_timeout"]
+    began = time.monotonic()
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return 0.0
+    while time.monotonic() - began < timeout:
+        if not is_ours(pid, match):
+            return round(time.monotonic() - began, 2)
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return round(time.monotonic() - began, 2)
+    for _ in range(50):
+        if not is_ours(pid, match):
+            module.warn(f"pid {pid} ignored SIGTERM for {timeout}s and was killed")
+            return round(time.monotonic() - began, 2)
+        time.sleep(0.1)
+    module.fail_json(msg=f"pid {pid} is still running after SIGTERM and SIGKILL", pid=pid)
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            pidfile=dict(type="path", required=True),
+            command=dict(type="list", elements="str"),
+            match=dict(type="str", required=True),
+            state=dict(type="str", choices=["started", "stopped"], default="started"),
+            log=dict(type="path"),
+            chdir=dict(type="path"),
+            environment=dict(type="dict", default={}),
+            stop_timeout=dict(type="int", default=60),
+        ),
+        supports_check_mode=True,
+    )
+    pidfile = module.params["pidfile"]
+    match = module.params["match"]
+    pid = read_pid(pidfile)
+    running = is_ours(pid, match)
+
+    if module.params["state"] == "started":
+        if running:
+            module.exit_json(changed=False, pid=pid, was_running=True)
+        new_pid = start(module, pidfile, match)
+        module.exit_json(changed=True, pid=new_pid or 0, was_running=False)
+
+    if not running:
+        if os.path.exists(pidfile) and not module.check_mode:
+            os.unlink(pidfile)
+        module.exit_json(changed=False, pid=0, was_running=False)
+    if module.check_mode:
+        module.exit_json(changed=True, pid=pid, was_running=True)
+    seconds = stop(module, pid, match)
+    os.unlink(pidfile)
+    module.exit_json(changed=True, pid=pid, was_running=True, stop_seconds=seconds)
+
+
+if __name__ == "__main__":
+    main()

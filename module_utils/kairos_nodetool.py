@@ -1,0 +1,100 @@
+"""Parsers for nodetool output and a runner shared by the Cassandra modules.
+
+Parsers are pure functions over text so unit tests can feed them real captured output
+(tests/unit/fixtures/nodetool/).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+_STATUS_LINE = re.compile(
+    r"^(?P<status>[UD])(?P<state>[NLJM])\s+(?P<address>\S+)\s+"
+    r"(?P<load>\?|[\d.]+\s*\S*B|NaN\s*\S*)\s+(?P<tokens>\d+)\s+(?P<owns>\S+)\s+"
+    r"(?P<host_id>[0-9a-f-]{36})\s+(?P<rack>\S+)\s*$"
+)
+_SCHEMA_LINE = re.compile(r"^\s*(?P<version>[0-9a-f-]{36}|UNREACHABLE):\s*\[(?P<hosts>[^\]]*)\]")
+
+
+def parse_status(text):
+    """Parse ``nodetool status`` into a list of node dicts (address, status, state, dc, ...).
+
+    ``status`` is U or D (up/down), ``state`` N, L, J or M (normal, leaving, joining,
+    moving); ``code`` is the two letters together, e.g. ``UN``.
+    """
+    nodes = []
+    datacenter = None
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.startswith("Datacenter:"):
+            datacenter = line.split(":", 1)[1].strip()
+            continue
+        match = _STATUS_LINE.match(line)
+        if not match:
+            continue
+        node = match.groupdict()
+        node["code"] = node["status"] + node["state"]
+        node["tokens"] = int(node["tokens"])
+        node["dc"] = datacenter
+        nodes.append(node)
+    return nodes
+
+
+def parse_schema_versions(text):
+    """Parse the "Schema versions" block of ``nodetool describecluster``: version -> hosts."""
+    versions = {}
+    in_block = False
+    for line in text.splitlines():
+        if line.strip().startswith("Schema versions:"):
+            in_block = True
+            continue
+        if in_block:
+            match = _SCHEMA_LINE.match(line)
+            if not match:
+                if line.strip():
+                    break
+                continue
+            hosts = [h.strip() for h in match.group("hosts").split(",") if h.strip()]
+            versions[match.group("version")] = hosts
+    return versions
+
+
+def parse_pending_hints(text):
+    """Parse ``nodetool listpendinghints``: list of {host_id, address, dc, rack, total_files}."""
+    if "does not have any pending hints" in text:
+        return []
+    rows = []
+    header = None
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if cells[0] == "Host":
+            header = line
+            continue
+        if header is None or len(cells) < 5:
+            continue
+        rows.append(
+            {
+                "host_id": cells[0],
+                "address": cells[1],
+                "rack": cells[2],
+                "dc": cells[3],
+                "total_files": int(cells[4]) if cells[4].isdigit() else cells[4],
+            }
+        )
+    return rows
+
+
+def run_nodetool(module, nodetool, args, *, check_rc=True):
+    """Run nodetool with an argument list; return (rc, stdout, stderr, seconds)."""
+    began = time.monotonic()
+    rc, out, err = module.run_command([nodetool, *args])
+    seconds = round(time.monotonic() - began, 2)
+    if check_rc and rc != 0:
+        module.fail_json(
+            msg=f"nodetool {' '.join(args)} failed (rc={rc}): {(err or out).strip()[-500:]}",
+            rc=rc,
+        )
+    return rc, out, err, seconds

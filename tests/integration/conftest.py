@@ -1,0 +1,75 @@
+"""The lab fixture: one lab per test session, started if needed, stopped if we started it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    rc: int
+    output: str
+    seconds: float
+
+    def recap(self) -> dict[str, dict[str, int]]:
+        """Per-host counters of the PLAY RECAP (ok, changed, failed, ...)."""
+        hosts: dict[str, dict[str, int]] = {}
+        for line in self.output.split("PLAY RECAP", 1)[-1].splitlines():
+            match = re.match(r"^(\S+)\s+:\s+(.*)$", line.strip())
+            if match:
+                counts = dict(re.findall(r"(\w+)=(\d+)", match.group(2)))
+                hosts[match.group(1)] = {k: int(v) for k, v in counts.items()}
+        return hosts
+
+    def changed(self) -> int:
+        return sum(h.get("changed", 0) for h in self.recap().values())
+
+
+def run_playbook(playbook: str, *args: str, timeout: float = 600) -> PlaybookRun:
+    """Run a playbook from the repository root; return its output and timing."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    began = time.monotonic()
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), playbook, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return PlaybookRun(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - began)
+
+
+def lab_processes() -> list[str]:
+    out = subprocess.run(
+        ["pgrep", "-f", str(REPO / ".lab") + "/"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[PlaybookRun]:
+    """The running lab. Started once per session; stopped at the end if this session started it."""
+    started_here = not lab_processes()
+    run = run_playbook("playbooks/lab_up.yml")
+    print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
+    if run.rc != 0:
+        run_playbook("playbooks/lab_down.yml")
+        pytest.fail(f"lab_up.yml failed:\n{run.output[-4000:]}")
+    yield run
+    if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
+        down = run_playbook("playbooks/lab_down.yml")
+        assert down.rc == 0, down.output[-3000:]

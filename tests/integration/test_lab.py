@@ -1,0 +1,80 @@
+"""The local lab: real Cassandra 5.0 and Redis, brought up by the roles."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+from cassandra.cluster import Cluster
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from .conftest import REPO, PlaybookRun, run_playbook
+
+pytestmark = pytest.mark.lab
+
+CASSANDRA = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
+REDIS_PORTS = range(7001, 7007)
+
+
+def test_every_node_serves_cql(lab: PlaybookRun) -> None:
+    for address in CASSANDRA.values():
+        cluster = Cluster(
+            [address],
+            protocol_version=5,
+            load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+            connect_timeout=20,
+        )
+        try:
+            row = cluster.connect().execute("SELECT release_version FROM system.local").one()
+        finally:
+            cluster.shutdown()
+        assert row.release_version.startswith("5.0.")
+
+
+def test_every_node_sees_every_peer_up_normal(lab: PlaybookRun) -> None:
+    for host in CASSANDRA:
+        nodetool = REPO / ".lab" / "cassandra" / host / "bin" / "nodetool"
+        out = subprocess.run(
+            [str(nodetool), "status"], capture_output=True, text=True, check=True
+        ).stdout
+        up = {line.split()[1] for line in out.splitlines() if line.startswith("UN ")}
+        assert up == set(CASSANDRA.values()), f"{host} sees: {out}"
+
+
+def test_redis_cluster_is_ok_and_covers_every_slot(lab: PlaybookRun) -> None:
+    roles = []
+    for port in REDIS_PORTS:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        assert client.ping()
+        info = client.execute_command("CLUSTER INFO")
+        info = info.decode() if isinstance(info, bytes) else info
+        fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+        assert fields["cluster_state"] == "ok"
+        assert fields["cluster_slots_assigned"] == "16384"
+        roles.append(client.execute_command("ROLE")[0])
+        client.close()
+    roles = [r.decode() if isinstance(r, bytes) else r for r in roles]
+    assert sorted(roles) == ["master"] * 3 + ["slave"] * 3
+
+
+def test_lab_up_again_changes_nothing(lab: PlaybookRun) -> None:
+    again = run_playbook("playbooks/lab_up.yml")
+    assert again.rc == 0, again.output[-3000:]
+    assert again.changed() == 0, again.output[-3000:]
+
+
+def test_lab_status_reports_the_ring(lab: PlaybookRun) -> None:
+    status = run_playbook("playbooks/lab_status.yml")
+    assert status.rc == 0, status.output[-3000:]
+    for host in CASSANDRA:
+        assert f"{host}: " in status.output
+    assert status.output.count("=UN") == 9
+
+
+def test_pid_files_point_at_live_processes(lab: PlaybookRun) -> None:
+    for host in CASSANDRA:
+        pid = int((REPO / ".lab" / "cassandra" / host / "cassandra.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        assert f"/.lab/cassandra/{host}/conf/cassandra.yaml" in cmdline
