@@ -446,9 +446,7 @@ def save_trace(series: WorkloadSeries, path: str | Path) -> None:
 
 
 # ------------------------------------------------------------------ resampling
-def resample(
-    series: WorkloadSeries, step_seconds: float, *, max_fill: int = 0
-) -> WorkloadSeries:
+def resample(series: WorkloadSeries, step_seconds: float, *, max_fill: int = 0) -> WorkloadSeries:
     """Aggregate ``series`` onto a regular grid of ``step_seconds``.
 
     Each output point covers ``[t0 + k*step, t0 + (k+1)*step)`` and is stamped with its start:
@@ -486,8 +484,10 @@ def resample(
     load_sum = np.bincount(bins, weights=series.load, minlength=n_bins)
     mixm = series.mix_matrix()
     weighted = np.column_stack(
-        [np.bincount(bins, weights=series.load * mixm[:, j], minlength=n_bins)
-         for j in range(mixm.shape[1])]
+        [
+            np.bincount(bins, weights=series.load * mixm[:, j], minlength=n_bins)
+            for j in range(mixm.shape[1])
+        ]
     )
     plain = np.column_stack(
         [np.bincount(bins, weights=mixm[:, j], minlength=n_bins) for j in range(mixm.shape[1])]

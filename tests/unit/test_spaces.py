@@ -47,8 +47,14 @@ def test_redis_space_names_and_change_kinds() -> None:
     space = get_space("redis")
     assert space["io-threads"].change == "restart"
     assert space["io-threads-do-reads"].change == "restart"
-    for name in ("maxmemory-policy", "appendfsync", "hz", "activedefrag",
-                 "lazyfree-lazy-eviction", "hash-max-listpack-entries"):
+    for name in (
+        "maxmemory-policy",
+        "appendfsync",
+        "hz",
+        "activedefrag",
+        "lazyfree-lazy-eviction",
+        "hash-max-listpack-entries",
+    ):
         assert space[name].change == "live"
         assert space[name].live_command.startswith(f"CONFIG SET {name} ")
     # 7.0 uses listpack names; the ziplist names are gone.

@@ -157,8 +157,10 @@ def test_csv_with_several_scopes(tmp_path: Path) -> None:
             "timestamp,load,read,update,insert,scan\n0,1,1,0,0,0\n60,x,1,0,0,0\n",
             r"load: row 1: 'x'",
         ),
-        ("timestamp,load,read,update,insert,scan\n0,1,1,0,0,0\nyesterday,1,1,0,0,0\n",
-         r"timestamp: row 1: 'yesterday' is neither"),
+        (
+            "timestamp,load,read,update,insert,scan\n0,1,1,0,0,0\nyesterday,1,1,0,0,0\n",
+            r"timestamp: row 1: 'yesterday' is neither",
+        ),
         (
             "timestamp,load,read,update,insert,scan\n0,1,1,0,0,0\n60,,1,0,0,0\n",
             r"load: row 1: value is nan",

@@ -1,0 +1,704 @@
+"""Performance model f(workload mix, configuration) -> saturated cluster throughput.
+
+The model is log-linear with mix x configuration interactions::
+
+    log(ops/s) = sum_c m_c * (alpha_c + sum_j gamma_cj * x_j(config)) + e,   e ~ N(0, sigma^2)
+
+where ``m_c`` are the operation-class fractions (they sum to 1, so the model needs no separate
+intercept), ``x_j`` are configuration features (an indicator for an enum/bool level, or a
+clipped, centred and scaled number) and ``alpha_c`` is the log throughput of a pure class-c
+workload under the reference (default) configuration. An *additive* design is the special
+case ``gamma_cj = gamma_j`` for every class. Uncertainty comes from the coefficient covariance
+and the residual ``sigma``; predictions are lognormal: ``ops_per_s`` is the median
+``exp(mu)`` and ``std`` the lognormal standard deviation.
+
+:func:`fit_model` fits the model with statsmodels OLS from observations (a CSV or DataFrame:
+one column per class fraction, any configuration columns, and ``ops_per_s``), choosing between
+the interaction and the additive design by held-out MAPE. :func:`load_default_model` loads the
+shipped prior (planner/data/<engine>-prior.json, provenance beside it), which
+:func:`prior_model` builds from the effects the seeds report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import ValidationError
+from planner.spaces import ConfigSpace, get_space
+from planner.workload import classes_for
+
+MODEL_KIND = "kairos-perfmodel"
+TARGET = "ops_per_s"
+FeatureKind = Literal["level", "linear"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted saturated throughput of the whole cluster.
+
+    Parameters
+    ----------
+    ops_per_s : float
+        Median prediction (operations per second).
+    std : float
+        Standard deviation of the (lognormal) predictive distribution.
+    """
+
+    ops_per_s: float
+    std: float
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One configuration feature ``x_j``.
+
+    ``level``: 1.0 when the parameter equals ``level`` (enums and booleans), else 0.0.
+    ``linear``: ``(clip(value, lo, hi) - ref) / scale`` on the parameter's numeric value
+    (MiB for sizes).
+    """
+
+    param: str
+    kind: FeatureKind
+    level: Any = None
+    ref: float = 0.0
+    scale: float = 1.0
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "level":
+            return f"{self.param}={self.level}"
+        return self.param
+
+    def value(self, space: ConfigSpace, canonical: Any) -> float:
+        if self.kind == "level":
+            return 1.0 if canonical == self.level else 0.0
+        x = space[self.param].numeric(canonical)
+        if self.lo is not None:
+            x = max(x, self.lo)
+        if self.hi is not None:
+            x = min(x, self.hi)
+        return (x - self.ref) / self.scale
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"param": self.param, "kind": self.kind}
+        if self.kind == "level":
+            out["level"] = self.level
+        else:
+            out.update({"ref": self.ref, "scale": self.scale, "lo": self.lo, "hi": self.hi})
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Feature:
+        try:
+            return cls(
+                param=str(data["param"]),
+                kind=data["kind"],
+                level=data.get("level"),
+                ref=float(data.get("ref", 0.0)),
+                scale=float(data.get("scale", 1.0)),
+                lo=data.get("lo"),
+                hi=data.get("hi"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValidationError(f"features: malformed feature {dict(data)!r} ({exc})") from None
+
+
+@dataclass(frozen=True, eq=False)
+class PerformanceModel:
+    """A fitted or prior throughput model for one engine (see the module docstring).
+
+    Parameters
+    ----------
+    engine : str
+    name : str
+        E.g. ``"cassandra-prior"``.
+    version : int
+    model_type : {"prior", "fitted"}
+    features : tuple of Feature
+    coef : numpy.ndarray
+        Shape ``(n_classes, 1 + n_features)``: column 0 is ``alpha_c``, then ``gamma_cj``.
+    cov : numpy.ndarray
+        Covariance of ``coef.ravel()`` (row-major), shape ``(P, P)``.
+    sigma : float
+        Residual standard deviation on the log scale.
+    provenance : str
+        Where the numbers come from (a file name beside the model, or a fit summary).
+    info : Mapping
+        Free-form metadata (fit report, design, creation time).
+    """
+
+    engine: str
+    name: str
+    version: int
+    model_type: Literal["prior", "fitted"]
+    features: tuple[Feature, ...]
+    coef: np.ndarray
+    cov: np.ndarray
+    sigma: float
+    provenance: str = ""
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        classes = classes_for(self.engine)
+        space = get_space(self.engine)
+        for feat in self.features:
+            if feat.param not in space:
+                raise ValidationError(f"features: {feat.param!r} is not a {self.engine} parameter")
+            if feat.kind == "level":
+                space[feat.param].coerce(feat.level)
+            elif feat.kind != "linear" or feat.scale == 0:
+                raise ValidationError(f"features: {feat.label}: bad kind or zero scale")
+        coef = np.array(self.coef, dtype=float)
+        shape = (len(classes), 1 + len(self.features))
+        if coef.shape != shape:
+            raise ValidationError(f"coef: shape {coef.shape}, expected {shape}")
+        cov = np.array(self.cov, dtype=float)
+        p = coef.size
+        if cov.shape != (p, p):
+            raise ValidationError(f"cov: shape {cov.shape}, expected {(p, p)}")
+        if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(cov))):
+            raise ValidationError("coef/cov: must be finite")
+        if not (math.isfinite(self.sigma) and self.sigma >= 0):
+            raise ValidationError(f"sigma: must be >= 0, got {self.sigma}")
+        if self.model_type not in ("prior", "fitted"):
+            raise ValidationError(f"model_type: {self.model_type!r} is not prior or fitted")
+        coef.setflags(write=False)
+        cov.setflags(write=False)
+        object.__setattr__(self, "coef", coef)
+        object.__setattr__(self, "cov", cov)
+        object.__setattr__(self, "features", tuple(self.features))
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return classes_for(self.engine)
+
+    @property
+    def space(self) -> ConfigSpace:
+        return get_space(self.engine)
+
+    # ----------------------------------------------------------- design rows
+    def mix_matrix(self, mixes: Sequence[Mapping[str, float]]) -> np.ndarray:
+        """Validated ``(n, n_classes)`` matrix of mixes (missing classes count as 0)."""
+        classes = self.classes
+        out = np.zeros((len(mixes), len(classes)))
+        for i, mix in enumerate(mixes):
+            unknown = set(mix) - set(classes)
+            if unknown:
+                raise ValidationError(
+                    f"mix {i}: unknown class(es) {sorted(unknown)}; {self.engine} classes are "
+                    f"{list(classes)}"
+                )
+            row = np.array([float(mix.get(c, 0.0)) for c in classes])
+            if not np.all(np.isfinite(row)) or np.any(row < 0) or np.any(row > 1):
+                raise ValidationError(f"mix {i}: fractions must be in [0, 1], got {dict(mix)}")
+            if abs(row.sum() - 1.0) > 1e-3:
+                raise ValidationError(f"mix {i}: fractions sum to {row.sum():.6g}, not 1")
+            out[i] = row / row.sum()
+        return out
+
+    def config_matrix(self, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """``(k, 1 + n_features)`` matrix ``[1, x_1..x_J]`` of validated configurations."""
+        space = self.space
+        out = np.ones((len(configs), 1 + len(self.features)))
+        for k, config in enumerate(configs):
+            full = space.complete(config)
+            for j, feat in enumerate(self.features):
+                out[k, 1 + j] = feat.value(space, full[feat.param])
+        return out
+
+    # ------------------------------------------------------------ predicting
+    def predict_log(self, mixes: np.ndarray, xconf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of log throughput for mix rows x configuration rows."""
+        mu = mixes @ self.coef @ xconf.T
+        n_c, n_j = self.coef.shape
+        s = self.cov.reshape(n_c, n_j, n_c, n_j)
+        a = np.einsum("ic,cjdl,id->ijl", mixes, s, mixes, optimize=True)
+        var = np.einsum("ijl,kj,kl->ik", a, xconf, xconf, optimize=True)
+        return mu, np.maximum(var, 0.0) + self.sigma**2
+
+    def predict_matrix(
+        self, mixes: Sequence[Mapping[str, float]], configs: Sequence[Mapping[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Predictions for every mix x configuration pair.
+
+        Returns
+        -------
+        mean, std : numpy.ndarray
+            Both of shape ``(len(mixes), len(configs))``; ``mean`` is the median ops/s.
+        """
+        mu, var = self.predict_log(self.mix_matrix(mixes), self.config_matrix(configs))
+        median = np.exp(mu)
+        std = median * np.sqrt(np.expm1(var) * np.exp(var))
+        return median, std
+
+    def predict(self, mix: Mapping[str, float], config: Mapping[str, Any]) -> Prediction:
+        """Predicted saturated cluster throughput for one mix and one configuration."""
+        mean, std = self.predict_matrix([mix], [config])
+        return Prediction(ops_per_s=float(mean[0, 0]), std=float(std[0, 0]))
+
+    # --------------------------------------------------------------- persist
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": MODEL_KIND,
+            "schema_version": 1,
+            "engine": self.engine,
+            "name": self.name,
+            "version": self.version,
+            "model_type": self.model_type,
+            "classes": list(self.classes),
+            "features": [f.to_dict() for f in self.features],
+            "coef": self.coef.tolist(),
+            "cov": self.cov.tolist(),
+            "sigma": self.sigma,
+            "provenance": self.provenance,
+            "info": dict(self.info),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PerformanceModel:
+        if not isinstance(data, Mapping) or data.get("kind") != MODEL_KIND:
+            raise ValidationError(f"kind: not a {MODEL_KIND} document")
+        if data.get("schema_version") != 1:
+            raise ValidationError(f"schema_version: unsupported {data.get('schema_version')!r}")
+        try:
+            engine = str(data["engine"])
+            if list(data["classes"]) != list(classes_for(engine)):
+                raise ValidationError(
+                    f"classes: {data['classes']} do not match {engine} {classes_for(engine)}"
+                )
+            return cls(
+                engine=engine,
+                name=str(data["name"]),
+                version=int(data["version"]),
+                model_type=data["model_type"],
+                features=tuple(Feature.from_dict(f) for f in data["features"]),
+                coef=np.asarray(data["coef"], dtype=float),
+                cov=np.asarray(data["cov"], dtype=float),
+                sigma=float(data["sigma"]),
+                provenance=str(data.get("provenance", "")),
+                info=dict(data.get("info", {})),
+            )
+        except KeyError as exc:
+            raise ValidationError(f"{exc.args[0]}: missing from the model file") from None
+
+
+def save_model(model: PerformanceModel, path: str | Path) -> None:
+    """Write ``model`` as JSON."""
+    Path(path).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
+
+
+def load_model(path: str | Path) -> PerformanceModel:
+    """Read a model written by :func:`save_model`."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ValidationError(f"model: {path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"model: {path}: not valid JSON ({exc})") from None
+    return PerformanceModel.from_dict(data)
+
+
+def default_model_path(engine: str) -> Path:
+    """Path of the shipped prior of ``engine`` (planner/data/<engine>-prior.json)."""
+    classes_for(engine)
+    return Path(str(resources.files("planner") / "data" / f"{engine}-prior.json"))
+
+
+def load_default_model(engine: str) -> PerformanceModel:
+    """The shipped default (prior) model of ``engine``; its provenance file lies beside it."""
+    return load_model(default_model_path(engine))
+
+
+# ====================================================================== priors
+#: Figures the priors use, with their sources (also written to the provenance files).
+SOPHIA_STCS_OVER_LCS_WRITE = 1.44  # seeds/000: size-tiered +44% on write-heavy vs leveled
+SOPHIA_LCS_OVER_STCS_READ = 1.90  # seeds/000: leveled +90% on read-heavy vs size-tiered
+SEED002_MCT_THROUGHPUT_RATIO = 1.8  # seeds/002: 1.8x throughput at mct 0.11 vs 0.2 (80/20 r/w)
+SEED002_MCT_LOW, SEED002_MCT_HIGH = 0.11, 0.20
+
+# Order-of-magnitude placeholders for a 3-node loopback lab; NOT from the seeds.
+_ASSUMED_BASE: dict[str, dict[str, float]] = {
+    "cassandra": {"read": 6000.0, "update": 8000.0, "insert": 8000.0, "scan": 600.0},
+    "redis": {"read": 60000.0, "write": 50000.0, "other": 20000.0},
+}
+_BASE_LOG_STD = 0.3  # assumed base scale: uncertain to a factor of ~1.35 (shared by all configs)
+_UNREPORTED_EFFECT_STD = 0.05  # parameters without a reported effect: 0 +- 5%
+_PRIOR_SIGMA = 0.10  # run-to-run noise on the log scale, assumed
+
+
+def prior_model(engine: str) -> PerformanceModel:
+    """Build the prior model of ``engine`` from the effects the seeds report.
+
+    Cassandra (figures in :data:`SOPHIA_STCS_OVER_LCS_WRITE` etc.): leveled vs size-tiered
+    compaction +90% on reads and -1/1.44 on writes (SOPHIA, seeds/000), applied to read+scan
+    and update+insert; memtable_cleanup_threshold 0.11 vs 0.2 gives 1.8x throughput on the
+    read/update overwrite workload of seeds/002, applied to read and update and flat outside
+    the measured range [0.11, 0.2]. Every other parameter has no reported effect: coefficient
+    0 with a small standard deviation. Redis: the seeds report no effect of any Redis 7
+    parameter (SOPHIA tuned the removed virtual-memory feature), so the prior is flat.
+    The base throughput per class is an assumed order of magnitude, labelled as such.
+    """
+    classes = classes_for(engine)
+    space = get_space(engine)
+    features: list[Feature] = []
+    effects: list[dict[str, float]] = []
+    effect_std: list[dict[str, float]] = []
+
+    def add(feat: Feature, effect: Mapping[str, float] | None = None, std: float = 0.0) -> None:
+        features.append(feat)
+        effects.append({c: float((effect or {}).get(c, 0.0)) for c in classes})
+        s = {c: _UNREPORTED_EFFECT_STD for c in classes}
+        if effect:
+            s.update({c: std for c in effect})
+        effect_std.append(s)
+
+    if engine == "cassandra":
+        lcs_read = math.log(SOPHIA_LCS_OVER_STCS_READ)
+        lcs_write = -math.log(SOPHIA_STCS_OVER_LCS_WRITE)
+        add(
+            Feature("compaction", "level", level="LeveledCompactionStrategy"),
+            {"read": lcs_read, "scan": lcs_read, "update": lcs_write, "insert": lcs_write},
+            std=0.15,
+        )
+        add(Feature("compaction", "level", level="UnifiedCompactionStrategy"))
+        mct = -math.log(SEED002_MCT_THROUGHPUT_RATIO)
+        add(
+            Feature(
+                "memtable_cleanup_threshold",
+                "linear",
+                ref=SEED002_MCT_HIGH,
+                scale=SEED002_MCT_HIGH - SEED002_MCT_LOW,
+                lo=SEED002_MCT_LOW,
+                hi=SEED002_MCT_HIGH,
+            ),
+            {"read": mct, "update": mct},
+            std=abs(mct) / 2,
+        )
+        add(Feature("memtable_flush_writers", "linear", ref=2.0, scale=2.0))
+        add(Feature("trickle_fsync", "level", level=True))
+        add(Feature("row_cache_size", "linear", ref=0.0, scale=64.0, hi=256.0))
+        add(Feature("concurrent_writes", "linear", ref=32.0, scale=32.0))
+        add(Feature("concurrent_reads", "linear", ref=32.0, scale=32.0))
+        add(Feature("heap_size", "linear", ref=1024.0, scale=512.0))
+        add(Feature("memtable_allocation_type", "level", level="offheap_objects"))
+        add(Feature("memtable_allocation_type", "level", level="offheap_buffers"))
+    else:
+        add(Feature("io-threads", "linear", ref=1.0, scale=1.0, hi=4.0))
+        add(Feature("io-threads-do-reads", "level", level=True))
+        add(Feature("appendonly", "level", level=True))
+        add(Feature("appendfsync", "level", level="always"))
+        add(Feature("appendfsync", "level", level="no"))
+        add(Feature("hz", "linear", ref=10.0, scale=40.0, hi=100.0))
+        add(Feature("maxmemory-policy", "level", level="allkeys-lru"))
+        add(Feature("activedefrag", "level", level=True))
+        add(Feature("lazyfree-lazy-eviction", "level", level=True))
+    for feat in features:  # fail early if a feature names a missing parameter
+        space[feat.param]
+    base = _ASSUMED_BASE[engine]
+    coef = np.array([[math.log(base[c])] + [e[c] for e in effects] for c in classes], dtype=float)
+    std = np.array([[_BASE_LOG_STD] + [s[c] for s in effect_std] for c in classes], dtype=float)
+    return PerformanceModel(
+        engine=engine,
+        name=f"{engine}-prior",
+        version=1,
+        model_type="prior",
+        features=tuple(features),
+        coef=coef,
+        cov=np.diag(std.ravel() ** 2),
+        sigma=_PRIOR_SIGMA,
+        provenance=f"{engine}-prior.provenance.md",
+        info={
+            "label": "PRIOR - not calibrated: built from effects reported in the seeds and "
+            "assumed base throughputs; replace with `fit_model` on calibration data.",
+            "assumed_base_ops_per_s": base,
+        },
+    )
+
+
+# ===================================================================== fitting
+@dataclass(frozen=True)
+class FitReport:
+    """What :func:`fit_model` did and how well the model predicts held-out data.
+
+    Parameters
+    ----------
+    n_observations, n_train, n_test : int
+    design : str
+        ``"interaction"`` or ``"additive"`` (the one chosen).
+    heldout_mape : float
+        Mean absolute percentage error (fraction, 0.05 = 5%) of the chosen design on the
+        held-out rows, fitted on the training rows.
+    candidates : Mapping[str, float]
+        Held-out MAPE of every design tried.
+    baseline_mape : float
+        Held-out MAPE of a mix-only model (no configuration terms), for comparison.
+    r_squared : float
+        In-sample R^2 (log scale) of the final fit on all rows.
+    sigma : float
+        Residual standard deviation (log scale) of the final fit.
+    notes : tuple of str
+        Warnings about the data (e.g. a class never observed).
+    """
+
+    n_observations: int
+    n_train: int
+    n_test: int
+    design: str
+    heldout_mape: float
+    candidates: Mapping[str, float]
+    baseline_mape: float
+    r_squared: float
+    sigma: float
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_observations": self.n_observations,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "design": self.design,
+            "heldout_mape": self.heldout_mape,
+            "candidates": dict(self.candidates),
+            "baseline_mape": self.baseline_mape,
+            "r_squared": self.r_squared,
+            "sigma": self.sigma,
+            "notes": list(self.notes),
+        }
+
+
+def _read_observations(obs: str | Path | pd.DataFrame) -> pd.DataFrame:
+    if isinstance(obs, pd.DataFrame):
+        return obs.copy()
+    path = Path(obs)
+    try:
+        df = pd.read_csv(path, skipinitialspace=True)
+    except FileNotFoundError:
+        raise ValidationError(f"observations: {path}: no such file") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise ValidationError(f"observations: {path}: not a readable CSV ({exc})") from None
+    return df
+
+
+def _features_for(
+    space: ConfigSpace, configs: list[dict[str, Any]], params: Sequence[str]
+) -> list[Feature]:
+    features: list[Feature] = []
+    for name in params:
+        param = space[name]
+        values = [c[name] for c in configs]
+        if param.type in ("enum", "bool"):
+            seen = list(dict.fromkeys(values))
+            ref = param.default if param.default in seen else seen[0]
+            features.extend(Feature(name, "level", level=v) for v in seen if v != ref)
+        else:
+            x = np.array([param.numeric(v) for v in values])
+            scale = float(np.std(x)) or 1.0
+            features.append(
+                Feature(name, "linear", ref=float(param.numeric(param.default)), scale=scale)
+            )
+    return features
+
+
+def _design(mixes: np.ndarray, xconf: np.ndarray, design: str) -> np.ndarray:
+    if design == "interaction":
+        return np.einsum("ic,ij->icj", mixes, xconf).reshape(len(mixes), -1)
+    if design == "additive":
+        return np.hstack([mixes, xconf[:, 1:]])
+    if design == "mix-only":
+        return mixes
+    raise ValidationError(f"design: unknown design {design!r}")
+
+
+def _expand(
+    beta: np.ndarray, cov: np.ndarray, design: str, n_c: int, n_j: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Map the coefficients of a design onto the full (n_c, 1 + n_j) interaction layout."""
+    if design == "interaction":
+        return beta.reshape(n_c, 1 + n_j), cov
+    cols = n_c + (n_j if design == "additive" else 0)
+    t = np.zeros((n_c * (1 + n_j), cols))
+    for c in range(n_c):
+        t[c * (1 + n_j), c] = 1.0
+        if design == "additive":
+            for j in range(n_j):
+                t[c * (1 + n_j) + 1 + j, n_c + j] = 1.0
+    return (t @ beta).reshape(n_c, 1 + n_j), t @ cov @ t.T
+
+
+def _ols(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    import statsmodels.api as sm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # perfect fits divide by zero in R^2
+        res = sm.OLS(y, z).fit()
+        beta = np.asarray(res.params, dtype=float)
+        cov = np.asarray(res.cov_params(), dtype=float)
+        dof = max(len(y) - z.shape[1], 1)
+        sigma = float(np.sqrt(np.sum(res.resid**2) / dof))
+        r2 = float(res.rsquared) if np.isfinite(res.rsquared) else 1.0
+    return beta, np.nan_to_num(cov), sigma, r2
+
+
+def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted - actual) / actual))
+
+
+def fit_model(
+    observations: str | Path | pd.DataFrame,
+    *,
+    engine: str,
+    params: Sequence[str] | None = None,
+    design: str = "auto",
+    test_fraction: float = 0.25,
+    seed: int = 0,
+    name: str | None = None,
+) -> tuple[PerformanceModel, FitReport]:
+    """Fit a performance model from measured throughput.
+
+    Parameters
+    ----------
+    observations : path or DataFrame
+        One row per measurement: a column per operation class (fractions summing to 1),
+        any configuration parameters as columns (missing ones are at their defaults; every
+        value is validated against the space) and ``ops_per_s`` (> 0).
+    engine : str
+    params : sequence of str, optional
+        Parameters to model; default: every parameter column whose value varies.
+    design : {"auto", "interaction", "additive"}
+        ``auto`` tries both and keeps the lower held-out MAPE.
+    test_fraction : float, default 0.25
+        Share of rows held out (chosen uniformly at random with ``seed``), as in SOPHIA's Redis
+        model (75% train / 25% test).
+    seed : int
+    name : str, optional
+
+    Returns
+    -------
+    (PerformanceModel, FitReport)
+        The model is refitted on all rows with the chosen design.
+
+    Raises
+    ------
+    ValidationError
+        Missing columns, bad fractions, unknown parameters or values, non-positive ops/s, or
+        too few rows for the number of coefficients.
+    """
+    classes = classes_for(engine)
+    space = get_space(engine)
+    df = _read_observations(observations)
+    df.columns = [str(c).strip() for c in df.columns]
+    for col in (*classes, TARGET):
+        if col not in df.columns:
+            raise ValidationError(f"{col}: column missing from the observations")
+    extra = [c for c in df.columns if c not in (*classes, TARGET)]
+    unknown = [c for c in extra if c not in space]
+    if unknown:
+        raise ValidationError(
+            f"{unknown[0]}: unknown {engine} parameter column in the observations"
+        )
+    if not 0 < test_fraction < 1:
+        raise ValidationError(f"test_fraction: must be in (0, 1), got {test_fraction}")
+    y = pd.to_numeric(df[TARGET], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(y) | (y <= 0))
+    if bad.size:
+        raise ValidationError(f"{TARGET}: row {int(bad[0])}: must be a positive number")
+    configs: list[dict[str, Any]] = []
+    for i, row in enumerate(df[extra].to_dict("records")):
+        try:
+            configs.append(space.complete({k: _plain(v) for k, v in row.items()}))
+        except ValidationError as exc:
+            raise ValidationError(f"observations row {i}: {exc}") from None
+    mix_rows = df[list(classes)].to_dict("records")
+    if params is None:
+        params = [p for p in extra if len({str(c[p]) for c in configs}) > 1]
+    for p in params:
+        space[p]
+    features = _features_for(space, configs, params)
+    n_c, n_j = len(classes), len(features)
+    scaffold = PerformanceModel(
+        engine=engine,
+        name="scaffold",
+        version=0,
+        model_type="fitted",
+        features=tuple(features),
+        coef=np.zeros((n_c, 1 + n_j)),
+        cov=np.zeros((n_c * (1 + n_j),) * 2),
+        sigma=0.0,
+    )
+    try:
+        mixes = scaffold.mix_matrix(mix_rows)
+    except ValidationError as exc:
+        raise ValidationError(f"observations {exc}") from None
+    xconf = scaffold.config_matrix(configs)
+    logy = np.log(y)
+    n = len(y)
+    designs = ["interaction", "additive"] if design == "auto" else [design]
+    need = max(_design(mixes[:1], xconf[:1], d).shape[1] for d in designs)
+    n_test = max(1, round(test_fraction * n))
+    if n - n_test < need + 2:
+        raise ValidationError(
+            f"observations: {n} rows are too few to fit {need} coefficients with "
+            f"{test_fraction:.0%} held out; need at least "
+            f"{math.ceil((need + 2) / (1 - test_fraction))}"
+        )
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n)
+    test, train = perm[:n_test], perm[n_test:]
+    scores: dict[str, float] = {}
+    for d in [*designs, "mix-only"]:
+        ztr, zte = _design(mixes[train], xconf[train], d), _design(mixes[test], xconf[test], d)
+        beta, _, _, _ = _ols(ztr, logy[train])
+        scores[d] = _mape(y[test], np.exp(zte @ beta))
+    baseline = scores.pop("mix-only")
+    chosen = min(designs, key=lambda d: scores[d])
+    beta, cov, sigma, r2 = _ols(_design(mixes, xconf, chosen), logy)
+    coef, full_cov = _expand(beta, cov, chosen, n_c, n_j)
+    notes = tuple(
+        f"class {c} never exceeds 5% of the mix: predictions for {c}-heavy mixes extrapolate"
+        for j, c in enumerate(classes)
+        if mixes[:, j].max() < 0.05
+    )
+    report = FitReport(
+        n_observations=n,
+        n_train=len(train),
+        n_test=len(test),
+        design=chosen,
+        heldout_mape=scores[chosen],
+        candidates=scores,
+        baseline_mape=baseline,
+        r_squared=r2,
+        sigma=sigma,
+        notes=notes,
+    )
+    model = PerformanceModel(
+        engine=engine,
+        name=name or f"{engine}-fitted",
+        version=1,
+        model_type="fitted",
+        features=tuple(features),
+        coef=coef,
+        cov=full_cov,
+        sigma=sigma,
+        provenance=f"fitted by planner.perfmodel.fit_model on {n} observations",
+        info={"fit": report.to_dict()},
+    )
+    return model, report
+
+
+def _plain(value: Any) -> Any:
+    """numpy/pandas scalars -> Python scalars (so validation sees ints as ints)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
