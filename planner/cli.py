@@ -17,7 +17,15 @@ from planner import __version__
 from planner.errors import KairosError
 
 # Order is the order shown in --help.
-COMMAND_MODULES: tuple[str, ...] = ("batches", "validate_plan")
+COMMAND_MODULES: tuple[str, ...] = (
+    "forecast",
+    "tune",
+    "plan",
+    "explain",
+    "simulate",
+    "validate_plan",
+    "batches",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
