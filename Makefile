@@ -12,6 +12,8 @@ CASSANDRA_LIB := $(LAB_DIR)/cassandra/install/lib
 CASSANDRA_VERSION := $(shell sed -n 's:.*<version>\(5\.[0-9.]*\)</version>.*:\1:p' lab/pom.xml)
 ANSIBLE_PLAYBOOK := $(BIN)/ansible-playbook
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Molecule and ansible-lint call ansible-* by name: the venv comes first.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
@@ -60,9 +62,7 @@ lab-up: setup  ## Start the lab (3 Cassandra nodes, 6-node Redis Cluster) and wa
 
 lab-down:  ## Stop every lab process by its pid
 	@if [ -x $(ANSIBLE_PLAYBOOK) ]; then $(ANSIBLE_PLAYBOOK) playbooks/lab_down.yml; fi
-	@left=$$(pgrep -f "$(CURDIR)/$(LAB_DIR)/" || true); \
-	if [ -n "$$left" ]; then echo "lab-down: still running: $$left"; exit 1; fi; \
-	echo "lab-down: no lab process left"
+	@bash tests/lab_leftovers.sh && echo "lab-down: no lab process left"
 
 lab-status:  ## Show the ring and the Redis cluster
 	$(ANSIBLE_PLAYBOOK) playbooks/lab_status.yml

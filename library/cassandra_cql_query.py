@@ -1,0 +1,94 @@
+#!/usr/bin/python
+"""Run one read-only CQL statement against one Cassandra node."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_cql_query
+short_description: Run a read-only CQL statement on one node and return its rows
+description:
+  - Connects with cassandra-driver to exactly one node (a white-list load-balancing
+    policy, so the answer is that node's), runs I(query) and returns the rows.
+  - Only SELECT statements are accepted; the module never changes anything.
+requirements: [cassandra-driver]
+options:
+  host:
+    description: Address of the node.
+    type: str
+    required: true
+  port:
+    description: CQL port.
+    type: int
+    default: 9042
+  query:
+    description: A SELECT statement.
+    type: str
+    required: true
+  username:
+    description: CQL user (PasswordAuthenticator).
+    type: str
+  password:
+    description: Password of I(username); never logged or returned.
+    type: str
+  timeout:
+    description: Seconds to wait for the connection and the answer.
+    type: float
+    default: 20
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: Ask the node its version
+  cassandra_cql_query:
+    host: 127.0.0.1
+    query: SELECT release_version FROM system.local
+"""
+
+RETURN = r"""
+rows:
+  description: The rows, as dicts of column name to value (non-JSON values as strings).
+  returned: success
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_cql import connect_one, jsonable
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            port=dict(type="int", default=9042),
+            query=dict(type="str", required=True),
+            username=dict(type="str"),
+            password=dict(type="str", no_log=True),
+            timeout=dict(type="float", default=20),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not params["query"].lstrip().lower().startswith("select"):
+        module.fail_json(msg="cassandra_cql_query runs SELECT statements only")
+    cluster, session = connect_one(module, params)
+    try:
+        rows = [
+            {key: jsonable(value) for key, value in row._asdict().items()}
+            for row in session.execute(params["query"], timeout=params["timeout"])
+        ]
+    except Exception as exc:  # noqa: BLE001 - the driver raises many kinds; report any
+        module.fail_json(msg=f"{params['host']}: query failed: {exc}")
+    finally:
+        cluster.shutdown()
+    module.exit_json(changed=False, rows=rows)
+
+
+if __name__ == "__main__":
+    main()
