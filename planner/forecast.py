@@ -576,7 +576,9 @@ def _uni_sarimax(y: np.ndarray, h: int, m: int | None, seed: int) -> tuple[np.nd
     t = np.arange(y.size)
     try:
         with _fit_warnings():
-            res = SARIMAX(y, exog=_fourier(t, m, k), order=(1, 0, 0), trend="c").fit(disp=False)
+            res = SARIMAX(y, exog=_fourier(t, m, k), order=(1, 0, 0), trend="c").fit(
+                disp=False, maxiter=50
+            )
             future = np.arange(y.size, y.size + h)
             pred = res.get_prediction(start=y.size, end=y.size + h - 1, exog=_fourier(future, m, k))
             mean = np.asarray(pred.predicted_mean, dtype=float)

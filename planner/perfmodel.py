@@ -538,17 +538,28 @@ def _expand(
 
 
 def _ols(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """OLS on the non-zero columns of ``z``; zero columns get coefficient 0, variance 0."""
     import statsmodels.api as sm
 
+    keep = np.flatnonzero(np.any(z != 0, axis=0))
+    zk = z[:, keep]
+    if np.linalg.matrix_rank(zk) < zk.shape[1]:
+        raise ValidationError(
+            "observations: the design is rank-deficient (some parameters always change "
+            "together, or a parameter level never co-occurs with a class); vary the "
+            "parameters independently"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # perfect fits divide by zero in R^2
-        res = sm.OLS(y, z).fit()
-        beta = np.asarray(res.params, dtype=float)
-        cov = np.asarray(res.cov_params(), dtype=float)
-        dof = max(len(y) - z.shape[1], 1)
-        sigma = float(np.sqrt(np.sum(res.resid**2) / dof))
-        r2 = float(res.rsquared) if np.isfinite(res.rsquared) else 1.0
-    return beta, np.nan_to_num(cov), sigma, r2
+        res = sm.OLS(y, zk).fit()
+    beta = np.zeros(z.shape[1])
+    beta[keep] = np.asarray(res.params, dtype=float)
+    cov = np.zeros((z.shape[1], z.shape[1]))
+    cov[np.ix_(keep, keep)] = np.nan_to_num(np.asarray(res.cov_params(), dtype=float))
+    dof = max(len(y) - zk.shape[1], 1)
+    sigma = float(np.sqrt(np.sum(np.asarray(res.resid) ** 2) / dof))
+    r2 = float(res.rsquared) if np.isfinite(res.rsquared) else 1.0
+    return beta, cov, sigma, r2
 
 
 def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:
@@ -665,11 +676,27 @@ def fit_model(
     chosen = min(designs, key=lambda d: scores[d])
     beta, cov, sigma, r2 = _ols(_design(mixes, xconf, chosen), logy)
     coef, full_cov = _expand(beta, cov, chosen, n_c, n_j)
-    notes = tuple(
+    coef, full_cov = coef.copy(), full_cov.copy()
+    notes = [
         f"class {c} never exceeds 5% of the mix: predictions for {c}-heavy mixes extrapolate"
         for j, c in enumerate(classes)
-        if mixes[:, j].max() < 0.05
-    )
+        if 0 < mixes[:, j].max() < 0.05
+    ]
+    absent = [j for j in range(n_c) if mixes[:, j].max() == 0]
+    present = [j for j in range(n_c) if j not in absent]
+    if absent:
+        # An unobserved class gets the average of the observed ones, with a wide variance.
+        p_j = 1 + n_j
+        for j in absent:
+            coef[j] = coef[present].mean(axis=0)
+            idx = np.arange(j * p_j, (j + 1) * p_j)
+            full_cov[idx, :] = 0.0
+            full_cov[:, idx] = 0.0
+            full_cov[idx, idx] = 1.0
+            notes.append(
+                f"class {classes[j]} never observed: its coefficients are the mean of the "
+                "observed classes with variance 1 (log scale)"
+            )
     report = FitReport(
         n_observations=n,
         n_train=len(train),
@@ -680,7 +707,7 @@ def fit_model(
         baseline_mape=baseline,
         r_squared=r2,
         sigma=sigma,
-        notes=notes,
+        notes=tuple(notes),
     )
     model = PerformanceModel(
         engine=engine,
