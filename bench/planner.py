@@ -1,0 +1,110 @@
+"""Planner benchmark: GA vs the DP optimum, and safe batching at scale.
+
+Prints one JSON line per case (run from the repository root)::
+
+    .venv/bin/python bench/planner.py
+
+* ``{"case": "mgrast"|"bus"|"hpc", "decision_points": N, "seconds": s, "gap_to_dp": g, ...}``
+  for SOPHIA's three look-aheads (30, 48 and 180 decision points). The problem is built
+  as ``kairos plan`` builds it: the synthetic trace of that shape, Cassandra's candidate
+  grid (planner.spaces), the shipped performance model, the lab ring (3 nodes, RF 3,
+  QUORUM -> 3 batches), T_r = 60 s and a 5% survivor penalty. ``gap_to_dp`` is the
+  fraction by which the GA's plan falls short of the DP optimum (0.01 = 1%).
+* ``{"case": "batching", "nodes": N, "seconds": s, ...}`` for 10, 100 and 1000 nodes with
+  16 vnodes, RF 3, 3 racks, QUORUM (seconds for safe_batches alone; building the
+  synthetic ring is reported separately).
+
+Timings are wall clock on whatever else the machine is doing; re-run on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# This script is called planner.py: keep its folder off sys.path so `planner` is the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from planner import costbenefit as cb  # noqa: E402
+from planner import optimiser as op  # noqa: E402
+from planner import simulator as sm  # noqa: E402
+from planner import traces  # noqa: E402
+from planner.perfmodel import load_default_model  # noqa: E402
+from planner.spaces import get_space  # noqa: E402
+from planner.topology import Ring, safe_batches  # noqa: E402
+
+CASES = (
+    # name, generator kwargs, window start, decision points
+    ("mgrast", {"steps": 400, "step_seconds": 30.0}, 100, 30),
+    ("bus", {"steps": 288 * 2, "step_seconds": 300.0}, 288 + 60, 48),
+    ("hpc", {"steps": 600, "step_seconds": 60.0}, 200, 180),
+)
+
+
+def problem_for(name: str, kwargs: dict, start: int, points: int, seed: int) -> cb.PlanningProblem:
+    series = traces.GENERATORS[name](seed=seed, **kwargs)
+    perf = load_default_model("cassandra")
+    candidates = get_space("cassandra").candidates()
+    restart = sm.restart_matrix("cassandra", candidates)
+    mix = series.mix_matrix()[start : start + points]
+    cap = sm.capacity_matrix(perf, mix, candidates)
+    batches = safe_batches(
+        Ring.simple(["cass1", "cass2", "cass3"], rf=3), consistency_level="QUORUM"
+    ).batches
+    reconfig = cb.ReconfigModel.from_batches(batches, restart_seconds=60.0, survivor_penalty=0.05)
+    return sm.make_problem(cap, restart=restart, reconfig=reconfig,
+                           step_seconds=float(series.step_seconds))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=0, help="GA seed")
+    parser.add_argument("--trace-seed", type=int, default=1)
+    parser.add_argument("--skip-batching", action="store_true")
+    args = parser.parse_args()
+    for name, kwargs, start, points in CASES:
+        prob = problem_for(name, kwargs, start, points, args.trace_seed)
+        t0 = time.perf_counter()
+        dp = op.solve_dp(prob)
+        dp_s = time.perf_counter() - t0
+        res = op.solve_ga(prob, options=op.GAOptions(seed=args.seed))
+        gap = (dp.total_ops - res.evaluation.total_ops) / dp.total_ops
+        stay = op.baseline_default(prob).total_ops
+        print(json.dumps({
+            "case": name, "decision_points": points, "seconds": round(res.seconds, 3),
+            "gap_to_dp": round(float(gap), 6), "dp_seconds": round(dp_s, 4),
+            "candidates": prob.n_candidates, "ga_switches": len(res.evaluation.switches),
+            "dp_switches": len(dp.switches), "dp_gain_vs_stay": round(dp.total_ops / stay - 1, 4),
+            "evaluations": res.evaluations,
+        }), flush=True)
+    if args.skip_batching:
+        return
+    for nodes in (10, 100, 1000):
+        t0 = time.perf_counter()
+        ring = Ring.synthetic(nodes, vnodes=16, rf=3, racks=3, seed=1)
+        ring_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        plan = safe_batches(ring, consistency_level="QUORUM")
+        secs = time.perf_counter() - t0
+        print(json.dumps({
+            "case": "batching", "nodes": nodes, "seconds": round(secs, 3), "vnodes": 16,
+            "batches": len(plan.batches), "lower_bound": plan.lower_bound, "exact": plan.exact,
+            "ring_seconds": round(ring_s, 3), "replica_sets": len(ring.replica_sets),
+        }), flush=True)
+    # a harder ring: one rack, so no rack structure to exploit
+    t0 = time.perf_counter()
+    ring = Ring.synthetic(1000, vnodes=16, rf=3, racks=1, seed=1)
+    plan = safe_batches(ring, consistency_level="QUORUM")
+    print(json.dumps({
+        "case": "batching", "nodes": 1000, "racks": 1,
+        "seconds": round(time.perf_counter() - t0, 3), "vnodes": 16,
+        "batches": len(plan.batches), "lower_bound": plan.lower_bound, "exact": plan.exact,
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,485 @@
+"""Cost-benefit analysis of reconfiguration plans (SOPHIA section 4, Eq. 6-8).
+
+Everything here is a pure function of arrays, independent of forecasting and of the
+performance model:
+
+* ``capacity[t, k]``: throughput (ops/s) candidate configuration ``k`` can serve in
+  decision interval ``t`` -- what the performance model predicts for the workload
+  forecast for that interval (the saturated cluster throughput).
+* ``served[t, k]``: the throughput the plan is credited with. SOPHIA credits the
+  capacity (clients saturate the cluster; ``served="capacity"``). With
+  ``served="offered"`` it is ``min(load[t], capacity[t, k])``: a configuration gains
+  nothing beyond the load actually offered, and restarts in quiet periods are cheap.
+* ``costs[t, a, b]``: operations lost when a switch from ``a`` to ``b`` starts at the
+  beginning of interval ``t`` (see :func:`transition_costs`).
+
+A plan is an ordered list of switches ``(t_j, k_j)``. Its value is
+
+    sum_t served[t, config(t)] * step_seconds  -  sum_j costs[t_j, k_{j-1}, k_j]
+
+where ``config(t)`` is the target of the latest switch at or before ``t``. Benefit is
+the served total minus that of staying in the current configuration; cost is the sum
+of the switch costs. While a rolling restart is in progress (``lockout`` intervals)
+no other switch may start.
+
+The cost of a restart switch a -> b with batches of capacity shares f_1..f_m, each down
+for ``T_r`` seconds: during batch i, the done share D_i = f_1 + ... + f_{i-1} already
+runs ``b``, the pending share 1 - D_i - f_i still runs ``a``, and the surviving nodes
+lose ``survivor_penalty`` of their capacity to the extra load (hints, coordination,
+streaming) they take over:
+
+    actual_i = (1 - survivor_penalty) * (D_i * cap_b + (1 - D_i - f_i) * cap_a)
+    cost     = sum_i T_r * max(0, served(cap_b) - served(actual_i))
+
+(a restart is never credited as a gain, even when the old configuration the pending
+nodes still run is the faster one).
+SOPHIA's Eq. 8 (``L = H(C_k) * T_r``) is the special case that ignores the pending
+nodes still running the old configuration. A change whose parameters are all live
+costs ``live_seconds * served(cap_b)`` (default 0: e.g. a cache warm-up).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from planner.errors import ValidationError
+
+__all__ = [
+    "Evaluation",
+    "PlanningProblem",
+    "ReconfigModel",
+    "Served",
+    "Switch",
+    "break_even_seconds",
+    "decode",
+    "evaluate",
+    "evaluate_population",
+    "lockout_matrix",
+    "schedule_from_switches",
+    "served_matrix",
+    "transition_costs",
+]
+
+Served = Literal["capacity", "offered"]
+
+
+@dataclass(frozen=True)
+class ReconfigModel:
+    """How a reconfiguration costs throughput.
+
+    Parameters
+    ----------
+    restart_seconds
+        ``T_r``: seconds one node (and so one batch) is out of service for a restart
+        (drain, stop, start, sync), measured by the executor.
+    batch_fractions
+        Capacity share of each batch, in order (sums to 1); ``n_i / N`` for a homogeneous
+        cluster. From :func:`planner.topology.safe_batches`.
+    survivor_penalty
+        Fraction of the up nodes' capacity lost to the extra load while a batch is down.
+    live_seconds
+        Seconds of full capacity an all-live change costs (default 0).
+    """
+
+    restart_seconds: float
+    batch_fractions: tuple[float, ...]
+    survivor_penalty: float = 0.0
+    live_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.restart_seconds) or self.restart_seconds < 0:
+            raise ValidationError(
+                f"restart_seconds: must be a finite number >= 0, got {self.restart_seconds!r}"
+            )
+        if not self.batch_fractions:
+            raise ValidationError("batch_fractions: at least one batch is needed")
+        fr = np.asarray(self.batch_fractions, dtype=float)
+        if np.any(fr <= 0) or abs(float(fr.sum()) - 1.0) > 1e-6:
+            raise ValidationError(
+                f"batch_fractions: must be positive and sum to 1, got {self.batch_fractions!r}"
+            )
+        if not 0.0 <= self.survivor_penalty < 1.0:
+            raise ValidationError(
+                f"survivor_penalty: must be in [0, 1), got {self.survivor_penalty!r}"
+            )
+        if self.live_seconds < 0:
+            raise ValidationError(f"live_seconds: must be >= 0, got {self.live_seconds!r}")
+
+    @classmethod
+    def from_batches(
+        cls,
+        batches: Sequence[Sequence[str]],
+        *,
+        restart_seconds: float,
+        survivor_penalty: float = 0.0,
+        live_seconds: float = 0.0,
+    ) -> ReconfigModel:
+        """Model for host batches of a homogeneous cluster (share = batch size / nodes)."""
+        sizes = [len(b) for b in batches if len(b)]
+        total = sum(sizes)
+        if total == 0:
+            raise ValidationError("batches: no hosts to reconfigure")
+        return cls(
+            restart_seconds=float(restart_seconds),
+            batch_fractions=tuple(s / total for s in sizes),
+            survivor_penalty=survivor_penalty,
+            live_seconds=live_seconds,
+        )
+
+    @property
+    def duration_seconds(self) -> float:
+        """Wall time of one rolling restart: batches x T_r."""
+        return len(self.batch_fractions) * self.restart_seconds
+
+
+def served_matrix(
+    capacity: np.ndarray, *, load: np.ndarray | None = None, served: Served = "capacity"
+) -> np.ndarray:
+    """Throughput credited per (interval, candidate): capacity, or min(load, capacity)."""
+    cap = np.asarray(capacity, dtype=float)
+    if served == "capacity":
+        return cap
+    if served != "offered":
+        raise ValidationError(f"served: expected 'capacity' or 'offered', got {served!r}")
+    if load is None:
+        raise ValidationError("served='offered' needs the offered load per interval")
+    ld = np.asarray(load, dtype=float)
+    return np.minimum(cap, ld.reshape((*ld.shape, 1)))
+
+
+def transition_costs(
+    capacity: np.ndarray,
+    *,
+    restart: np.ndarray,
+    model: ReconfigModel,
+    step_seconds: float,
+    load: np.ndarray | None = None,
+    served: Served = "capacity",
+) -> np.ndarray:
+    """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``.
+
+    Parameters
+    ----------
+    capacity
+        ``(T, K)`` ops/s of candidate ``k`` in interval ``t``.
+    restart
+        ``(K, K)`` bool: True when going from ``a`` to ``b`` needs a (rolling) restart.
+    model
+        T_r, batch shares and penalties.
+    step_seconds
+        Length of one interval; a restart longer than that spans the next intervals,
+        whose capacity and load are then used (the last interval repeats past the end).
+    load, served
+        As for :func:`served_matrix`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(T, K, K)`` costs in operations, 0 on the diagonal.
+    """
+    cap = np.asarray(capacity, dtype=float)
+    if cap.ndim != 2:
+        raise ValidationError(f"capacity: expected a (T, K) matrix, got shape {cap.shape}")
+    n_t, n_k = cap.shape
+    rst = np.asarray(restart, dtype=bool)
+    if rst.shape != (n_k, n_k):
+        raise ValidationError(f"restart: expected shape ({n_k}, {n_k}), got {rst.shape}")
+    if step_seconds <= 0:
+        raise ValidationError(f"step_seconds: must be > 0, got {step_seconds!r}")
+    ld = None
+    if served == "offered":
+        if load is None:
+            raise ValidationError("served='offered' needs the offered load per interval")
+        ld = np.asarray(load, dtype=float)
+        if ld.shape != (n_t,):
+            raise ValidationError(f"load: expected {n_t} values, got shape {ld.shape}")
+    elif served != "capacity":
+        raise ValidationError(f"served: expected 'capacity' or 'offered', got {served!r}")
+
+    def credit(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        # x: (T, K, K) capacities during a piece that lies in interval u (T,)
+        if ld is None:
+            return x
+        return np.minimum(x, ld[u][:, None, None])
+
+    costs = np.zeros((n_t, n_k, n_k))
+    t_idx = np.arange(n_t)
+    tr = model.restart_seconds
+    keep = 1.0 - model.survivor_penalty
+    done = 0.0
+    for f in model.batch_fractions:
+        pending = 1.0 - done - f
+        lo, hi = 0.0, tr
+        # split [lo, hi) (relative to the start of interval t) at interval boundaries
+        while hi - lo > 1e-12:
+            u_off = math.floor(lo / step_seconds + 1e-12)
+            piece_end = min(hi, (u_off + 1) * step_seconds)
+            dt = piece_end - lo
+            u = np.minimum(t_idx + u_off, n_t - 1)
+            cap_u = cap[u]  # (T, K)
+            cap_a = cap_u[:, :, None]
+            cap_b = cap_u[:, None, :]
+            actual = keep * (done * cap_b + pending * cap_a)
+            short = credit(np.broadcast_to(cap_b, costs.shape), u) - credit(actual, u)
+            costs += dt * np.maximum(short, 0.0)
+            lo = piece_end
+        done += f
+    if model.live_seconds > 0:
+        live_cost = model.live_seconds * credit(
+            np.broadcast_to(cap[:, None, :], costs.shape), t_idx
+        )
+        costs = np.where(rst[None, :, :], costs, live_cost)
+    else:
+        costs = np.where(rst[None, :, :], costs, 0.0)
+    diag = np.arange(n_k)
+    costs[:, diag, diag] = 0.0
+    return costs
+
+
+def lockout_matrix(
+    restart: np.ndarray, *, model: ReconfigModel, step_seconds: float
+) -> np.ndarray:
+    """Intervals a switch occupies before the next may start: ceil(duration / step), >= 1."""
+    rst = np.asarray(restart, dtype=bool)
+    steps = max(1, math.ceil(model.duration_seconds / step_seconds - 1e-9))
+    out = np.where(rst, steps, 1).astype(np.int64)
+    np.fill_diagonal(out, 1)
+    return out
+
+
+@dataclass(frozen=True)
+class PlanningProblem:
+    """Everything the optimiser needs, as arrays.
+
+    Parameters
+    ----------
+    served
+        ``(T, K)`` ops/s credited to candidate ``k`` in interval ``t`` (for forecast
+        uncertainty: the mean over sample paths, which makes the objective the expected
+        value since it is linear in ``served`` and ``costs``).
+    costs
+        ``(T, K, K)`` ops lost by a switch ``a -> b`` starting at ``t``.
+    lockout
+        ``(K, K)`` intervals a switch occupies (>= 1 off the diagonal).
+    step_seconds
+        Length of one decision interval.
+    initial
+        Index of the configuration running now.
+    initial_lockout
+        Intervals before the first switch may start (a restart still in progress).
+    """
+
+    served: np.ndarray
+    costs: np.ndarray
+    lockout: np.ndarray
+    step_seconds: float
+    initial: int = 0
+    initial_lockout: int = 0
+
+    def __post_init__(self) -> None:
+        s = np.asarray(self.served, dtype=float)
+        if s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 1:
+            raise ValidationError(f"served: expected a non-empty (T, K) matrix, got {s.shape}")
+        n_t, n_k = s.shape
+        c = np.asarray(self.costs, dtype=float)
+        if c.shape != (n_t, n_k, n_k):
+            raise ValidationError(f"costs: expected shape {(n_t, n_k, n_k)}, got {c.shape}")
+        lk = np.asarray(self.lockout, dtype=np.int64)
+        if lk.shape != (n_k, n_k) or np.any(lk < 1):
+            raise ValidationError(f"lockout: expected ({n_k}, {n_k}) integers >= 1")
+        if not np.all(np.isfinite(s)) or not np.all(np.isfinite(c)):
+            raise ValidationError("served/costs: must be finite")
+        if not 0 <= self.initial < n_k:
+            raise ValidationError(f"initial: {self.initial} is not a candidate index (K={n_k})")
+        if self.initial_lockout < 0:
+            raise ValidationError("initial_lockout: must be >= 0")
+        if self.step_seconds <= 0:
+            raise ValidationError(f"step_seconds: must be > 0, got {self.step_seconds!r}")
+        object.__setattr__(self, "served", s)
+        object.__setattr__(self, "costs", c)
+        object.__setattr__(self, "lockout", lk)
+
+    @property
+    def n_steps(self) -> int:
+        """Number of decision intervals T."""
+        return int(self.served.shape[0])
+
+    @property
+    def n_candidates(self) -> int:
+        """Number of candidate configurations K."""
+        return int(self.served.shape[1])
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One step of a plan: at interval ``t`` switch from ``source`` to ``target``."""
+
+    t: int
+    source: int
+    target: int
+    benefit_ops: float
+    cost_ops: float
+
+    @property
+    def net_ops(self) -> float:
+        """Benefit minus cost."""
+        return self.benefit_ops - self.cost_ops
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Value of a plan over the horizon."""
+
+    total_ops: float  # served operations minus switch costs
+    baseline_ops: float  # served operations staying in the initial configuration
+    benefit_ops: float  # served under the plan minus baseline
+    cost_ops: float  # sum of the switch costs
+    switches: tuple[Switch, ...]
+    schedule: np.ndarray  # (T,) configuration index credited in each interval
+
+    @property
+    def net_ops(self) -> float:
+        """Benefit minus cost (= total_ops - baseline_ops)."""
+        return self.benefit_ops - self.cost_ops
+
+
+def decode(problem: PlanningProblem, genome: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Feasible schedule from a wish list of one configuration per interval.
+
+    A change of the wish is honoured only when no restart is in progress; otherwise
+    the running configuration is kept (the wish is repaired).
+    """
+    g = np.asarray(genome, dtype=np.int64)
+    out = np.empty(problem.n_steps, dtype=np.int64)
+    cur = problem.initial
+    busy = problem.initial_lockout
+    lock = problem.lockout
+    for t in range(problem.n_steps):
+        want = int(g[t])
+        if t >= busy and want != cur:
+            busy = t + int(lock[cur, want])
+            cur = want
+        out[t] = cur
+    return out
+
+
+def schedule_from_switches(
+    problem: PlanningProblem, switches: Sequence[tuple[int, int]]
+) -> np.ndarray:
+    """Schedule for switches ``[(t, k), ...]``; raises if one starts during a restart."""
+    sched = np.full(problem.n_steps, problem.initial, dtype=np.int64)
+    cur, busy, last_t = problem.initial, problem.initial_lockout, -1
+    for i, (t, k) in enumerate(switches):
+        if not 0 <= t < problem.n_steps or not 0 <= k < problem.n_candidates:
+            raise ValidationError(f"switches[{i}]: ({t}, {k}) is outside the problem")
+        if t <= last_t:
+            raise ValidationError(f"switches[{i}]: times must increase")
+        if t < busy:
+            raise ValidationError(
+                f"switches[{i}]: interval {t} falls inside the restart that ends at {busy}"
+            )
+        if k == cur:
+            raise ValidationError(f"switches[{i}]: switches to the configuration already running")
+        busy = t + int(problem.lockout[cur, k])
+        cur, last_t = k, t
+        sched[t:] = k
+    return sched
+
+
+def evaluate(problem: PlanningProblem, schedule: Sequence[int] | np.ndarray) -> Evaluation:
+    """Benefit, cost and switches of a feasible schedule (see :func:`decode`).
+
+    Each switch's benefit is the operations gained over the intervals until the next
+    switch (or the horizon) relative to staying in the previous configuration.
+    """
+    sched = np.asarray(schedule, dtype=np.int64)
+    if sched.shape != (problem.n_steps,):
+        raise ValidationError(f"schedule: expected {problem.n_steps} entries, got {sched.shape}")
+    dt = problem.step_seconds
+    t_idx = np.arange(problem.n_steps)
+    served = problem.served[t_idx, sched] * dt
+    base = problem.served[:, problem.initial] * dt
+    prev = np.concatenate(([problem.initial], sched[:-1]))
+    starts = np.flatnonzero(sched != prev)
+    switches = []
+    bounds = [*starts.tolist(), problem.n_steps]
+    for j, t in enumerate(starts.tolist()):
+        a, b = int(prev[t]), int(sched[t])
+        until = bounds[j + 1]
+        gain = float(np.sum(problem.served[t:until, b] - problem.served[t:until, a]) * dt)
+        switches.append(
+            Switch(t=t, source=a, target=b, benefit_ops=gain,
+                   cost_ops=float(problem.costs[t, a, b]))
+        )
+    cost = float(sum(s.cost_ops for s in switches))
+    total = float(served.sum()) - cost
+    baseline = float(base.sum())
+    return Evaluation(
+        total_ops=total,
+        baseline_ops=baseline,
+        benefit_ops=float(served.sum()) - baseline,
+        cost_ops=cost,
+        switches=tuple(switches),
+        schedule=sched,
+    )
+
+
+def evaluate_population(
+    problem: PlanningProblem, genomes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode and value many wish lists at once (the GA's fitness).
+
+    Parameters
+    ----------
+    genomes
+        ``(P, T)`` integer wish lists.
+
+    Returns
+    -------
+    (values, schedules)
+        ``values[p]`` total operations (served minus switch costs) and the repaired
+        feasible ``schedules[p]``.
+    """
+    g = np.asarray(genomes, dtype=np.int64)
+    n_p, n_t = g.shape
+    dt = problem.step_seconds
+    cur = np.full(n_p, problem.initial, dtype=np.int64)
+    busy = np.full(n_p, problem.initial_lockout, dtype=np.int64)
+    total = np.zeros(n_p)
+    out = np.empty_like(g)
+    served, costs, lock = problem.served, problem.costs, problem.lockout
+    for t in range(n_t):
+        want = g[:, t]
+        sw = (want != cur) & (busy <= t)
+        if sw.any():
+            idx = np.flatnonzero(sw)
+            a, b = cur[idx], want[idx]
+            total[idx] -= costs[t, a, b]
+            busy[idx] = t + lock[a, b]
+            cur[idx] = b
+        out[:, t] = cur
+        total += served[t, cur] * dt
+    return total, out
+
+
+def break_even_seconds(
+    *, old_capacity: float, new_capacity: float, model: ReconfigModel
+) -> float:
+    """How long (from the start of the restarts) a steady workload must last to pay.
+
+    With constant capacities in ``capacity`` credit mode: the switch pays when
+    ``new * tau - cost >= old * tau``, i.e. ``tau = cost / (new - old)``.
+    ``inf`` when the new configuration is not faster.
+    """
+    if new_capacity <= old_capacity:
+        return math.inf
+    cap = np.array([[old_capacity, new_capacity]])
+    restart = np.array([[False, True], [True, False]])
+    step = max(model.duration_seconds, 1.0)
+    cost = transition_costs(cap, restart=restart, model=model, step_seconds=step)[0, 0, 1]
+    return float(cost / (new_capacity - old_capacity))
