@@ -35,7 +35,9 @@ streaming) they take over:
 nodes still run is the faster one).
 SOPHIA's Eq. 8 (``L = H(C_k) * T_r``) is the special case that ignores the pending
 nodes still running the old configuration. A change whose parameters are all live
-costs ``live_seconds * served(cap_b)`` (default 0: e.g. a cache warm-up).
+costs ``live_seconds * served(cap_b)`` (default 0: e.g. a cache warm-up). Parameters
+whose change is expensive however it is applied (a compaction strategy change rewrites
+every SSTable) add ``change_seconds[a, b] * served(cap_b)`` to any switch.
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ def transition_costs(
     step_seconds: float,
     load: np.ndarray | None = None,
     served: Served = "capacity",
+    change_seconds: np.ndarray | None = None,
 ) -> np.ndarray:
     """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``.
 
@@ -176,6 +179,9 @@ def transition_costs(
         whose capacity and load are then used (the last interval repeats past the end).
     load, served
         As for :func:`served_matrix`.
+    change_seconds
+        ``(K, K)`` extra seconds of full throughput lost by the change itself, whether live
+        or not (e.g. a compaction strategy change rewrites every SSTable).
 
     Returns
     -------
@@ -229,13 +235,17 @@ def transition_costs(
             costs += dt * np.maximum(short, 0.0)
             lo = piece_end
         done += f
-    if model.live_seconds > 0:
-        live_cost = model.live_seconds * credit(
-            np.broadcast_to(cap[:, None, :], costs.shape), t_idx
-        )
-        costs = np.where(rst[None, :, :], costs, live_cost)
-    else:
-        costs = np.where(rst[None, :, :], costs, 0.0)
+    costs = np.where(rst[None, :, :], costs, 0.0)
+    extra = np.full((n_k, n_k), model.live_seconds)
+    extra = np.where(rst, 0.0, extra)  # the uniform live cost applies to all-live changes
+    if change_seconds is not None:
+        cs = np.asarray(change_seconds, dtype=float)
+        if cs.shape != (n_k, n_k) or np.any(cs < 0):
+            raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
+        extra = extra + cs
+    if np.any(extra > 0):
+        full = credit(np.broadcast_to(cap[:, None, :], costs.shape), t_idx)
+        costs = costs + extra[None, :, :] * full
     diag = np.arange(n_k)
     costs[:, diag, diag] = 0.0
     return costs

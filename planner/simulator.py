@@ -65,6 +65,8 @@ __all__ = [
 #: ``(load (H,), mix (H, C))`` point forecasts.
 Forecaster = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 CapacityFn = Callable[[np.ndarray], np.ndarray]
+#: Fewest intervals between two deviation-triggered replans.
+MIN_REPLAN_GAP = 2
 
 
 # ------------------------------------------------------------------ building
@@ -90,6 +92,38 @@ def restart_matrix(engine: str, candidates: Sequence[Mapping[str, Any]]) -> np.n
     return out
 
 
+#: Seconds of full throughput a change of these parameters costs on top of any restart:
+#: switching the compaction strategy makes every node rewrite all its SSTables (SOPHIA:
+#: the most expensive change). An assumption until the executor measures it.
+DEFAULT_CHANGE_SECONDS: dict[str, float] = {"compaction": 120.0}
+
+
+def change_seconds_matrix(
+    engine: str,
+    candidates: Sequence[Mapping[str, Any]],
+    seconds: Mapping[str, float] | None = None,
+) -> np.ndarray:
+    """``(K, K)`` extra cost (seconds of full throughput) of each candidate switch.
+
+    The sum over changed parameters of ``seconds[param]`` (default
+    :data:`DEFAULT_CHANGE_SECONDS`).
+    """
+    from planner.spaces import get_space
+
+    per = DEFAULT_CHANGE_SECONDS if seconds is None else dict(seconds)
+    space = get_space(engine)
+    full = [space.complete(c) for c in candidates]
+    n = len(full)
+    out = np.zeros((n, n))
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                out[a, b] = sum(
+                    per.get(k, 0.0) for k in space.changed_keys(full[a], full[b])
+                )
+    return out
+
+
 def capacity_matrix(
     model: Any, mixes: np.ndarray, candidates: Sequence[Mapping[str, Any]]
 ) -> np.ndarray:
@@ -111,6 +145,7 @@ def make_problem(
     served: Served = "capacity",
     initial: int = 0,
     initial_lockout: int = 0,
+    change_seconds: np.ndarray | None = None,
 ) -> PlanningProblem:
     """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
 
@@ -130,7 +165,7 @@ def make_problem(
         srv += served_matrix(cap[s], load=ls, served=served)
         cst += transition_costs(
             cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
-            load=ls, served=served,
+            load=ls, served=served, change_seconds=change_seconds,
         )
     n = cap.shape[0]
     return PlanningProblem(
@@ -219,6 +254,7 @@ class SimulationResult:
     steps: int
     step_seconds: float
     kairos_steps: tuple[dict[str, Any], ...] = field(default=())
+    replans: int = 0
 
     def gain(self, name: str, over: str) -> float:
         """Relative gain of strategy ``name`` over ``over`` (0.05 = 5% more operations)."""
@@ -238,20 +274,24 @@ def _run_kairos(
     reconfig: ReconfigModel,
     step_seconds: float,
     served: Served,
+    change_seconds: np.ndarray | None,
     horizon: int,
     replan_every: int,
     forecaster: Forecaster,
     method: Literal["ga", "dp"],
     ga: GAOptions,
     min_gain: float,
+    deviation: float | None,
     progress: Callable[[str], None] | None,
-) -> np.ndarray:
+) -> tuple[np.ndarray, int]:
     n_t = truth.n_steps + start
     sched = np.empty(truth.n_steps, dtype=np.int64)
     cur = truth.initial
     busy = 0  # absolute interval index before which no switch may start
     lock = truth.lockout
-    for tau in range(start, n_t, replan_every):
+    tau = start
+    replans = 0
+    while tau < n_t:
         h = min(horizon, n_t - tau)
         fl, fm = forecaster(load[:tau], mix[:tau], timestamps[:tau], h)
         fl, fm = np.asarray(fl, dtype=float)[:h], np.asarray(fm, dtype=float)[:h]
@@ -259,21 +299,35 @@ def _run_kairos(
         prob = make_problem(
             cap, restart=restart, reconfig=reconfig, step_seconds=step_seconds,
             load=fl if served == "offered" else None, served=served, initial=cur,
-            initial_lockout=max(0, busy - tau),
+            initial_lockout=max(0, busy - tau), change_seconds=change_seconds,
         )
         ev = solve_dp(prob) if method == "dp" else solve_ga(prob, options=ga).evaluation
+        replans += 1
         plan = ev.schedule
         if ev.switches and ev.net_ops < min_gain * ev.baseline_ops:
             plan = np.full(h, cur)  # not worth the risk: stay put
-        for t in range(tau, min(tau + replan_every, n_t)):
+        stop = min(tau + replan_every, n_t)
+        t = tau
+        while t < stop:
             want = int(plan[t - tau])
             if want != cur and t >= busy:
                 busy = t + int(lock[cur, want])
                 cur = want
             sched[t - start] = cur
+            t += 1
+            # SOPHIA re-invokes the optimiser when the workload departs from the forecast
+            # (rate limited: at most once every MIN_REPLAN_GAP intervals)
+            if (
+                deviation is not None
+                and t < stop
+                and t - tau >= MIN_REPLAN_GAP
+                and 0.5 * float(np.abs(mix[t - 1] - fm[t - 1 - tau]).sum()) > deviation
+            ):
+                break
+        tau = t
         if progress is not None:
-            progress(f"simulate: interval {min(tau + replan_every, n_t)}/{n_t}")
-    return sched
+            progress(f"simulate: interval {tau}/{n_t} ({replans} plans)")
+    return sched, replans
 
 
 def simulate(
@@ -295,6 +349,8 @@ def simulate(
     ga: GAOptions | None = None,
     min_gain: float = 0.0,
     oracle: bool = False,
+    change_seconds: np.ndarray | None = None,
+    deviation: float | None = 0.2,
     progress: Callable[[str], None] | None = None,
 ) -> SimulationResult:
     """Replay a trace under Kairos and the baselines (see the module docstring).
@@ -328,6 +384,11 @@ def simulate(
         expected baseline (0 = any positive gain).
     oracle
         Also run Kairos with a perfect forecast.
+    change_seconds
+        ``(K, K)`` extra cost of a change however applied (see ``transition_costs``).
+    deviation
+        Replan early when the observed mix departs from the forecast by more than this
+        total-variation distance (None: only every ``replan_every`` intervals).
     """
     ld = np.asarray(load, dtype=float)
     mx = np.asarray(mix, dtype=float)
@@ -343,7 +404,7 @@ def simulate(
     cap_true = capacity_fn(mx)
     kw: dict[str, Any] = {
         "restart": restart, "step_seconds": step_seconds, "served": served, "initial": initial,
-        "load": ld[start:] if served == "offered" else None,
+        "load": ld[start:] if served == "offered" else None, "change_seconds": change_seconds,
     }
     truth = make_problem(cap_true[start:], reconfig=reconfig, **kw)
     naive_model = ReconfigModel(
@@ -365,13 +426,15 @@ def simulate(
     common: dict[str, Any] = {
         "load": ld, "mix": mx, "timestamps": ts, "start": start, "capacity_fn": capacity_fn,
         "restart": restart, "reconfig": reconfig, "step_seconds": step_seconds, "served": served,
-        "horizon": horizon, "replan_every": replan_every, "method": method, "ga": ga_opts,
-        "min_gain": min_gain, "progress": progress,
+        "change_seconds": change_seconds, "horizon": horizon, "replan_every": replan_every,
+        "method": method, "ga": ga_opts,
+        "min_gain": min_gain, "deviation": deviation, "progress": progress,
     }
-    record("kairos", evaluate(truth, _run_kairos(truth, forecaster=forecaster, **common)))
+    sched, replans = _run_kairos(truth, forecaster=forecaster, **common)
+    record("kairos", evaluate(truth, sched))
     if oracle:
         orc = oracle_forecaster(ld, mx)
-        record("oracle", evaluate(truth, _run_kairos(truth, forecaster=orc, **common)))
+        record("oracle", evaluate(truth, _run_kairos(truth, forecaster=orc, **common)[0]))
     record("default", baseline_default(truth))
     record("static_optimal", baseline_static_optimal(truth))
     record("naive", baseline_naive(truth_naive, wishes=wishes))
@@ -394,5 +457,5 @@ def simulate(
     )
     return SimulationResult(
         strategies=out, start=start, steps=n_t - start, step_seconds=step_seconds,
-        kairos_steps=steps,
+        kairos_steps=steps, replans=replans,
     )

@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--survivor-penalty", type=float, default=0.05,
                    help="capacity the up nodes lose to extra load while a batch is down")
+    p.add_argument("--compaction-seconds", type=float, default=120.0,
+                   help="seconds of full throughput a compaction strategy change costs "
+                   "(SSTable rewrite; default 120)")
     p.add_argument("--served", choices=("capacity", "offered"), default="capacity",
                    help="credit capacity (SOPHIA, saturated clients) or min(load, capacity)")
     p.add_argument("--horizon", type=int, default=48, help="decision intervals (default 48)")
@@ -136,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
     from planner.forecast import forecast, load_forecast
     from planner.perfmodel import load_default_model, load_model
     from planner.plan import plan_from_dict, save_plan
-    from planner.simulator import capacity_matrix, make_problem, restart_matrix
+    from planner.simulator import (
+        capacity_matrix,
+        change_seconds_matrix,
+        make_problem,
+        restart_matrix,
+    )
     from planner.spaces import get_space
     from planner.topology import Ring, load_ring, safe_batches
     from planner.workload import load_trace
@@ -199,6 +207,9 @@ def run(args: argparse.Namespace) -> int:
     problem = make_problem(
         cap, restart=restart, reconfig=reconfig, step_seconds=step,
         load=loads if args.served == "offered" else None, served=args.served, initial=0,
+        change_seconds=change_seconds_matrix(
+            args.engine, candidates, {"compaction": args.compaction_seconds}
+        ) if args.engine == "cassandra" else None,
     )
     dp = op.solve_dp(problem)
     if args.method == "dp":
@@ -239,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
                                   "file": args.model or f"{args.engine}-prior (shipped)"},
             "optimiser": opt_info,
             "cost_model": {"restart_seconds": args.restart_seconds,
+                           "compaction_seconds": args.compaction_seconds,
                            "survivor_penalty": args.survivor_penalty, "served": args.served,
                            "batches": len(batches)},
             "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,

@@ -10,12 +10,13 @@ from typing import Any
 
 #: Per shape: generator arguments, replay start, look-ahead, replanning period, forecaster.
 SHAPES: dict[str, dict[str, Any]] = {
-    "mgrast": {"trace": {"steps": 2880, "step_seconds": 30.0}, "start": 720, "horizon": 30,
+    "mgrast": {"trace": {"steps": 1440, "step_seconds": 30.0}, "start": 360, "horizon": 30,
                "replan_every": 10, "forecast_model": "markov1"},
     "bus": {"trace": {"steps": 288 * 7, "step_seconds": 300.0}, "start": 288 * 4,
-            "horizon": 48, "replan_every": 12, "forecast_model": "seasonal_naive"},
+            "horizon": 48, "replan_every": 12, "forecast_model": "seasonal_naive",
+            "season_length": 288},
     "hpc": {"trace": {"steps": 1440, "step_seconds": 60.0}, "start": 360, "horizon": 180,
-            "replan_every": 30, "forecast_model": "ets"},
+            "replan_every": 30, "forecast_model": "markov1"},
 }
 STRATEGIES = ("kairos", "oracle", "default", "static_optimal", "naive", "theoretical_best")
 
@@ -42,11 +43,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cl", default="QUORUM")
     p.add_argument("--restart-seconds", type=float, default=60.0, metavar="T_R")
     p.add_argument("--survivor-penalty", type=float, default=0.05)
+    p.add_argument("--compaction-seconds", type=float, default=120.0,
+                   help="seconds of full throughput a compaction strategy change costs")
     p.add_argument("--served", choices=("capacity", "offered"), default="capacity")
     p.add_argument("--method", choices=("ga", "dp"), default="ga")
     p.add_argument("--seed", type=int, default=0, help="GA seed")
+    p.add_argument("--searches", type=int, default=1, help="independent GA searches per plan")
     p.add_argument("--min-gain", type=float, default=0.0,
                    help="follow a plan only if its expected net gain exceeds this fraction")
+    p.add_argument("--deviation", type=float, default=0.2,
+                   help="replan early when the observed mix departs from the forecast by more "
+                   "than this total-variation distance (0: never)")
     p.add_argument("--steps", action="store_true", help="also print Kairos's per-step gains")
     p.add_argument("--json", action="store_true", help="one JSON line per shape")
     p.set_defaults(func=run)
@@ -88,6 +95,7 @@ def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.N
         fc = sm.model_forecaster(
             engine=engine, step_seconds=step,
             model=args.forecast_model or settings["forecast_model"],
+            season_length=settings.get("season_length"),
             history=settings.get("history", 4 * settings["horizon"] + 576),
         )
     return sm.simulate(
@@ -95,7 +103,11 @@ def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.N
         capacity_fn=lambda m: sm.capacity_matrix(perf, m, candidates),
         restart=restart, reconfig=reconfig, forecaster=fc, start=settings["start"],
         horizon=settings["horizon"], replan_every=settings["replan_every"], served=args.served,
-        method=args.method, ga=GAOptions(seed=args.seed), min_gain=args.min_gain,
+        change_seconds=sm.change_seconds_matrix(
+            engine, candidates, {"compaction": args.compaction_seconds}
+        ) if engine == "cassandra" else None,
+        method=args.method, ga=GAOptions(seed=args.seed, searches=args.searches),
+        min_gain=args.min_gain, deviation=None if args.deviation <= 0 else args.deviation,
         oracle=True,
         progress=lambda m: _log(f"{name}: {m}") if args.progress else None,
     )
@@ -146,13 +158,14 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({
                 "shape": name, "seconds": round(secs, 2),
                 "intervals": res.steps, "step_seconds": res.step_seconds,
+                "replans": res.replans,
                 "totals": {k: v.total_ops for k, v in res.strategies.items()},
                 "switches": {k: v.switches for k, v in res.strategies.items()},
                 "kairos_vs": {b: res.gain("kairos", b)
                               for b in ("default", "static_optimal", "naive")},
             }))
         else:
-            _log(f"{name}: done in {secs:.1f}s")
+            _log(f"{name}: done in {secs:.1f}s, {res.replans} plan(s)")
         if args.steps and not args.json:
             print(f"Kairos steps on {name}:")
             for st in res.kairos_steps:
