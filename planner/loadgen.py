@@ -787,14 +787,18 @@ def aggregate(
 
 # ------------------------------------------------------------------- pacing (per process)
 class Pacer:
-    """Paces issue times to a target rate (None = unthrottled); never bursts more than 1 s.
+    """Paces issue times to a target rate (None = unthrottled).
 
+    A client that fell behind catches up at most ``max_backlog`` seconds' worth of
+    operations; a change of rate (a new trace step) starts a fresh schedule.
     Thread-safe: several client threads may share one pacer.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_backlog: float = 0.2) -> None:
         self._next = time.monotonic()
+        self._rate: float | None = None
         self._lock = threading.Lock()
+        self.max_backlog = max_backlog
 
     def delay(self, rate: float | None, now: float) -> float:
         """Seconds to wait before the next issue (0 = go now, and the slot is taken)."""
@@ -803,8 +807,11 @@ class Pacer:
         if rate <= 0:
             return 0.1
         with self._lock:
-            if self._next < now - 1.0:
-                self._next = now - 1.0
+            if rate != self._rate:
+                self._rate = rate
+                self._next = now
+            if self._next < now - self.max_backlog:
+                self._next = now - self.max_backlog
             if self._next > now:
                 return min(self._next - now, 0.1)
             self._next += 1.0 / rate
