@@ -83,7 +83,7 @@ def main():
             {key: jsonable(value) for key, value in row._asdict().items()}
             for row in session.execute(params["query"], timeout=params["timeout"])
         ]
-    except Exception as exc:  # noqa: BLE001 - the driver raises many kinds; report any
+    except Exception as exc:
         module.fail_json(msg=f"{params['host']}: query failed: {exc}")
     finally:
         cluster.shutdown()

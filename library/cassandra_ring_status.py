@@ -92,8 +92,10 @@ def main():
         up_normal = [n["address"] for n in nodes if n["code"] == "UN"]
         missing = [a for a in expected if a not in up_normal]
         elapsed = round(time.monotonic() - began, 1)
-        if not missing or params["timeout"] <= 0 and rc == 0:
-            module.exit_json(changed=False, nodes=nodes, up_normal=up_normal, waited_seconds=elapsed)
+        if not missing or (params["timeout"] <= 0 and rc == 0):
+            module.exit_json(
+                changed=False, nodes=nodes, up_normal=up_normal, waited_seconds=elapsed
+            )
         if elapsed >= params["timeout"]:
             seen = {n["address"]: n["code"] for n in nodes}
             detail = ", ".join(f"{a} is {seen.get(a, 'absent')}" for a in missing)

@@ -45,6 +45,19 @@ options:
     description: Seconds to wait after SIGTERM before SIGKILL.
     type: int
     default: 60
+  ready_port:
+    description:
+      - After starting (or finding it running), wait until this TCP port accepts
+        connections, failing at once with the end of I(log) if the process dies meanwhile.
+    type: int
+  ready_host:
+    description: Address of I(ready_port).
+    type: str
+    default: 127.0.0.1
+  ready_timeout:
+    description: Seconds to wait for I(ready_port).
+    type: int
+    default: 120
 attributes:
   check_mode:
     support: full
@@ -81,10 +94,15 @@ stop_seconds:
   description: Seconds the process took to exit after SIGTERM.
   returned: when a process was stopped
   type: float
+ready_seconds:
+  description: Seconds until I(ready_port) accepted connections.
+  returned: when ready_port is set and the state is started
+  type: float
 """
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -125,7 +143,7 @@ def start(module, pidfile, match):
     log_path = params["log"] or os.devnull
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         # A new session so the server outlives this module and Ansible's process group.
-        proc = subprocess.Popen(  # noqa: S603 - argument list, no shell
+        proc = subprocess.Popen(
             params["command"],
             stdin=devnull,
             stdout=log,
@@ -140,11 +158,46 @@ def start(module, pidfile, match):
     time.sleep(0.5)
     if proc.poll() is not None:
         module.fail_json(
-            msg=f"process exited at once with status {proc.returncode}; see {log_path}",
+            msg=f"process exited at once with status {proc.returncode}; end of {log_path}:\n"
+            f"{log_tail(params['log'])}",
             pid=proc.pid,
             was_running=False,
         )
     return proc.pid
+
+
+def log_tail(path, lines=15):
+    """The last lines of the process's log, for an error message."""
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, os.path.getsize(path) - 8192))
+        return "\n".join(handle.read().decode("utf-8", "replace").splitlines()[-lines:])
+
+
+def wait_ready(module, pid, match):
+    """Wait until ready_port accepts connections; fail fast if the process dies."""
+    params = module.params
+    began = time.monotonic()
+    while time.monotonic() - began < params["ready_timeout"]:
+        if not is_ours(pid, match):
+            module.fail_json(
+                msg=f"process {pid} died before {params['ready_host']}:{params['ready_port']} "
+                f"accepted connections; end of {params['log']}:\n{log_tail(params['log'])}",
+                pid=pid,
+            )
+        try:
+            with socket.create_connection((params["ready_host"], params["ready_port"]), timeout=1):
+                return round(time.monotonic() - began, 2)
+        except OSError:
+            time.sleep(0.5)
+    module.fail_json(
+        msg=f"{params['ready_host']}:{params['ready_port']} not accepting connections after "
+        f"{params['ready_timeout']}s (process {pid} alive); end of {params['log']}:\n"
+        f"{log_tail(params['log'])}",
+        pid=pid,
+    )
+    return None
 
 
 def stop(module, pid, match):
@@ -182,6 +235,9 @@ def main():
             chdir=dict(type="path"),
             environment=dict(type="dict", default={}),
             stop_timeout=dict(type="int", default=60),
+            ready_port=dict(type="int"),
+            ready_host=dict(type="str", default="127.0.0.1"),
+            ready_timeout=dict(type="int", default=120),
         ),
         supports_check_mode=True,
     )
@@ -191,10 +247,12 @@ def main():
     running = is_ours(pid, match)
 
     if module.params["state"] == "started":
-        if running:
-            module.exit_json(changed=False, pid=pid, was_running=True)
-        new_pid = start(module, pidfile, match)
-        module.exit_json(changed=True, pid=new_pid or 0, was_running=False)
+        result = {"changed": not running, "was_running": running}
+        if not running:
+            pid = start(module, pidfile, match) or 0
+        if module.params["ready_port"] and not module.check_mode:
+            result["ready_seconds"] = wait_ready(module, pid, match)
+        module.exit_json(pid=pid, **result)
 
     if not running:
         if os.path.exists(pidfile) and not module.check_mode:

@@ -17,19 +17,22 @@ except ImportError:  # pragma: no cover - reported by connect_one
 
 
 def connect_one(module, params):
-    """Connect to exactly params['host'] (white-list policy); return (cluster, session)."""
+    """Connect to params['host'] only (an address or a list); return (cluster, session)."""
     if not HAS_DRIVER:
         module.fail_json(msg="cassandra-driver is required on the host running this module")
-    host = params["host"]
+    hosts = params["host"] if isinstance(params["host"], list) else [params["host"]]
+    host = ", ".join(hosts)
     auth = None
     if params.get("username"):
-        auth = PlainTextAuthProvider(username=params["username"], password=params.get("password") or "")
+        auth = PlainTextAuthProvider(
+            username=params["username"], password=params.get("password") or ""
+        )
     profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([host]),
+        load_balancing_policy=WhiteListRoundRobinPolicy(hosts),
         request_timeout=params.get("timeout", 20),
     )
     cluster = Cluster(
-        [host],
+        hosts,
         port=params.get("port", 9042),
         auth_provider=auth,
         protocol_version=5,
@@ -39,7 +42,7 @@ def connect_one(module, params):
     )
     try:
         session = cluster.connect()
-    except Exception as exc:  # noqa: BLE001 - NoHostAvailable and friends
+    except Exception as exc:
         cluster.shutdown()
         module.fail_json(msg=f"cannot connect to {host}:{params.get('port', 9042)} over CQL: {exc}")
     return cluster, session

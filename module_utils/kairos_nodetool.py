@@ -98,3 +98,73 @@ def run_nodetool(module, nodetool, args, *, check_rc=True):
             rc=rc,
         )
     return rc, out, err, seconds
+
+
+def parse_concurrency(text):
+    """Parse ``nodetool getconcurrency``: stage -> maximum pool size."""
+    stages = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) == 3 and cells[1].isdigit() and cells[2].isdigit():
+            stages[cells[0]] = int(cells[2])
+    return stages
+
+
+def parse_last_int(text):
+    """The last integer in the output (``nodetool getconcurrentcompactors``)."""
+    numbers = re.findall(r"-?\d+", text)
+    if not numbers:
+        raise ValueError(f"no number in nodetool output: {text.strip()[:200]!r}")
+    return int(numbers[-1])
+
+
+def parse_compaction_throughput(text):
+    """``nodetool getcompactionthroughput`` ("Current compaction throughput: 64 MB/s") -> 64."""
+    match = re.search(r"throughput:\s*(\d+)", text)
+    if not match:
+        raise ValueError(f"no throughput in nodetool output: {text.strip()[:200]!r}")
+    return int(match.group(1))
+
+
+def _mib_per_s(value):
+    """'64MiB/s' or 64 -> 64."""
+    match = re.match(r"^\s*(\d+)\s*(MiB/s)?\s*$", str(value))
+    if not match:
+        raise ValueError(f"expected <n>MiB/s, got {value!r}")
+    return int(match.group(1))
+
+
+# cassandra.yaml key -> how nodetool reads and sets it while the node runs.
+# Each entry: (get args, parse(output) -> int, set args(int), normalise(value) -> int).
+LIVE_SETTERS = {
+    "concurrent_reads": (
+        ["getconcurrency", "ReadStage"],
+        lambda out: parse_concurrency(out)["ReadStage"],
+        lambda n: ["setconcurrency", "ReadStage", str(n)],
+        int,
+    ),
+    "concurrent_writes": (
+        ["getconcurrency", "MutationStage"],
+        lambda out: parse_concurrency(out)["MutationStage"],
+        lambda n: ["setconcurrency", "MutationStage", str(n)],
+        int,
+    ),
+    "concurrent_counter_writes": (
+        ["getconcurrency", "CounterMutationStage"],
+        lambda out: parse_concurrency(out)["CounterMutationStage"],
+        lambda n: ["setconcurrency", "CounterMutationStage", str(n)],
+        int,
+    ),
+    "concurrent_compactors": (
+        ["getconcurrentcompactors"],
+        parse_last_int,
+        lambda n: ["setconcurrentcompactors", str(n)],
+        int,
+    ),
+    "compaction_throughput": (
+        ["getcompactionthroughput"],
+        parse_compaction_throughput,
+        lambda n: ["setcompactionthroughput", str(n)],
+        _mib_per_s,
+    ),
+}

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "simulate",
     "validate_plan",
     "batches",
+    "rollout",
     "load",
 )
 

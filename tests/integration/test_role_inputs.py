@@ -19,7 +19,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("extra_vars", "named"), CASES, ids=[c[1] + "-" + str(i) for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("extra_vars", "named"), CASES, ids=[c[1] + "-" + str(i) for i, c in enumerate(CASES)]
+)
 def test_bad_cassandra_input_is_refused_naming_the_variable(
     extra_vars: dict[str, object], named: str
 ) -> None:

@@ -1,0 +1,195 @@
+#!/usr/bin/python
+"""The live ring, replication and schema agreement, through cassandra-driver."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_cluster_facts
+short_description: Ring, replicas per keyspace, schema versions and node liveness of a cluster
+description:
+  - Connects with cassandra-driver to I(host) and reads the token map, the keyspaces'
+    replication (system_schema.keyspaces), every node's schema version (system.local and
+    system.peers_v2) and which nodes the driver sees down.
+  - Returns the ring in the planner's ring-description form (planner/topology.py), with
+    nodes named by their inventory host names, and can write it to I(dest) for
+    C(kairos rollout preflight). Read-only apart from I(dest).
+requirements: [cassandra-driver]
+options:
+  host:
+    description: Addresses of the nodes to ask (the first that answers is used).
+    type: list
+    elements: str
+    required: true
+  port:
+    description: CQL port.
+    type: int
+    default: 9042
+  hosts:
+    description: Map of node address to inventory host name; unknown addresses keep the address.
+    type: dict
+    default: {}
+  keyspaces:
+    description:
+      - Keyspaces whose replica sets matter (the application's).
+      - Default, every non-system keyspace.
+    type: list
+    elements: str
+  dest:
+    description: Write the ring description (JSON) to this file.
+    type: path
+  username:
+    description: CQL user.
+    type: str
+  password:
+    description: CQL password; never logged or returned.
+    type: str
+  timeout:
+    description: Seconds for connection and queries.
+    type: float
+    default: 20
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: Read the live ring
+  cassandra_cluster_facts:
+    host: 127.0.0.1
+    hosts: {127.0.0.1: cass1, 127.0.0.2: cass2, 127.0.0.3: cass3}
+    keyspaces: [shop]
+    dest: /tmp/ring.json
+"""
+
+RETURN = r"""
+ring:
+  description: Ring description (nodes, keyspaces, token_ranges with replicas per keyspace).
+  returned: success
+  type: dict
+schema_versions:
+  description: Schema version -> hosts that report it.
+  returned: success
+  type: dict
+schema_agreement:
+  description: Whether every live node reports the same schema version.
+  returned: success
+  type: bool
+down:
+  description: Inventory names of the nodes the driver sees down.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_cql import connect_one
+
+SYSTEM_KEYSPACES = (
+    "system",
+    "system_auth",
+    "system_schema",
+    "system_distributed",
+    "system_traces",
+    "system_views",
+    "system_virtual_schema",
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="list", elements="str", required=True),
+            port=dict(type="int", default=9042),
+            hosts=dict(type="dict", default={}),
+            keyspaces=dict(type="list", elements="str"),
+            dest=dict(type="path"),
+            username=dict(type="str"),
+            password=dict(type="str", no_log=True),
+            timeout=dict(type="float", default=20),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    names = {str(k): str(v) for k, v in params["hosts"].items()}
+    cluster, session = connect_one(module, params)
+    try:
+        metadata = cluster.metadata
+        replication = {
+            row.keyspace_name: dict(row.replication)
+            for row in session.execute(
+                "SELECT keyspace_name, replication FROM system_schema.keyspaces"
+            )
+        }
+        wanted = params["keyspaces"] or sorted(k for k in replication if k not in SYSTEM_KEYSPACES)
+        missing = [k for k in wanted if k not in replication]
+        if missing:
+            module.fail_json(msg=f"keyspaces not in the cluster: {', '.join(missing)}")
+
+        def name(address):
+            return names.get(str(address), str(address))
+
+        all_hosts = metadata.all_hosts()
+        nodes = [
+            {
+                "host": name(h.address),
+                "address": str(h.address),
+                "dc": h.datacenter,
+                "rack": h.rack,
+                "up": bool(h.is_up),
+            }
+            for h in sorted(all_hosts, key=lambda h: str(h.address))
+        ]
+        token_map = metadata.token_map
+        ring = sorted(token_map.ring)
+        ranges = []
+        for i, token in enumerate(ring):
+            start = ring[i - 1].value
+            replicas = {
+                ks: [name(h.address) for h in token_map.get_replicas(ks, token)] for ks in wanted
+            }
+            ranges.append({"start": start, "end": token.value, "replicas": replicas})
+        local = session.execute("SELECT broadcast_address, schema_version FROM system.local").one()
+        versions = {str(local.schema_version): [name(local.broadcast_address)]}
+        for row in session.execute("SELECT peer, schema_version FROM system.peers_v2"):
+            versions.setdefault(str(row.schema_version), []).append(name(row.peer))
+    except Exception as exc:
+        module.fail_json(msg=f"{params['host']}: cannot read the cluster's metadata: {exc}")
+    finally:
+        cluster.shutdown()
+
+    down = [n["host"] for n in nodes if not n["up"]]
+    ring_description = {
+        "nodes": [{k: n[k] for k in ("host", "address", "dc", "rack")} for n in nodes],
+        "keyspaces": {ks: {"replication": replication[ks]} for ks in wanted},
+        "token_ranges": ranges,
+    }
+    live_versions = {v for v, hs in versions.items() if any(h not in down for h in hs)}
+    changed = False
+    if params["dest"] and not module.check_mode:
+        text = json.dumps(ring_description, indent=1, sort_keys=True)
+        old = None
+        if os.path.exists(params["dest"]):
+            with open(params["dest"], encoding="utf-8") as handle:
+                old = handle.read()
+        if old != text:
+            with open(params["dest"], "w", encoding="utf-8") as handle:
+                handle.write(text)
+    module.exit_json(
+        changed=changed,
+        ring=ring_description,
+        nodes=nodes,
+        down=down,
+        schema_versions=versions,
+        schema_agreement=len(live_versions) == 1,
+    )
+
+
+if __name__ == "__main__":
+    main()

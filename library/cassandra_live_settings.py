@@ -1,0 +1,130 @@
+#!/usr/bin/python
+"""Apply cassandra.yaml settings that Cassandra can change while it runs, via nodetool."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_live_settings
+short_description: Set live-changeable Cassandra settings with nodetool
+description:
+  - For each setting, reads the running value with nodetool, and when it differs sets it
+    (C(setconcurrency), C(setconcurrentcompactors), C(setcompactionthroughput)), then reads
+    it again and fails if the node did not take it.
+  - The configuration file is the role's business (cassandra_settings_overrides); this
+    module changes only the running node, so that a restart keeps what the file says.
+options:
+  nodetool:
+    description: The node's nodetool launcher.
+    type: path
+    required: true
+  settings:
+    description: >-
+      cassandra.yaml keys and values. Supported: concurrent_reads, concurrent_writes,
+      concurrent_counter_writes, concurrent_compactors, compaction_throughput (e.g. 64MiB/s).
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: More read threads, live
+  cassandra_live_settings:
+    nodetool: /srv/lab/cass1/bin/nodetool
+    settings: {concurrent_reads: 64, compaction_throughput: 128MiB/s}
+"""
+
+RETURN = r"""
+before:
+  description: Running values before, as integers (MiB/s for compaction_throughput).
+  returned: always
+  type: dict
+after:
+  description: Running values after.
+  returned: always
+  type: dict
+changed_keys:
+  description: Settings that were (or in check mode would be) changed.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, run_nodetool
+
+
+def read(module, nodetool, keys):
+    values = {}
+    for key in keys:
+        get_args, parse, _, _ = LIVE_SETTERS[key]
+        _, out, _, _ = run_nodetool(module, nodetool, get_args)
+        try:
+            values[key] = parse(out)
+        except (KeyError, ValueError) as exc:
+            module.fail_json(msg=f"cannot read {key} from nodetool {' '.join(get_args)}: {exc}")
+    return values
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nodetool=dict(type="path", required=True),
+            settings=dict(type="dict", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    nodetool = module.params["nodetool"]
+    unknown = sorted(set(module.params["settings"]) - set(LIVE_SETTERS))
+    if unknown:
+        module.fail_json(
+            msg=f"cannot change live: {', '.join(unknown)} "
+            f"(live-changeable: {', '.join(sorted(LIVE_SETTERS))})"
+        )
+    wanted = {}
+    for key, value in module.params["settings"].items():
+        try:
+            wanted[key] = LIVE_SETTERS[key][3](value)
+        except (TypeError, ValueError) as exc:
+            module.fail_json(msg=f"{key}: bad value {value!r}: {exc}")
+        if wanted[key] <= 0:
+            module.fail_json(msg=f"{key}: must be positive, got {value!r}")
+
+    before = read(module, nodetool, wanted)
+    changed_keys = sorted(k for k in wanted if before[k] != wanted[k])
+    diff = {"before": before, "after": {**before, **{k: wanted[k] for k in changed_keys}}}
+    if not changed_keys or module.check_mode:
+        module.exit_json(
+            changed=bool(changed_keys),
+            before=before,
+            after=diff["after"],
+            changed_keys=changed_keys,
+            diff=diff,
+        )
+    for key in changed_keys:
+        run_nodetool(module, nodetool, LIVE_SETTERS[key][2](wanted[key]))
+    after = read(module, nodetool, wanted)
+    refused = [k for k in changed_keys if after[k] != wanted[k]]
+    if refused:
+        module.fail_json(
+            msg="the node did not take: "
+            + ", ".join(f"{k}={wanted[k]} (is {after[k]})" for k in refused),
+            before=before,
+            after=after,
+        )
+    module.exit_json(
+        changed=True,
+        before=before,
+        after=after,
+        changed_keys=changed_keys,
+        diff={"before": before, "after": after},
+    )
+
+
+if __name__ == "__main__":
+    main()
