@@ -1154,6 +1154,10 @@ def redis_password(config: LoadConfig) -> str | None:
     return None
 
 
+#: The "other" operation: a Lua script (Redis's "other" class) touching one key.
+_OTHER_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
+
+
 class _RedisWorker:
     """One worker process's Redis Cluster client: ``concurrency`` threads, one writer each."""
 
@@ -1259,9 +1263,8 @@ class _RedisWorker:
                     w.acks.record(key, seq)
                 else:
                     stats.unacknowledged += 1
-            else:  # "other": a keyless command on the node owning a random key
-                node = self.rc.get_node_from_key(self.key_name(w.read_key()))
-                self.rc.execute_command("PING", target_nodes=node)
+            else:  # "other": a script (keyed, so routed and retried like any command)
+                self.rc.eval(_OTHER_SCRIPT, 1, self.key_name(w.read_key()))
         except Exception as exc:
             stats.failure(cls, exc, step)
             return
