@@ -8,7 +8,8 @@ Prints one JSON line per case (run from the repository root)::
   for SOPHIA's three look-aheads (30, 48 and 180 decision points). The problem is built
   as ``kairos plan`` builds it: the synthetic trace of that shape, Cassandra's candidate
   grid (planner.spaces), the shipped performance model, the lab ring (3 nodes, RF 3,
-  QUORUM -> 3 batches), T_r = 60 s and a 5% survivor penalty. ``gap_to_dp`` is the
+  QUORUM -> 3 batches), T_r = 60 s, a 5% survivor penalty and 120 s for a compaction
+  strategy change. ``gap_to_dp`` is the
   fraction by which the GA's plan falls short of the DP optimum (0.01 = 1%).
 * ``{"case": "batching", "nodes": N, "seconds": s, ...}`` for 10, 100 and 1000 nodes with
   16 vnodes, RF 3, 3 racks, QUORUM (seconds for safe_batches alone; building the
@@ -56,8 +57,10 @@ def problem_for(name: str, kwargs: dict, start: int, points: int, seed: int) -> 
         Ring.simple(["cass1", "cass2", "cass3"], rf=3), consistency_level="QUORUM"
     ).batches
     reconfig = cb.ReconfigModel.from_batches(batches, restart_seconds=60.0, survivor_penalty=0.05)
-    return sm.make_problem(cap, restart=restart, reconfig=reconfig,
-                           step_seconds=float(series.step_seconds))
+    return sm.make_problem(
+        cap, restart=restart, reconfig=reconfig, step_seconds=float(series.step_seconds),
+        change_seconds=sm.change_seconds_matrix("cassandra", candidates),
+    )
 
 
 def main() -> None:

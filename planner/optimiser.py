@@ -48,6 +48,7 @@ __all__ = [
     "baseline_static_optimal",
     "baseline_theoretical_best",
     "heuristic_genomes",
+    "simplify",
     "solve_dp",
     "solve_ga",
 ]
@@ -330,6 +331,32 @@ def _polish(
     return sched, value, evals
 
 
+def simplify(problem: PlanningProblem, schedule: np.ndarray) -> np.ndarray:
+    """Drop switches that gain nothing (ties between equally fast candidates).
+
+    Repeatedly merges a segment into its predecessor while that does not lower the
+    total, so a plan never carries steps that change parameters for no benefit.
+    """
+    sched = np.asarray(schedule, dtype=np.int64).copy()
+    value = float(evaluate_population(problem, sched[None, :])[0][0])
+    changed = True
+    while changed:
+        changed = False
+        segs = _segments(sched.tolist())
+        for i in range(len(segs) - 1, -1, -1):
+            s, e, v = segs[i]
+            prev_v = segs[i - 1][2] if i > 0 else problem.initial
+            if v == prev_v:
+                continue
+            trial = sched.copy()
+            trial[s:e] = prev_v
+            vals, fixed = evaluate_population(problem, trial[None, :])
+            if vals[0] >= value - 1e-9 * max(1.0, abs(value)):
+                sched, value, changed = fixed[0], float(vals[0]), True
+                break
+    return sched
+
+
 def _toolbox() -> tuple[Any, Any]:
     """DEAP creator classes and a toolbox, made on first use only."""
     from deap import base, creator, tools
@@ -469,11 +496,24 @@ def _run_search(
     return best_sched, best_value, evals, history
 
 
+def _seeded_search(
+    problem: PlanningProblem, options: GAOptions, seed: int, progress: Progress | None,
+    search_index: int, deadline: float | None,
+) -> tuple[np.ndarray, float, int, list[float]]:
+    """One search with the global ``random`` (used by DEAP's operators) seeded, then restored."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        return _run_search(problem, options, seed, progress, search_index, deadline)
+    finally:
+        random.setstate(state)
+
+
 def _search_worker(
     args: tuple[PlanningProblem, GAOptions, int, int, float | None],
 ) -> tuple[np.ndarray, float, int, list[float]]:
     problem, options, seed, index, deadline = args
-    return _run_search(problem, options, seed, None, index, deadline)
+    return _seeded_search(problem, options, seed, None, index, deadline)
 
 
 def solve_ga(
@@ -514,11 +554,11 @@ def solve_ga(
             )
     else:
         results = [
-            _run_search(problem, opts, s, progress, i, deadline) for i, s in enumerate(seeds)
+            _seeded_search(problem, opts, s, progress, i, deadline) for i, s in enumerate(seeds)
         ]
     best = max(results, key=lambda r: r[1])
-    ev = evaluate(problem, best[0])
-    if not math.isclose(ev.total_ops, best[1], rel_tol=1e-9, abs_tol=1e-6):
+    ev = evaluate(problem, simplify(problem, best[0]))
+    if not math.isclose(ev.total_ops, best[1], rel_tol=1e-6, abs_tol=1e-6):
         raise AssertionError("GA fitness disagrees with evaluate()")  # pragma: no cover
     return GAResult(
         evaluation=ev,
