@@ -1062,6 +1062,9 @@ class _CassandraWorker:
         try:
             if record:
                 self.stats.failure(cls, exc, step)
+            else:  # a preload write: not an operation of the run, but still a failure
+                with self.stats.lock:
+                    self.stats.failures[f"preload:{type(exc).__name__}"] += 1
         finally:
             self.inflight.release()
 
