@@ -1,0 +1,360 @@
+"""The Cassandra executor (playbooks/apply_plan.yml) on the real 3-node lab, RF 3.
+
+Every test writes its own plan; each rollout's target differs from what the nodes run now
+(read from their rendered cassandra.yaml), so the tests do not depend on their order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible.module_utils.kairos_nodetool import parse_concurrency
+from cassandra.cluster import Cluster
+
+from planner.loadgen import BackgroundLoad, LoadResult
+from planner.topology import Ring, safe_batches
+
+from .conftest import REPO, PlaybookRun, run_playbook
+
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
+
+HOSTS = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
+LAB = REPO / ".lab" / "cassandra"
+APP_TABLE = "kairos_app.events"
+
+
+# ----------------------------------------------------------------- helpers
+def node_pid(host: str) -> int:
+    return int((LAB / host / "cassandra.pid").read_text())
+
+
+def pids() -> dict[str, int]:
+    return {h: node_pid(h) for h in HOSTS}
+
+
+def yaml_setting(host: str, key: str) -> Any:
+    return yaml.safe_load((LAB / host / "conf" / "cassandra.yaml").read_text()).get(key)
+
+
+def nodetool(host: str, *args: str) -> str:
+    return subprocess.run(
+        [str(LAB / host / "bin" / "nodetool"), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def up_normal(host: str) -> set[str]:
+    return {line.split()[1] for line in nodetool(host, "status").splitlines() if line[:2] == "UN"}
+
+
+def toggle(current: Any, a: Any, b: Any) -> Any:
+    return b if current == a else a
+
+
+def write_plan(
+    path: Path,
+    *,
+    target: dict[str, Any],
+    live: list[str],
+    restart: list[str],
+    batches: list[list[str]],
+    cl: str = "QUORUM",
+) -> Path:
+    now = datetime.now(UTC)
+    start = now - timedelta(minutes=5)
+    plan = {
+        "schema_version": 1,
+        "kind": "kairos-plan",
+        "cluster": "lab",
+        "engine": "cassandra",
+        "created_at": now.isoformat(),
+        "horizon": {
+            "start": start.isoformat(),
+            "step_seconds": 60,
+            "steps": 30,
+        },
+        "provenance": {"source": "tests/integration/test_apply_plan.py"},
+        "availability": {"consistency_level": cl, "tolerated_failures": 0, "aggressive": False},
+        "current_config": {},
+        "steps": [
+            {
+                "id": "s1",
+                "due": (now - timedelta(minutes=1)).isoformat(),
+                "until": (start + timedelta(minutes=30)).isoformat(),
+                "target": target,
+                "per_node": {},
+                "live": live,
+                "restart": restart,
+                "batches": batches if restart else [],
+                "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return path
+
+
+def apply(plan: Path, *args: str) -> PlaybookRun:
+    run = run_playbook("playbooks/apply_plan.yml", "-e", f"plan={plan}", *args, timeout=900)
+    print(f"\napply_plan.yml rc={run.rc} in {run.seconds:.1f} s")
+    return run
+
+
+def state(plan: Path) -> dict[str, Any]:
+    return json.loads(plan.with_name(plan.name + ".state.json").read_text())
+
+
+def load(cl: str) -> BackgroundLoad:
+    return BackgroundLoad(
+        engine="cassandra",
+        contact_points=list(HOSTS.values()),
+        cl=cl,
+        keyspace="kairos_rollout",
+        keys=2000,
+        rate=300,
+        concurrency=16,
+        max_seconds=600,
+        seed=7,
+    )
+
+
+def report(label: str, result: LoadResult, run: PlaybookRun) -> None:
+    print(
+        f"{label}: {result.ops} ops ({result.ops_per_s:.0f}/s), failures {dict(result.failures)}, "
+        f"acknowledged writes {result.acknowledged_writes}, lost "
+        f"{result.lost_acknowledged_writes}; rollout {run.seconds:.1f} s"
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_table(lab: PlaybookRun) -> Iterator[None]:
+    """An application table with RF 3 whose compaction a plan may change."""
+    cluster = Cluster(list(HOSTS.values()), protocol_version=5, connect_timeout=30)
+    try:
+        session = cluster.connect()
+        session.execute(
+            "CREATE KEYSPACE IF NOT EXISTS kairos_app WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+            timeout=60,
+        )
+        session.execute(
+            f"CREATE TABLE IF NOT EXISTS {APP_TABLE} (id bigint PRIMARY KEY, body text)",
+            timeout=60,
+        )
+    finally:
+        cluster.shutdown()
+    lock = REPO / ".kairos" / "lab.lock"
+    assert not lock.exists(), f"a stale lock is left: {lock.read_text()}"
+    yield
+    assert not lock.exists(), "a rollout left the lock behind"
+
+
+# ------------------------------------------------------------------- tests
+def test_malformed_plan_is_refused_before_anything_is_touched(tmp_path: Path) -> None:
+    before = pids()
+    bad_yaml = tmp_path / "broken.yml"
+    bad_yaml.write_text("schema_version: 1\nsteps: [\n")
+    unknown_host = write_plan(
+        tmp_path / "unknown.yml",
+        target={"memtable_flush_writers": 3},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=[["cass1"], ["cass9"], ["cass2", "cass3"]],
+    )
+    out_of_space = write_plan(
+        tmp_path / "range.yml",
+        target={"concurrent_reads": 100000},
+        live=["concurrent_reads"],
+        restart=[],
+        batches=[],
+    )
+    for plan, named in (
+        (bad_yaml, "YAML"),
+        (unknown_host, "cass9"),
+        (out_of_space, "concurrent_reads"),
+    ):
+        run = apply(plan)
+        assert run.rc != 0, run.output[-2000:]
+        assert "plan refused before touching any node" in run.output
+        assert named in run.output, run.output[-2000:]
+        assert set(run.recap()) == {"localhost"}, "a cluster node was visited"
+    assert pids() == before
+
+
+def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) -> None:
+    before = pids()
+    reads = toggle(yaml_setting("cass1", "concurrent_reads"), 40, 56)
+    writes = toggle(yaml_setting("cass1", "concurrent_writes"), 40, 56)
+    plan = write_plan(
+        tmp_path / "live.yml",
+        target={
+            "concurrent_reads": reads,
+            "concurrent_writes": writes,
+            "compaction": "LeveledCompactionStrategy",
+        },
+        live=["compaction", "concurrent_reads", "concurrent_writes"],
+        restart=[],
+        batches=[],
+    )
+    began = time.monotonic()
+    run = apply(plan, "-e", json.dumps({"kairos_tables": [APP_TABLE]}))
+    print(f"live-only change applied in {time.monotonic() - began:.1f} s")
+    assert run.rc == 0, run.output[-3000:]
+    assert pids() == before, "a live-only change restarted a node"
+    for host in HOSTS:
+        pools = parse_concurrency(nodetool(host, "getconcurrency", "ReadStage", "MutationStage"))
+        assert pools == {"ReadStage": reads, "MutationStage": writes}
+        assert yaml_setting(host, "concurrent_reads") == reads
+        assert yaml_setting(host, "concurrent_writes") == writes
+    cluster = Cluster(["127.0.0.1"], protocol_version=5, connect_timeout=30)
+    try:
+        row = (
+            cluster.connect()
+            .execute(
+                "SELECT compaction FROM system_schema.tables "
+                "WHERE keyspace_name='kairos_app' AND table_name='events'"
+            )
+            .one()
+        )
+    finally:
+        cluster.shutdown()
+    assert row.compaction["class"].endswith("LeveledCompactionStrategy")
+    assert state(plan)["steps"]["s1"]["status"] == "applied"
+
+    again = apply(plan)
+    assert again.rc == 0, again.output[-3000:]
+    assert "was applied" in again.output
+    assert again.changed() == 0, again.output[-3000:]
+    assert pids() == before
+
+
+def test_check_mode_shows_every_change_and_restarts_nothing(tmp_path: Path) -> None:
+    before = pids()
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    plan = write_plan(
+        tmp_path / "check.yml",
+        target={"memtable_flush_writers": writers},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=[["cass1"], ["cass2"], ["cass3"]],
+    )
+    run = apply(plan, "--check", "--diff")
+    assert run.rc == 0, run.output[-3000:]
+    assert run.output.count(f"+memtable_flush_writers: {writers}") == 3, run.output[-3000:]
+    assert pids() == before
+    assert all(yaml_setting(h, "memtable_flush_writers") != writers for h in HOSTS)
+    assert not plan.with_name(plan.name + ".state.json").exists()
+
+
+@pytest.mark.parametrize(("cl", "expected_batches"), [("QUORUM", 3), ("ONE", 2)])
+def test_restart_change_under_load_loses_nothing(
+    tmp_path: Path, cl: str, expected_batches: int
+) -> None:
+    ring = Ring.simple(hosts=list(HOSTS), rf=3)
+    batches = [list(b) for b in safe_batches(ring, consistency_level=cl).batches]
+    assert len(batches) == expected_batches
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    plan = write_plan(
+        tmp_path / f"restart-{cl}.yml",
+        target={"memtable_flush_writers": writers},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=batches,
+        cl=cl,
+    )
+    before = pids()
+    with load(cl) as background:
+        time.sleep(3)
+        run = apply(plan)
+    result = background.result()
+    report(f"{cl} rollout in {len(batches)} batches", result, run)
+    assert run.rc == 0, run.output[-4000:]
+    assert result.ops > 0
+    assert dict(result.failures) == {}
+    assert result.acknowledged_writes > 0
+    assert result.lost_acknowledged_writes == 0 and result.verified
+    after = pids()
+    assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
+    assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)
+    timings = state(plan)["steps"]["s1"]["nodes"]
+    assert set(timings) == set(HOSTS)
+    for host, phases in timings.items():
+        print(f"  {host}: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
+        assert phases["total"] > 0
+    for host in HOSTS:
+        assert up_normal(host) == set(HOSTS.values())
+
+
+@pytest.mark.skipif(
+    os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") > 48 * 2**30,
+    reason="a 64G heap must not fit in this machine's memory",
+)
+def test_a_node_that_cannot_start_is_rolled_back_and_the_rollout_stops(tmp_path: Path) -> None:
+    before = pids()
+    before_yaml = {h: (LAB / h / "conf" / "jvm-server.options").read_text() for h in HOSTS}
+    plan = write_plan(
+        tmp_path / "fault.yml",
+        target={"heap_size": "64G"},
+        live=[],
+        restart=["heap_size"],
+        batches=[["cass1"], ["cass2"], ["cass3"]],
+    )
+    run = apply(plan)
+    assert run.rc != 0
+    assert "rollout stopped: cass1 failed" in run.output, run.output[-4000:]
+    assert "insufficient memory" in run.output or "died" in run.output, run.output[-4000:]
+    # cass1 is back on its previous configuration and UN; the others were not touched.
+    assert (LAB / "cass1" / "conf" / "jvm-server.options").read_text() == before_yaml["cass1"]
+    assert node_pid("cass1") != before["cass1"]
+    assert {h: node_pid(h) for h in ("cass2", "cass3")} == {
+        h: before[h] for h in ("cass2", "cass3")
+    }
+    for host in ("cass2", "cass3"):
+        assert (LAB / host / "conf" / "jvm-server.options").read_text() == before_yaml[host]
+        assert up_normal(host) == set(HOSTS.values())
+    recorded = state(plan)["steps"]["s1"]
+    assert recorded["status"] == "failed" and "cass1" in recorded["error"]
+
+    # Not retried blindly.
+    again = apply(plan)
+    assert again.rc != 0
+    assert "a person must resume or roll it back" in again.output
+    assert pids()["cass1"] == node_pid("cass1")
+
+
+def test_preflight_refuses_when_a_node_is_down_and_a_batch_would_break_the_cl(
+    tmp_path: Path,
+) -> None:
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    plan = write_plan(
+        tmp_path / "down.yml",
+        target={"memtable_flush_writers": writers},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=[["cass1"], ["cass2"], ["cass3"]],
+    )
+    stopped = run_playbook("playbooks/lab_down.yml", "--limit", "cass3")
+    assert stopped.rc == 0, stopped.output[-2000:]
+    try:
+        deadline = time.monotonic() + 60
+        while "127.0.0.3" in up_normal("cass1") and time.monotonic() < deadline:
+            time.sleep(1)
+        before = {h: node_pid(h) for h in ("cass1", "cass2")}
+        run = apply(plan)
+        assert run.rc != 0
+        assert "pre-flight refused, nothing was touched" in run.output, run.output[-3000:]
+        assert "cass3" in run.output
+        assert "batch 1 ['cass1']" in run.output, run.output[-3000:]
+        assert {h: node_pid(h) for h in ("cass1", "cass2")} == before
+        assert all(yaml_setting(h, "memtable_flush_writers") != writers for h in HOSTS)
+    finally:
+        back = run_playbook("playbooks/lab_up.yml")
+        assert back.rc == 0, back.output[-3000:]
