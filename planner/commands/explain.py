@@ -66,10 +66,20 @@ def explain_text(plan: Any) -> str:
             lines.append("      applied live, no restart")
         e = s.expected
         lines.append(
-            f"      expected: +{_ops(e.benefit_ops)} ops benefit, -{_ops(e.cost_ops)} ops cost, "
+            f"      expected until the next step, vs the previous configuration: "
+            f"+{_ops(e.benefit_ops)} ops benefit, -{_ops(e.cost_ops)} ops cost, "
             f"net {_ops(e.net_ops)}"
         )
-    lines.append(f"Total expected net gain: {_ops(plan.expected_net_ops)} ops")
+    exp = prov.get("expected")
+    if isinstance(exp, dict) and exp.get("stay_ops"):
+        gain = float(exp["total_ops"]) - float(exp["stay_ops"])
+        lines.append(
+            f"Expected over the horizon: {_ops(float(exp['total_ops']))} ops, "
+            f"{'+' if gain >= 0 else ''}{_ops(gain)} ({gain / float(exp['stay_ops']):+.1%}) vs "
+            "staying in the current configuration"
+        )
+    else:
+        lines.append(f"Sum of the steps' expected net gains: {_ops(plan.expected_net_ops)} ops")
     return "\n".join(lines)
 
 
