@@ -1,0 +1,212 @@
+#!/usr/bin/python
+"""Set redis.conf directives on a running Redis with CONFIG SET (never CONFIG REWRITE)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: redis_live_config
+short_description: Set Redis directives live with CONFIG SET, keeping redis.conf the source of truth
+description:
+  - Reads the running value of every directive in I(settings) and I(expect) with CONFIG
+    GET. An unknown directive, or one Redis cannot change live (io-threads, ...) in
+    I(settings), fails before anything is set.
+  - Sets the directives that differ in one atomic C(CONFIG SET k v [k v ...]) (Redis 7:
+    all or none), reads them back and fails if the server did not take them.
+  - Never runs CONFIG REWRITE. The rendered conf file is the redis role's business
+    (entry point C(apply_settings)); give I(conf_file) to check afterwards that the file
+    says what the server runs, for every directive of I(settings) and I(expect).
+  - I(expect) is compared only (e.g. restart-only directives after a restart): a
+    difference fails.
+  - Sizes compare by value (C(64mb) equals C(67108864)), booleans as yes/no.
+options:
+  host:
+    description: Address of the node.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: Port of the node.
+    type: int
+    required: true
+  settings:
+    description: redis.conf directive -> value to set live.
+    type: dict
+    default: {}
+  expect:
+    description: redis.conf directive -> value the node must already run (compared only).
+    type: dict
+    default: {}
+  conf_file:
+    description: >-
+      The node's rendered conf file; when given, every directive of I(settings) and
+      I(expect) must have the running value in it (checked after applying).
+    type: path
+  password:
+    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
+    type: str
+    default: ""
+  username:
+    description: ACL user; empty for the default user.
+    type: str
+    default: ""
+  connect_timeout:
+    description: Socket timeout in seconds.
+    type: float
+    default: 5
+requirements: [redis (Python package)]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: More background work per second, live
+  redis_live_config:
+    port: 7001
+    settings: {hz: 20, maxmemory-policy: allkeys-lfu}
+    password: "{{ redis_password }}"
+
+- name: After templating, the file and the server agree
+  redis_live_config:
+    port: 7001
+    settings: {hz: 20}
+    expect: {io-threads: 2}
+    conf_file: /etc/redis-kairos/7001.conf
+"""
+
+RETURN = r"""
+before:
+  description: Running values (CONFIG GET form) before, for every directive given.
+  returned: always
+  type: dict
+after:
+  description: Running values after.
+  returned: always
+  type: dict
+changed_keys:
+  description: Directives that were (or in check mode would be) set.
+  returned: always
+  type: list
+  elements: str
+file_mismatch:
+  description: Directives whose conf_file value differs from the running one ({file, running}).
+  returned: when conf_file is given
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_redis import (
+    CONNECTION_ARGS,
+    RESTART_ONLY,
+    SECRET_DIRECTIVES,
+    Node,
+    RedisModuleError,
+    config_set_args,
+    differing,
+    error_text,
+    parse_conf,
+    same_value,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", required=True),
+            settings=dict(type="dict", default={}),
+            expect=dict(type="dict", default={}),
+            conf_file=dict(type="path"),
+            **CONNECTION_ARGS,
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    settings = {str(k).lower(): v for k, v in p["settings"].items()}
+    expect = {str(k).lower(): v for k, v in p["expect"].items()}
+    where = f"{p['host']}:{p['port']}"
+    refused = sorted(set(settings) & RESTART_ONLY)
+    if refused:
+        module.fail_json(
+            msg=f"{where}: cannot change live (needs a restart): {', '.join(refused)}; "
+            "nothing was set"
+        )
+    secret = sorted((set(settings) | set(expect)) & SECRET_DIRECTIVES)
+    if secret:
+        module.fail_json(msg=f"{where}: {', '.join(secret)} are the role's (redis_password)")
+
+    keys = sorted(set(settings) | set(expect))
+    try:
+        node = Node(f"{p['host']}:{p['port']}", p["password"], p["username"], p["connect_timeout"])
+        before = node.config_get(keys)
+    except RedisModuleError as exc:
+        module.fail_json(msg=str(exc))
+    except Exception as exc:
+        module.fail_json(msg=f"{where}: cannot read the configuration: {error_text(exc)}")
+    unknown = sorted(k for k in keys if before[k] is None)
+    if unknown:
+        module.fail_json(
+            msg=f"{where}: unknown directives (CONFIG GET returns nothing): {', '.join(unknown)}; "
+            "nothing was set",
+            before=before,
+        )
+    not_running = differing(expect, before)
+    if not_running:
+        module.fail_json(
+            msg=f"{where}: the node does not run the expected values: "
+            + ", ".join(f"{k}={expect[k]} (runs {before[k]})" for k in not_running),
+            before=before,
+        )
+    changed_keys = differing(settings, before)
+    result = dict(before=before, changed_keys=changed_keys)
+    after = dict(before)
+    if changed_keys and not module.check_mode:
+        try:
+            node.raw(*config_set_args({k: settings[k] for k in changed_keys}))
+            after = node.config_get(keys)
+        except Exception as exc:
+            module.fail_json(
+                msg=f"{where}: CONFIG SET {', '.join(changed_keys)} refused: {error_text(exc)} "
+                "(CONFIG SET is atomic: nothing was set)",
+                **result,
+            )
+        not_taken = differing({k: settings[k] for k in changed_keys}, after)
+        if not_taken:
+            module.fail_json(
+                msg=f"{where}: the node did not take: "
+                + ", ".join(f"{k}={settings[k]} (runs {after[k]})" for k in not_taken),
+                after=after,
+                **result,
+            )
+    elif changed_keys:
+        after.update({k: str(settings[k]) for k in changed_keys})
+    result.update(after=after, diff={"before": before, "after": after})
+
+    if p["conf_file"]:
+        try:
+            with open(p["conf_file"], encoding="utf-8") as handle:
+                in_file = parse_conf(handle.read())
+        except OSError as exc:
+            module.fail_json(msg=f"{where}: cannot read {p['conf_file']}: {exc}", **result)
+        mismatch = {
+            k: {"file": in_file.get(k), "running": after[k]}
+            for k in keys
+            if not same_value(in_file.get(k, ""), after[k])
+        }
+        result["file_mismatch"] = mismatch
+        if mismatch and not module.check_mode:
+            module.fail_json(
+                msg=f"{where}: {p['conf_file']} disagrees with the running server: "
+                + ", ".join(f"{k} file={v['file']!r} running={v['running']!r}"
+                            for k, v in sorted(mismatch.items())),
+                **result,
+            )
+    node.close()
+    module.exit_json(changed=bool(changed_keys), **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+#!/usr/bin/python
+"""The sync gate between Redis restarts: links up, offsets caught up, every slot served."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: redis_sync_gate
+short_description: Wait until every Redis replica is linked and caught up and the cluster serves every slot
+description:
+  - Polls every node of I(nodes) until all of these hold, or fails when I(timeout) passes,
+    naming every unmet condition and the node it concerns.
+  - C(reachable) every node answers and has loaded its dataset.
+  - C(link_up) every replica's master_link_status is up and no sync is in progress.
+  - C(caught_up) every replica reached (within I(max_lag) bytes) the replication offset its
+    primary had just before the replica was read.
+  - C(role) I(node), if given, has I(role).
+  - Cluster only - C(cluster_state) is ok on every node; C(slots) every node sees all
+    16384 slots assigned and ok; C(agreement) every node knows every node, flags none as
+    failing, and agrees with each node about its role and primary.
+  - Read-only: never reports changed.
+options:
+  nodes:
+    description: Inventory name -> C(host:port) of every node of the cluster.
+    type: dict
+    required: true
+  node:
+    description: The node just restarted or failed over (used in messages and with I(role)).
+    type: str
+  role:
+    description: The role I(node) must have.
+    type: str
+    choices: [primary, replica]
+  max_lag:
+    description: Bytes of replication offset a replica may be behind.
+    type: int
+    default: 0
+  timeout:
+    description: Seconds before failing.
+    type: float
+    default: 120
+  interval:
+    description: Seconds between polls.
+    type: float
+    default: 0.5
+  password:
+    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
+    type: str
+    default: ""
+  username:
+    description: ACL user; empty for the default user.
+    type: str
+    default: ""
+  connect_timeout:
+    description: Socket timeout in seconds.
+    type: float
+    default: 5
+requirements: [redis (Python package)]
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: Wait until redis4 is back in sync and the cluster is ok
+  redis_sync_gate:
+    nodes: "{{ kairos_redis_nodes }}"
+    node: redis4
+    role: replica
+    timeout: 120
+"""
+
+RETURN = r"""
+waited_seconds:
+  description: Seconds until every condition held (or until the timeout).
+  returned: always
+  type: float
+unmet:
+  description: The conditions still unmet at the last poll (empty on success).
+  returned: always
+  type: dict
+primaries:
+  description: Primary -> replicas at the last poll.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_redis import (
+    CONNECTION_ARGS,
+    HAS_REDIS,
+    describe_unmet,
+    wait_in_sync,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nodes=dict(type="dict", required=True),
+            node=dict(type="str"),
+            role=dict(type="str", choices=["primary", "replica"]),
+            max_lag=dict(type="int", default=0),
+            timeout=dict(type="float", default=120),
+            interval=dict(type="float", default=0.5),
+            **CONNECTION_ARGS,
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not HAS_REDIS:
+        module.fail_json(msg="the redis Python package is required on the host running this")
+    endpoints = {str(k): str(v) for k, v in p["nodes"].items()}
+    if p["node"] is not None and p["node"] not in endpoints:
+        module.fail_json(msg=f"node {p['node']} is not one of nodes ({', '.join(endpoints)})")
+    topology, unmet, waited = wait_in_sync(
+        endpoints,
+        p["password"],
+        p["username"],
+        p["connect_timeout"],
+        p["timeout"],
+        p["interval"],
+        node=p["node"],
+        role=p["role"],
+        max_lag=p["max_lag"],
+    )
+    result = dict(changed=False, waited_seconds=waited, unmet=unmet,
+                  primaries=topology["primaries"])
+    if unmet:
+        about = f" after {p['node']}" if p["node"] else ""
+        module.fail_json(
+            msg=f"not in sync{about} within {p['timeout']:g} s: {describe_unmet(unmet)}", **result
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
