@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: redis_replication_facts
-short_description: Roles, primaries, offsets, link status, cluster_state and slot coverage of Redis nodes
+short_description: Roles, offsets, link status, cluster_state and slot coverage of Redis nodes
 description:
   - Reads INFO replication from every node of I(nodes) (and CLUSTER INFO / CLUSTER NODES
     when cluster mode is on) and joins them by inventory name.
@@ -69,7 +69,9 @@ cluster_enabled:
   returned: always
   type: bool
 cluster_state:
-  description: C(ok) when every answering node says cluster_state:ok (cluster only), else the first other state.
+  description: >-
+    C(ok) when every answering node says cluster_state:ok, else the first other state;
+    C(n/a) without cluster mode.
   returned: always
   type: str
 unmet:

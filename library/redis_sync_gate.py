@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: redis_sync_gate
-short_description: Wait until every Redis replica is linked and caught up and the cluster serves every slot
+short_description: Wait until Redis replicas are linked and caught up and every slot is served
 description:
   - Polls every node of I(nodes) until all of these hold, or fails when I(timeout) passes,
     naming every unmet condition and the node it concerns.
