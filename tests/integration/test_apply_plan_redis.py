@@ -336,7 +336,8 @@ def auth_cluster(lab: PlaybookRun) -> Iterator[None]:
         down = run_playbook("playbooks/lab_down.yml", "-i", str(AUTH_INVENTORY), timeout=300)
         assert down.rc == 0, down.output[-3000:]
         shutil.rmtree(AUTH_LAB, ignore_errors=True)
-        (REPO / ".kairos" / "lab-redis-auth.lock").unlink(missing_ok=True)
+        for lock in (REPO / ".kairos").glob("lab-redis-auth*.lock"):
+            lock.unlink(missing_ok=True)
 
 
 def adhoc(module: str, args: dict[str, Any], *options: str) -> tuple[int, str]:
