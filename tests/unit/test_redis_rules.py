@@ -291,3 +291,12 @@ def test_restart_order_refuses_unknown_or_down_nodes_and_lone_primaries() -> Non
 def test_caught_up() -> None:
     assert caught_up(100, 100) and caught_up(101, 100) and not caught_up(99, 100)
     assert caught_up(99, 100, max_lag=1)
+
+
+def test_cluster_nodes_while_a_replica_restarts() -> None:
+    """Captured on 7003 while 7004 was down during a rollout: disconnected, not yet failing."""
+    nodes = {n["endpoint"]: n for n in parse_cluster_nodes(read("cluster_nodes_replica_down.txt"))}
+    down = nodes["127.0.0.1:7004"]
+    assert down["link_state"] == "disconnected" and down["role"] == "replica"
+    assert not down["failing"]
+    assert sum(slot_count(n["slots"]) for n in nodes.values() if n["role"] == "primary") == 16384
