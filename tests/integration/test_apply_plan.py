@@ -151,7 +151,7 @@ def app_table(lab: PlaybookRun) -> Iterator[None]:
         )
     finally:
         cluster.shutdown()
-    lock = REPO / ".kairos" / "lab.lock"
+    lock = REPO / ".kairos" / "lab-cassandra.lock"
     assert not lock.exists(), f"a stale lock is left: {lock.read_text()}"
     yield
     assert not lock.exists(), "a rollout left the lock behind"
