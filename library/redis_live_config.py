@@ -153,11 +153,22 @@ def main():
             "nothing was set",
             before=before,
         )
+    in_file = None
+    if p["conf_file"]:
+        try:
+            with open(p["conf_file"], encoding="utf-8") as handle:
+                in_file = parse_conf(handle.read())
+        except OSError as exc:
+            module.fail_json(msg=f"{where}: cannot read {p['conf_file']}: {exc}")
     not_running = differing(expect, before)
     if not_running:
         module.fail_json(
             msg=f"{where}: the node does not run the expected values: "
-            + ", ".join(f"{k}={expect[k]} (runs {before[k]})" for k in not_running),
+            + ", ".join(
+                f"{k}={expect[k]} (runs {before[k]}"
+                + (f", {p['conf_file']} says {in_file.get(k)!r})" if in_file is not None else ")")
+                for k in not_running
+            ),
             before=before,
         )
     changed_keys = differing(settings, before)
@@ -185,12 +196,7 @@ def main():
         after.update({k: str(settings[k]) for k in changed_keys})
     result.update(after=after, diff={"before": before, "after": after})
 
-    if p["conf_file"]:
-        try:
-            with open(p["conf_file"], encoding="utf-8") as handle:
-                in_file = parse_conf(handle.read())
-        except OSError as exc:
-            module.fail_json(msg=f"{where}: cannot read {p['conf_file']}: {exc}", **result)
+    if in_file is not None:
         mismatch = {
             k: {"file": in_file.get(k), "running": after[k]}
             for k in keys
