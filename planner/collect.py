@@ -1,0 +1,505 @@
+"""Collectors: read each node's cumulative request counters into the workload store.
+
+One call of :func:`collect` is one *round*: every node is asked once, and the counters it
+reports are returned as :class:`planner.store.CounterSample` rows (the caller appends them
+with :meth:`planner.store.Store.append_counters`). Rates are never computed here: the
+store derives them from consecutive rounds, handling restarts and counter resets.
+
+Cassandra
+---------
+For each node, with cassandra-driver (a white-list load-balancing policy over the given
+nodes; every query is sent to the one node it is about with ``host=``):
+
+* ``system_views.coordinator_read_latency``, ``coordinator_write_latency`` and
+  ``coordinator_scan_latency``: per table, the ``count`` of requests the node coordinated
+  since it started (single-partition reads, writes, range scans). Each client request is
+  coordinated by exactly one node, so summing the nodes gives the cluster's requests; the
+  ``local_*_latency`` tables count replica work (about RF times as much) and are not used.
+  Tables of the system keyspaces are left out (the driver's own metadata queries land
+  there).
+* ``system.local``: ``host_id`` and ``gossip_generation`` (the node's start time in epoch
+  seconds, renewed at each start): the instance id ``<host_id>:<generation>`` changes on a
+  restart, which is how the store recognises counters that restarted from zero.
+
+Raw counters ``read``, ``write``, ``scan``. **Cassandra cannot tell an insert from an update**
+(both are mutations): the store maps ``write`` to the classes ``update`` and ``insert`` by
+a configured ``insert_fraction``, by default 0 (every write is an ``update``). Batches
+count once per statement's table; lightweight transactions count as the read/write they
+perform.
+
+Redis
+-----
+For each node, ``INFO server replication commandstats`` with redis-py (password from
+``KAIROS_REDIS_PASSWORD`` or ``REDISCLI_AUTH``, never from the command line):
+``run_id`` is the instance id, ``now - uptime_in_seconds`` the start time, ``role`` says
+master or replica, and each ``cmdstat_<command>`` line's ``calls`` is summed into the
+raw counters ``read``, ``write``, ``other`` or ``ignored`` by :func:`redis_command_class`
+(the table is :data:`REDIS_READ`, :data:`REDIS_WRITE`, :data:`REDIS_IGNORED`; anything
+else is ``other``). ``ignored`` holds connection and replication plumbing and introspection
+(AUTH, HELLO, PING, INFO, CLUSTER ..., WAIT, REPLCONF, CONFIG GET ...): traffic of clients'
+libraries, monitoring and Kairos itself rather than the application's workload.
+
+Caveats: commands a Lua script or function runs are counted by Redis too, so a script
+counts once as ``other`` (EVAL/EVALSHA/FCALL) plus once per command inside it; replicas
+count every write their master replicates to them, which is why the store counts only the
+``read`` calls of replicas.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.errors import KairosError, ValidationError
+from planner.store import CounterSample
+
+#: Environment variables read (in order) for the Redis password.
+REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
+CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
+CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
+
+#: Keyspaces whose tables are not the application's workload.
+SYSTEM_KEYSPACES: frozenset[str] = frozenset(
+    {
+        "system",
+        "system_schema",
+        "system_auth",
+        "system_distributed",
+        "system_traces",
+        "system_views",
+        "system_virtual_schema",
+        "system_cluster_metadata",
+    }
+)
+#: Virtual table -> raw counter.
+CASSANDRA_VIEWS: dict[str, str] = {
+    "coordinator_read_latency": "read",
+    "coordinator_write_latency": "write",
+    "coordinator_scan_latency": "scan",
+}
+
+#: Redis commands that only read data.
+REDIS_READ: frozenset[str] = frozenset(
+    {
+        "get", "mget", "getrange", "substr", "strlen", "exists", "type", "ttl", "pttl",
+        "expiretime", "pexpiretime", "touch", "dump", "lcs", "hget", "hmget", "hgetall", "hkeys",
+        "hvals", "hlen", "hexists", "hstrlen", "hrandfield", "lrange", "lindex", "llen", "lpos",
+        "scard", "smembers", "sismember", "smismember", "srandmember", "sinter", "sunion", "sdiff",
+        "sintercard", "zrange", "zrangebyscore", "zrevrange", "zrevrangebyscore", "zrangebylex",
+        "zrevrangebylex", "zscore", "zmscore", "zrank", "zrevrank", "zcard", "zcount", "zlexcount",
+        "zrandmember", "zinter", "zunion", "zdiff", "zintercard", "xrange", "xrevrange", "xlen",
+        "xread", "xpending", "xinfo", "getbit", "bitcount", "bitpos", "bitfield_ro", "pfcount",
+        "geopos", "geodist", "geohash", "georadius_ro", "georadiusbymember_ro", "geosearch",
+        "sort_ro", "json.get", "json.mget", "json.type", "json.strlen", "json.arrlen",
+        "json.objkeys", "json.objlen",
+    }
+)
+#: Redis commands that modify data.
+REDIS_WRITE: frozenset[str] = frozenset(
+    {
+        "set", "setnx", "setex", "psetex", "mset", "msetnx", "append", "incr", "incrby",
+        "incrbyfloat", "decr", "decrby", "getset", "getdel", "getex", "setrange", "del", "unlink",
+        "expire", "pexpire", "expireat", "pexpireat", "persist", "rename", "renamenx", "copy",
+        "move", "restore", "hset", "hsetnx", "hmset", "hincrby", "hincrbyfloat", "hdel", "lpush",
+        "rpush", "lpushx", "rpushx", "lpop", "rpop", "lset", "linsert", "lrem", "ltrim", "lmove",
+        "rpoplpush", "blpop", "brpop", "blmove", "brpoplpush", "lmpop", "blmpop", "sadd", "srem",
+        "spop", "smove", "sinterstore", "sunionstore", "sdiffstore", "zadd", "zincrby", "zrem",
+        "zremrangebyscore", "zremrangebyrank", "zremrangebylex", "zpopmin", "zpopmax", "bzpopmin",
+        "bzpopmax", "zmpop", "bzmpop", "zunionstore", "zinterstore", "zdiffstore", "zrangestore",
+        "xadd", "xdel", "xtrim", "xack", "xclaim", "xautoclaim", "xgroup", "xsetid", "xreadgroup",
+        "setbit", "bitfield", "bitop", "pfadd", "pfmerge", "geoadd", "georadius",
+        "georadiusbymember", "geosearchstore", "sort", "flushdb", "flushall", "swapdb", "json.set",
+        "json.del", "json.arrappend", "json.numincrby",
+    }
+)
+#: Not workload: connection/protocol, replication and cluster plumbing, introspection.
+REDIS_IGNORED: frozenset[str] = frozenset(
+    {
+        "auth", "hello", "ping", "echo", "select", "quit", "reset", "asking", "readonly",
+        "readwrite", "wait", "waitaof", "replconf", "psync", "sync", "info", "cluster", "client",
+        "command", "config|get", "config|help", "slowlog", "latency", "memory", "role", "dbsize",
+        "lastsave", "time", "lolwut", "module|list", "acl|whoami", "acl|cat", "acl|list",
+        "acl|users", "acl|getuser",
+    }
+)
+
+
+def redis_command_class(command: str) -> str:
+    """The class of a ``commandstats`` command name (``get``, ``cluster|info``...).
+
+    Returns ``read``, ``write``, ``other`` or ``ignored`` (see the module docstring).
+    """
+    name = command.lower()
+    if name.startswith("cmdstat_"):
+        name = name[len("cmdstat_"):]
+    parent = name.split("|", 1)[0]
+    for candidate in (name, parent):
+        if candidate in REDIS_IGNORED:
+            return "ignored"
+        if candidate in REDIS_READ:
+            return "read"
+        if candidate in REDIS_WRITE:
+            return "write"
+    return "other"
+
+
+class CollectError(KairosError):
+    """No node answered (or the request was malformed)."""
+
+
+@dataclass
+class CollectResult:
+    """One round: the samples read and the nodes that failed (node -> error)."""
+
+    engine: str
+    round_ts: float
+    samples: list[CounterSample] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({s.node for s in self.samples})
+
+
+# ------------------------------------------------------------------ host parsing
+@dataclass(frozen=True)
+class Target:
+    """A node to collect from: its name in the store, address and port."""
+
+    name: str
+    address: str
+    port: int
+
+
+def parse_targets(hosts: Sequence[str] | str, *, default_port: int) -> list[Target]:
+    """``name=address[:port]`` or ``address[:port]`` items (a list or a comma-separated text).
+
+    Without a name, the node is named ``address`` (port = default) or ``address:port``.
+    """
+    items = hosts.split(",") if isinstance(hosts, str) else list(hosts)
+    out: list[Target] = []
+    seen: set[str] = set()
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        name, _, where = item.rpartition("=")
+        address, sep, port_text = where.rpartition(":")
+        if not sep:
+            address, port_text = where, ""
+        if not address:
+            raise ValidationError(f"hosts: {item!r}: no address")
+        try:
+            port = int(port_text) if port_text else default_port
+        except ValueError:
+            raise ValidationError(f"hosts: {item!r}: port {port_text!r} is not a number") from None
+        if not 0 < port < 65536:
+            raise ValidationError(f"hosts: {item!r}: port {port} is out of range")
+        if not name:
+            name = address if port == default_port and not port_text else f"{address}:{port}"
+        if name in seen:
+            raise ValidationError(f"hosts: {name!r} is given twice")
+        seen.add(name)
+        out.append(Target(name, address, port))
+    if not out:
+        raise ValidationError("hosts: no node given")
+    return out
+
+
+# ------------------------------------------------------------------------- Redis
+def parse_info(text: str) -> dict[str, Any]:
+    """Parse the text of Redis ``INFO``: ``{key: value}`` over all sections.
+
+    ``cmdstat_*`` (and other ``k=v,k=v`` values) become dicts of numbers; integers and
+    floats become numbers; the rest stay strings.
+    """
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        if "=" in value and all("=" in part for part in value.split(",")):
+            fields: dict[str, Any] = {}
+            for part in value.split(","):
+                k, _, v = part.partition("=")
+                fields[k] = _number(v)
+            out[key] = fields
+        else:
+            out[key] = _number(value)
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def redis_counters(info: Mapping[str, Any]) -> dict[str, int]:
+    """Sum ``INFO commandstats`` calls into the raw Redis counters."""
+    counters = dict.fromkeys(("read", "write", "other", "ignored"), 0)
+    for key, value in info.items():
+        if not key.startswith("cmdstat_") or not isinstance(value, Mapping):
+            continue
+        calls = value.get("calls", 0)
+        if not isinstance(calls, int) or calls < 0:
+            raise ValidationError(f"{key}: calls is not a count: {calls!r}")
+        counters[redis_command_class(key)] += calls
+    return counters
+
+
+def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSample:
+    """A store sample from parsed ``INFO server replication commandstats``."""
+    for key in ("run_id", "uptime_in_seconds", "role"):
+        if key not in info:
+            raise ValidationError(
+                f"{node}: INFO has no {key!r} (need sections server, replication)"
+            )
+    role = "replica" if info["role"] in ("slave", "replica") else str(info["role"])
+    return CounterSample(
+        node=node,
+        scope="node",
+        ts=ts,
+        counters=redis_counters(info),
+        started_at=round(ts - float(info["uptime_in_seconds"]), 3),
+        instance=str(info["run_id"]),
+        role=role,
+    )
+
+
+def redis_password() -> str | None:
+    for name in REDIS_PASSWORD_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def read_redis_info(target: Target, *, password: str | None, timeout: float) -> str:
+    """The raw text of ``INFO server replication commandstats`` from one node."""
+    import redis
+
+    conn = redis.Connection(
+        host=target.address,
+        port=target.port,
+        password=password,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        decode_responses=True,
+        lib_name=None,
+        lib_version=None,
+    )
+    try:
+        conn.connect()
+        conn.send_command("INFO", "server", "replication", "commandstats")
+        reply = conn.read_response()
+    finally:
+        conn.disconnect()
+    if isinstance(reply, bytes):
+        reply = reply.decode()
+    return str(reply)
+
+
+def collect_redis(
+    hosts: Sequence[str] | str, *, password: str | None = None, timeout: float = 5.0
+) -> CollectResult:
+    """One round over Redis nodes (``[name=]address:port``, default port 6379)."""
+    import redis
+
+    targets = parse_targets(hosts, default_port=6379)
+    secret = password if password is not None else redis_password()
+    result = CollectResult("redis", time.time())
+    for t in targets:
+        began = time.time()
+        try:
+            text = read_redis_info(t, password=secret, timeout=timeout)
+        except (redis.RedisError, OSError) as exc:
+            result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        ts = (began + time.time()) / 2
+        try:
+            result.samples.append(redis_sample(parse_info(text), node=t.name, ts=ts))
+        except ValidationError as exc:
+            result.errors[t.name] = str(exc)
+    return result
+
+
+# --------------------------------------------------------------------- Cassandra
+def cassandra_samples(
+    node: str,
+    *,
+    ts: float,
+    local: Mapping[str, Any],
+    views: Mapping[str, Sequence[Mapping[str, Any]]],
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+) -> list[CounterSample]:
+    """Store samples from one node's ``system.local`` row and virtual-table rows.
+
+    Parameters
+    ----------
+    node
+        The node's name in the store.
+    ts
+        When the rows were read.
+    local
+        ``system.local`` with ``host_id`` and ``gossip_generation``.
+    views
+        Virtual table name (:data:`CASSANDRA_VIEWS`) -> rows with ``keyspace_name``,
+        ``table_name`` and ``count``.
+    per_table
+        One sample per table (scope ``table:<ks>.<table>``) instead of one per node
+        (scope ``node``).
+    keyspaces
+        Only these keyspaces (default: every non-system keyspace).
+    """
+    generation = local.get("gossip_generation")
+    host_id = local.get("host_id")
+    if generation is None or host_id is None:
+        raise ValidationError(f"{node}: system.local has no gossip_generation/host_id")
+    wanted = set(keyspaces) if keyspaces else None
+    per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(CASSANDRA_VIEWS.values(), 0))
+    for view, counter in CASSANDRA_VIEWS.items():
+        if view not in views:
+            raise ValidationError(f"{node}: no rows of system_views.{view}")
+        for row in views[view]:
+            ks, table = str(row["keyspace_name"]), str(row["table_name"])
+            if ks in SYSTEM_KEYSPACES or (wanted is not None and ks not in wanted):
+                continue
+            count = row["count"]
+            if count is None or int(count) < 0:
+                raise ValidationError(f"{node}: {view} {ks}.{table}: bad count {count!r}")
+            scope = f"table:{ks}.{table}" if per_table else "node"
+            per[scope][counter] += int(count)
+    if not per:
+        per["node"] = dict.fromkeys(CASSANDRA_VIEWS.values(), 0)
+    common = {
+        "started_at": float(generation),
+        "instance": f"{host_id}:{generation}",
+    }
+    return [
+        CounterSample(node=node, scope=scope, ts=ts, counters=counters, **common)  # type: ignore[arg-type]
+        for scope, counters in sorted(per.items())
+    ]
+
+
+def collect_cassandra(
+    hosts: Sequence[str] | str,
+    *,
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+    timeout: float = 10.0,
+) -> CollectResult:
+    """One round over Cassandra nodes (``[name=]address[:port]``, default port 9042)."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    targets = parse_targets(hosts, default_port=9042)
+    ports = {t.port for t in targets}
+    if len(ports) != 1:
+        raise ValidationError("hosts: Cassandra nodes must share one CQL port")
+    addresses = [t.address for t in targets]
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
+    )
+    auth = None
+    user = os.environ.get(CASSANDRA_USER_ENV)
+    if user:
+        auth = PlainTextAuthProvider(
+            username=user, password=os.environ.get(CASSANDRA_PASSWORD_ENV, "")
+        )
+    cluster = Cluster(
+        contact_points=addresses,
+        port=ports.pop(),
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        auth_provider=auth,
+        connect_timeout=timeout,
+        schema_metadata_enabled=False,
+        token_metadata_enabled=False,
+    )
+    result = CollectResult("cassandra", time.time())
+    try:
+        try:
+            session = cluster.connect()
+        except Exception as exc:  # NoHostAvailable, auth, timeouts: every node failed
+            for t in targets:
+                result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+            return result
+        for t in targets:
+            began = time.time()
+            try:
+                host = _driver_host(cluster, t.address)
+                local = session.execute(
+                    "SELECT host_id, gossip_generation FROM system.local", host=host
+                ).one()
+                views = {
+                    view: list(
+                        session.execute(
+                            f"SELECT keyspace_name, table_name, count FROM system_views.{view}",
+                            host=host,
+                        )
+                    )
+                    for view in CASSANDRA_VIEWS
+                }
+            except Exception as exc:  # the driver raises many types; one node failing is data
+                result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            ts = (began + time.time()) / 2
+            rows = {v: [r._asdict() for r in rs] for v, rs in views.items()}
+            try:
+                result.samples.extend(
+                    cassandra_samples(
+                        t.name,
+                        ts=ts,
+                        local=local._asdict(),
+                        views=rows,
+                        per_table=per_table,
+                        keyspaces=keyspaces,
+                    )
+                )
+            except ValidationError as exc:
+                result.errors[t.name] = str(exc)
+    finally:
+        cluster.shutdown()
+    return result
+
+
+def _driver_host(cluster: Any, address: str) -> Any:
+    for host in cluster.metadata.all_hosts():
+        if host.address == address:
+            if not host.is_up:
+                raise CollectError(f"{address} is down (as the driver sees it)")
+            return host
+    raise CollectError(f"{address} is not a node of the cluster the driver connected to")
+
+
+# ------------------------------------------------------------------------- entry
+def collect(
+    engine: str,
+    hosts: Sequence[str] | str,
+    *,
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+    timeout: float = 10.0,
+) -> CollectResult:
+    """One collection round for ``engine`` (``cassandra`` or ``redis``)."""
+    if engine == "cassandra":
+        return collect_cassandra(hosts, per_table=per_table, keyspaces=keyspaces, timeout=timeout)
+    if engine == "redis":
+        if per_table or keyspaces:
+            raise ValidationError("per_table/keyspaces: Cassandra only")
+        return collect_redis(hosts, timeout=timeout)
+    raise ValidationError(f"engine: unknown engine {engine!r}; known: cassandra, redis")

@@ -1,0 +1,180 @@
+"""``kairos collect``: read the nodes' request counters into the store, or export a trace."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from planner.errors import ValidationError
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``collect`` sub-command."""
+    p = subparsers.add_parser(
+        "collect",
+        help="append the nodes' request counters to the workload store; export a trace",
+        description="Read every node's cumulative request counters once per round and append "
+        "them to the workload store (SQLite). Rates are derived from consecutive rounds, "
+        "leaving out intervals where a node restarted without a known start time or its "
+        "counters were reset. With --export, write the derived cluster series as a trace "
+        "file that `kairos forecast` reads. Redis password: KAIROS_REDIS_PASSWORD or "
+        "REDISCLI_AUTH; Cassandra: KAIROS_CASSANDRA_USERNAME/KAIROS_CASSANDRA_PASSWORD.",
+    )
+    p.add_argument("--engine", required=True, choices=["cassandra", "redis"])
+    p.add_argument(
+        "--hosts",
+        help="comma-separated nodes: [name=]address[:port] (Cassandra port 9042, Redis 6379)",
+    )
+    p.add_argument("--store", help="store file (default: $KAIROS_STORE or .kairos/kairos.db)")
+    p.add_argument("--cluster", default="default", help="cluster name in the store")
+    p.add_argument("--count", type=int, default=1, help="rounds to collect (default 1)")
+    p.add_argument(
+        "--interval", type=float, default=60.0, help="seconds between rounds (default 60)"
+    )
+    p.add_argument("--timeout", type=float, default=10.0, help="per-node timeout in seconds")
+    p.add_argument(
+        "--per-table", action="store_true", help="Cassandra: keep one sample per table"
+    )
+    p.add_argument("--keyspaces", help="Cassandra: only these keyspaces (comma-separated)")
+    p.add_argument("--export", metavar="TRACE", help="write the derived series (.csv or .json)")
+    p.add_argument(
+        "--since", help="export from: epoch seconds, ISO 8601, or an age like 90m, 6h, 7d"
+    )
+    p.add_argument("--step", type=float, metavar="SECONDS", help="export on a regular grid")
+    p.add_argument("--table", help="export one Cassandra table (<keyspace>.<table>)")
+    p.add_argument(
+        "--insert-fraction",
+        type=float,
+        default=0.0,
+        help="Cassandra: share of writes counted as insert (default 0: all update)",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_since(text: str | None, *, now: float | None = None) -> float | None:
+    """Epoch seconds from ``text``: a number, ISO 8601 (naive = UTC) or an age (``6h``)."""
+    if text is None:
+        return None
+    value = text.strip()
+    now = time.time() if now is None else now
+    if value and value[-1] in _UNITS:
+        try:
+            return now - float(value[:-1]) * _UNITS[value[-1]]
+        except ValueError:
+            pass
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(
+            f"--since: {text!r} is not epoch seconds, ISO 8601 or an age like 6h"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def _mix_text(mix: dict[str, float]) -> str:
+    return ", ".join(f"{c} {v:.0%}" for c, v in mix.items())
+
+
+def run(args: argparse.Namespace) -> int:
+    from planner.store import Store
+
+    with Store(args.store) as store:
+        if args.export:
+            return _export(store, args)
+        if not args.hosts:
+            raise ValidationError("--hosts: required to collect (or give --export)")
+        if args.count < 1:
+            raise ValidationError(f"--count: must be >= 1, got {args.count}")
+        if args.interval < 0:
+            raise ValidationError(f"--interval: must be >= 0, got {args.interval}")
+        return _collect(store, args)
+
+
+def _collect(store: Any, args: argparse.Namespace) -> int:
+    from planner import collect as collectors
+
+    keyspaces = [k.strip() for k in args.keyspaces.split(",")] if args.keyspaces else None
+    rc = 0
+    for n in range(args.count):
+        if n:
+            time.sleep(args.interval)
+        result = collectors.collect(
+            args.engine,
+            args.hosts,
+            per_table=args.per_table,
+            keyspaces=keyspaces,
+            timeout=args.timeout,
+        )
+        for node, err in sorted(result.errors.items()):
+            print(f"kairos collect: {node}: {err}", file=sys.stderr)
+        if not result.samples:
+            print("kairos collect: no node answered this round", file=sys.stderr)
+            rc = 1
+            continue
+        added = store.append_counters(
+            args.engine, args.cluster, result.samples, round_ts=result.round_ts
+        )
+        stamp = datetime.fromtimestamp(result.round_ts, UTC).isoformat(timespec="seconds")
+        line = (
+            f"round {n + 1}: {args.engine}/{args.cluster} at {stamp}: "
+            f"{len(result.nodes)} node(s), {added} new sample(s)"
+        )
+        line += _latest_rate(store, args)
+        print(line, flush=True)
+    return rc
+
+
+def _latest_rate(store: Any, args: argparse.Namespace) -> str:
+    """The last interval's rate, when there are two rounds to compare."""
+    rounds = store.rounds(args.engine, args.cluster)
+    if len(rounds) < 2:
+        return ""
+    d = store.derive(args.engine, args.cluster, since=rounds[-2])
+    if d.dropped:
+        why = "; ".join(f"{x.node}: {x.reason}" for x in d.dropped)
+        return f"; last interval left out ({why})"
+    if not d.intervals:
+        return ""
+    span = max(iv.end for iv in d.intervals) - min(iv.start for iv in d.intervals)
+    if span <= 0:
+        return ""
+    totals: dict[str, float] = {}
+    for iv in d.intervals:
+        for c, v in iv.ops.items():
+            totals[c] = totals.get(c, 0.0) + v / (iv.end - iv.start)
+    total = sum(totals.values())
+    mix = _mix_text({c: v / total for c, v in totals.items()}) if total else "idle"
+    return f"; last interval {total:.1f} ops/s ({mix})"
+
+
+def _export(store: Any, args: argparse.Namespace) -> int:
+    from planner.workload import save_trace
+
+    since = parse_since(args.since)
+    series = store.cluster_series(
+        args.engine,
+        args.cluster,
+        since=since,
+        step_seconds=args.step,
+        table=args.table,
+        insert_fraction=args.insert_fraction,
+    )
+    save_trace(series, args.export)
+    store.refresh_cluster_samples(args.engine, args.cluster, step_seconds=args.step)
+    step = f"step {series.step_seconds:g}s" if series.step_seconds else "irregular (gaps)"
+    print(
+        f"wrote {args.export}: {len(series)} point(s) of {args.engine}/{args.cluster}, {step}, "
+        f"mean {float(series.load.mean()):.1f} ops/s"
+    )
+    return 0
