@@ -27,6 +27,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "batches",
     "rollout",
     "load",
+    "collect",
+    "report",
 )
 
 

@@ -1,0 +1,904 @@
+"""``kairos report``: one self-contained HTML page about a cluster's workload and its plans.
+
+Every plot is inline SVG written here (no JavaScript, fonts, images or style sheets
+from elsewhere), so the page can be mailed, archived or opened offline. Sections:
+
+1. **Workload** — observed ops/s (from the store or a trace) and the forecast with its
+   interval band; the plan's steps on the same time axis (restart steps orange, live-only
+   steps green).
+2. **Operation mix** — the observed mix and the forecast mix, stacked.
+3. **Plan** — each step: when, what changes (live / restart), batches, expected gain and
+   cost, and its outcome from the rollout state file.
+4. **Configuration per node** — the configuration each node ran after each step: the
+   plan's current configuration, then each step's target (plus per-node overrides), marked
+   applied / failed / planned from ``<plan>.state.json``.
+5. **Expected vs observed** — per step, the load the forecast expected during
+   ``[due, until)`` against the load observed then, and the plan's expected net gain.
+6. **Rollout timelines** — per applied (or failed) step, one row per node with its
+   drain / stop / start / sync phases. The state file records durations and when the step
+   finished, not when each phase began: batches are laid out one after the other ending at
+   ``finished_at`` (the waits between batches are not recorded and are not drawn).
+
+Any input may be missing: its sections then say "No data" and why.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.workload import WorkloadSeries, classes_for
+
+# Colour-blind-safe palette (Okabe & Ito).
+CLASS_COLOURS: dict[str, str] = {
+    "read": "#0072B2",
+    "update": "#E69F00",
+    "insert": "#009E73",
+    "scan": "#CC79A7",
+    "write": "#D55E00",
+    "other": "#8C8C8C",
+}
+PHASE_COLOURS: dict[str, str] = {
+    "drain": "#56B4E9",
+    "stop": "#D55E00",
+    "start": "#009E73",
+    "sync": "#E69F00",
+    "failover": "#CC79A7",
+}
+HISTORY_COLOUR = "#1F3A5F"
+FORECAST_COLOUR = "#0072B2"
+RESTART_COLOUR = "#D55E00"
+LIVE_COLOUR = "#009E73"
+PHASE_ORDER = ("failover", "drain", "stop", "start", "sync")
+
+WIDTH = 960
+FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+
+
+@dataclass
+class ReportInputs:
+    """What the report is made from; every field may be missing.
+
+    Attributes
+    ----------
+    history
+        The observed cluster workload.
+    forecast
+        A :class:`planner.forecast.Forecast`.
+    plan
+        A :class:`planner.plan.Plan`.
+    state
+        The rollout state (``<plan>.state.json`` content).
+    title
+        The page title.
+    sources
+        Where each input came from (shown at the bottom).
+    notes
+        Why an input is missing (shown in its sections).
+    """
+
+    history: WorkloadSeries | None = None
+    forecast: Any = None
+    plan: Any = None
+    state: Mapping[str, Any] | None = None
+    title: str = "Kairos report"
+    sources: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    generated_at: datetime | None = None
+
+
+# ---------------------------------------------------------------------- helpers
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fmt_num(v: float) -> str:
+    """A compact number: 1.2k, 3.4M, 950."""
+    a = abs(v)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            return f"{v / div:.3g}{suffix}"
+    if a == 0:
+        return "0"
+    return f"{v:.3g}"
+
+
+def _fmt_time(ts: float, span: float) -> str:
+    dt = datetime.fromtimestamp(ts, UTC)
+    if span <= 2 * 86400:
+        return dt.strftime("%H:%M")
+    return dt.strftime("%m-%d %H:%M") if span <= 10 * 86400 else dt.strftime("%Y-%m-%d")
+
+
+def _fmt_dt(value: datetime | float | None) -> str:
+    if value is None:
+        return "—"
+    if not isinstance(value, datetime):
+        value = datetime.fromtimestamp(float(value), UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _fmt_short(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%m-%d %H:%M")
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(1, n)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+_TIME_STEPS = (
+    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+    86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400,
+)
+
+
+def _time_ticks(lo: float, hi: float, n: int = 7) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    step = next((s for s in _TIME_STEPS if (hi - lo) / s <= n), _TIME_STEPS[-1])
+    first = math.ceil(lo / step) * step
+    return [float(t) for t in np.arange(first, hi + 1e-9, step)]
+
+
+@dataclass
+class _Frame:
+    """A plot area: data ranges mapped onto pixel ranges."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    left: float = 64
+    right: float = 16
+    top: float = 34
+    bottom: float = 34
+    width: float = WIDTH
+    height: float = 300
+
+    def x(self, v: float) -> float:
+        span = self.x1 - self.x0 or 1.0
+        return self.left + (v - self.x0) / span * (self.width - self.left - self.right)
+
+    def y(self, v: float) -> float:
+        span = self.y1 - self.y0 or 1.0
+        return self.height - self.bottom - (v - self.y0) / span * (
+            self.height - self.top - self.bottom
+        )
+
+    @property
+    def plot_bottom(self) -> float:
+        return self.height - self.bottom
+
+
+def _points(frame: _Frame, xs: Sequence[float], ys: Sequence[float]) -> str:
+    return " ".join(f"{frame.x(x):.1f},{frame.y(y):.1f}" for x, y in zip(xs, ys, strict=True))
+
+
+def _svg_open(name: str, frame: _Frame, label: str, points: int) -> str:
+    return (
+        f'<svg class="chart" data-chart="{_esc(name)}" data-points="{points}" '
+        f'viewBox="0 0 {frame.width:.0f} {frame.height:.0f}" role="img" '
+        f'aria-label="{_esc(label)}" xmlns="http://www.w3.org/2000/svg">'
+    )
+
+
+def _axes(frame: _Frame, *, time_axis: bool, y_label: str, y_fmt: Any = _fmt_num) -> str:
+    out = []
+    for v in _nice_ticks(frame.y0, frame.y1):
+        y = frame.y(v)
+        out.append(
+            f'<line class="grid" x1="{frame.left}" x2="{frame.width - frame.right}" '
+            f'y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{_esc(y_fmt(v))}</text>"
+        )
+    if time_axis:
+        span = frame.x1 - frame.x0
+        for t in _time_ticks(frame.x0, frame.x1):
+            x = frame.x(t)
+            out.append(
+                f'<line class="tickmark" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.plot_bottom}" '
+                f'y2="{frame.plot_bottom + 4}"/>'
+                f'<text class="tick" x="{x:.1f}" y="{frame.plot_bottom + 17}" '
+                f'text-anchor="middle">{_esc(_fmt_time(t, span))}</text>'
+            )
+    out.append(
+        f'<line class="axis" x1="{frame.left}" x2="{frame.width - frame.right}" '
+        f'y1="{frame.plot_bottom}" y2="{frame.plot_bottom}"/>'
+        f'<text class="axis-label" x="{frame.left - 50}" y="{frame.top - 14}">'
+        f"{_esc(y_label)}</text>"
+    )
+    return "".join(out)
+
+
+def _legend(frame: _Frame, items: Sequence[tuple[str, str, str]]) -> str:
+    """Legend along the top right: (kind, colour, label); kind = line | dash | box | solid."""
+    out = []
+    x = frame.width - frame.right
+    y = frame.top - 18
+    for kind, colour, label in reversed(items):
+        w = 7.0 * len(label) + 8
+        x -= w
+        out.append(f'<text class="legend" x="{x:.1f}" y="{y + 4:.1f}">{_esc(label)}</text>')
+        x -= 22
+        if kind in ("box", "solid"):
+            opacity = "0.55" if kind == "box" else "1"
+            out.append(
+                f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="16" height="10" rx="2" '
+                f'fill="{colour}" fill-opacity="{opacity}"/>'
+            )
+        else:
+            dash = ' stroke-dasharray="5 3"' if kind == "dash" else ""
+            out.append(
+                f'<line x1="{x:.1f}" x2="{x + 16:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+                f'stroke="{colour}" stroke-width="2.5"{dash}/>'
+            )
+        x -= 14
+    return "".join(out)
+
+
+def _no_data(reason: str) -> str:
+    return f'<p class="nodata">No data: {_esc(reason)}</p>'
+
+
+# ----------------------------------------------------------------------- charts
+def _time_range(inputs: ReportInputs) -> tuple[float, float] | None:
+    xs: list[float] = []
+    if inputs.history is not None:
+        xs += [float(inputs.history.timestamps[0]), float(inputs.history.timestamps[-1])]
+    fc = inputs.forecast
+    if fc is not None:
+        xs += [float(fc.timestamps[0]), float(fc.timestamps[-1]) + float(fc.step_seconds)]
+    plan = inputs.plan
+    if plan is not None and xs:
+        for s in plan.steps:
+            xs += [s.due.timestamp()]
+    if not xs:
+        return None
+    lo, hi = min(xs), max(xs)
+    return (lo, hi if hi > lo else lo + 1)
+
+
+def workload_chart(inputs: ReportInputs) -> str:
+    """Observed load, forecast mean and interval band, plan steps as vertical markers."""
+    hist, fc, plan = inputs.history, inputs.forecast, inputs.plan
+    if hist is None and fc is None:
+        reason = inputs.notes.get("history") or "no workload history and no forecast given"
+        return _no_data(reason)
+    rng = _time_range(inputs)
+    assert rng is not None
+    ymax = 0.0
+    if hist is not None:
+        ymax = max(ymax, float(np.max(hist.load)))
+    if fc is not None:
+        ymax = max(ymax, float(np.max(fc.load_upper)))
+    ymax = ymax * 1.1 or 1.0
+    frame = _Frame(rng[0], rng[1], 0.0, _nice_ticks(0, ymax)[-1] if ymax else 1.0)
+    if frame.y1 < ymax:
+        frame.y1 = ymax
+    n = (len(hist) if hist is not None else 0) + (fc.horizon if fc is not None else 0)
+    parts = [_svg_open("workload", frame, "Workload: observed and forecast operations/s", n)]
+    parts.append(_axes(frame, time_axis=True, y_label="operations / s"))
+    legend: list[tuple[str, str, str]] = []
+    if fc is not None:
+        xs = [float(t) for t in fc.timestamps]
+        band = _points(frame, xs, list(fc.load_upper)) + " " + _points(
+            frame, xs[::-1], list(fc.load_lower)[::-1]
+        )
+        parts.append(
+            f'<polygon class="band" data-series="forecast-interval" points="{band}" '
+            f'fill="{FORECAST_COLOUR}" fill-opacity="0.18" stroke="none"/>'
+        )
+        parts.append(
+            f'<polyline data-series="forecast" points="{_points(frame, xs, list(fc.load_mean))}" '
+            f'fill="none" stroke="{FORECAST_COLOUR}" stroke-width="2" stroke-dasharray="6 4"/>'
+        )
+        legend += [
+            ("dash", FORECAST_COLOUR, f"forecast ({fc.model})"),
+            ("box", FORECAST_COLOUR, f"{round(fc.level * 100)}% interval"),
+        ]
+        x = frame.x(xs[0])
+        parts.append(
+            f'<line class="now" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top}" '
+            f'y2="{frame.plot_bottom}"/>'
+        )
+    if hist is not None:
+        xs = [float(t) for t in hist.timestamps]
+        parts.append(
+            f'<polyline data-series="observed" points="{_points(frame, xs, list(hist.load))}" '
+            f'fill="none" stroke="{HISTORY_COLOUR}" stroke-width="2" stroke-linejoin="round"/>'
+        )
+        legend.insert(0, ("line", HISTORY_COLOUR, "observed"))
+    if plan is not None:
+        for s in plan.steps:
+            t = s.due.timestamp()
+            if not rng[0] <= t <= rng[1]:
+                continue
+            colour = RESTART_COLOUR if s.restart else LIVE_COLOUR
+            x = frame.x(t)
+            parts.append(
+                f'<g class="step" data-step="{_esc(s.id)}">'
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top}" y2="{frame.plot_bottom}" '
+                f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="2 3"/>'
+                f'<rect x="{x - 1:.1f}" y="{frame.top - 2}" width="{8 * len(s.id) + 10}" '
+                f'height="16" rx="3" fill="{colour}"/>'
+                f'<text class="steplabel" x="{x + 4:.1f}" y="{frame.top + 10}">{_esc(s.id)}</text>'
+                "</g>"
+            )
+        if plan.steps:
+            legend += [("line", RESTART_COLOUR, "restart step"), ("line", LIVE_COLOUR, "live step")]
+    parts.append(_legend(frame, legend))
+    parts.append("</svg>")
+    if hist is None:
+        why = inputs.notes.get("history") or "no store or trace given"
+        parts.append(_no_data(f"observed workload: {why}"))
+    if fc is None:
+        parts.append(_no_data(f"forecast: {inputs.notes.get('forecast') or 'no forecast given'}"))
+    return "".join(parts)
+
+
+def mix_chart(inputs: ReportInputs) -> str:
+    """Stacked operation mix: observed, then the forecast's point mix (lighter)."""
+    hist, fc = inputs.history, inputs.forecast
+    if hist is None and fc is None:
+        return _no_data(inputs.notes.get("history") or "no workload history and no forecast given")
+    engine = hist.engine if hist is not None else fc.engine
+    classes = classes_for(engine)
+    rng = _time_range(inputs)
+    assert rng is not None
+    frame = _Frame(rng[0], rng[1], 0.0, 1.0, height=240)
+    n = (len(hist) if hist is not None else 0) + (fc.horizon if fc is not None else 0)
+    parts = [_svg_open("mix", frame, "Operation mix over time", n)]
+    parts.append(_axes(frame, time_axis=True, y_label="share of operations",
+                       y_fmt=lambda v: f"{v:.0%}"))
+
+    def stack(xs: list[float], matrix: np.ndarray, opacity: float, tag: str) -> None:
+        # Step-wise areas: each point holds until the next one.
+        if len(xs) < 1:
+            return
+        step = (xs[-1] - xs[-2]) if len(xs) > 1 else 1.0
+        edges = [*xs, xs[-1] + step]
+        cum = np.zeros(len(xs))
+        for j, c in enumerate(classes):
+            lower, upper = cum.copy(), cum + matrix[:, j]
+            top = []
+            bottom = []
+            for i in range(len(xs)):
+                top += [(edges[i], upper[i]), (edges[i + 1], upper[i])]
+                bottom += [(edges[i], lower[i]), (edges[i + 1], lower[i])]
+            pts = " ".join(f"{frame.x(a):.1f},{frame.y(b):.1f}" for a, b in top + bottom[::-1])
+            parts.append(
+                f'<polygon data-series="{tag}-{c}" points="{pts}" fill="{CLASS_COLOURS[c]}" '
+                f'fill-opacity="{opacity}" stroke="none"/>'
+            )
+            cum = upper
+
+    if hist is not None:
+        stack([float(t) for t in hist.timestamps], hist.mix_matrix(), 0.85, "observed")
+    if fc is not None:
+        # The forecast's mix where nothing was observed yet (observed wins where both exist).
+        after = float(hist.timestamps[-1]) if hist is not None else -math.inf
+        keep = np.asarray(fc.timestamps) > after
+        if keep.any():
+            m = np.column_stack([fc.mix_mean[c] for c in classes])[keep]
+            xs = [float(t) for t in np.asarray(fc.timestamps)[keep]]
+            stack(xs, m, 0.45, "forecast")
+            x = frame.x(xs[0])
+            parts.append(
+                f'<line class="now" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top}" '
+                f'y2="{frame.plot_bottom}"/>'
+                f'<text class="tick" x="{x + 4:.1f}" y="{frame.plot_bottom + 30}">forecast →</text>'
+            )
+    parts.append(_legend(frame, [("box", CLASS_COLOURS[c], c) for c in classes]))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _mean_in(ts: np.ndarray, values: np.ndarray, lo: float, hi: float) -> float | None:
+    sel = (ts >= lo) & (ts < hi)
+    return float(np.mean(values[sel])) if sel.any() else None
+
+
+def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]]]:
+    """Grouped bars per step: the forecast's mean load vs the observed mean load."""
+    plan, fc, hist = inputs.plan, inputs.forecast, inputs.history
+    if plan is None:
+        return _no_data(inputs.notes.get("plan") or "no plan given"), []
+    if not plan.steps:
+        return _no_data("the plan has no steps"), []
+    rows: list[dict[str, Any]] = []
+    for s in plan.steps:
+        lo, hi = s.due.timestamp(), s.until.timestamp()
+        exp = (
+            _mean_in(np.asarray(fc.timestamps), np.asarray(fc.load_mean), lo, hi)
+            if fc is not None
+            else None
+        )
+        obs = (
+            _mean_in(np.asarray(hist.timestamps), np.asarray(hist.load), lo, hi)
+            if hist is not None
+            else None
+        )
+        rows.append({"step": s.id, "expected": exp, "observed": obs, "net": s.expected.net_ops,
+                     "benefit": s.expected.benefit_ops, "cost": s.expected.cost_ops})
+    values = [v for r in rows for v in (r["expected"], r["observed"]) if v is not None]
+    if not values:
+        why = "no forecast or observed load falls inside the plan's steps"
+        return _no_data(why), rows
+    ymax = max(values) * 1.15 or 1.0
+    frame = _Frame(0, len(rows), 0.0, _nice_ticks(0, ymax)[-1], height=260)
+    frame.y1 = max(frame.y1, ymax)
+    parts = [_svg_open("expected-vs-observed", frame, "Expected vs observed load per step",
+                       len(values))]
+    parts.append(_axes(frame, time_axis=False, y_label="mean operations / s"))
+    slot = (frame.width - frame.left - frame.right) / len(rows)
+    bar = min(46.0, slot * 0.32)
+    for i, r in enumerate(rows):
+        cx = frame.x(i + 0.5)
+        for k, (key, colour) in enumerate((("expected", FORECAST_COLOUR),
+                                            ("observed", HISTORY_COLOUR))):
+            x = cx - bar - 2 + k * (bar + 4)
+            v = r[key]
+            if v is None:
+                parts.append(
+                    f'<text class="tick" x="{x + bar / 2:.1f}" y="{frame.plot_bottom - 6}" '
+                    f'text-anchor="middle">n/a</text>'
+                )
+                continue
+            y = frame.y(v)
+            parts.append(
+                f'<rect data-series="{key}" data-step="{_esc(r["step"])}" x="{x:.1f}" '
+                f'y="{y:.1f}" width="{bar:.1f}" height="{frame.plot_bottom - y:.1f}" rx="2" '
+                f'fill="{colour}" fill-opacity="{0.55 if key == "expected" else 0.9}"/>'
+                f'<text class="value" x="{x + bar / 2:.1f}" y="{y - 5:.1f}" '
+                f'text-anchor="middle">{_esc(_fmt_num(v))}</text>'
+            )
+        parts.append(
+            f'<text class="tick" x="{cx:.1f}" y="{frame.plot_bottom + 17}" '
+            f'text-anchor="middle">{_esc(r["step"])}</text>'
+        )
+    parts.append(_legend(frame, [("box", FORECAST_COLOUR, "expected (forecast)"),
+                                 ("box", HISTORY_COLOUR, "observed")]))
+    parts.append("</svg>")
+    return "".join(parts), rows
+
+
+def _phases(timings: Mapping[str, Any]) -> list[tuple[str, float]]:
+    items = [(k, float(v)) for k, v in timings.items() if k != "total" and v is not None]
+    order = {p: i for i, p in enumerate(PHASE_ORDER)}
+    return sorted(items, key=lambda kv: order.get(kv[0], len(order)))
+
+
+def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
+    """One step's per-node phases as a Gantt chart (batches back to back)."""
+    nodes: Mapping[str, Mapping[str, Any]] = entry.get("nodes") or {}
+    if not nodes:
+        return _no_data(f"step {step_id} recorded no per-node timings")
+    batches: list[list[str]] = []
+    step = next((s for s in plan.steps if s.id == step_id), None) if plan is not None else None
+    if step is not None and step.batches:
+        batches = [[h for h in b if h in nodes] for b in step.batches]
+        batches = [b for b in batches if b]
+    placed = {h for b in batches for h in b}
+    batches += [[h] for h in nodes if h not in placed]
+    totals = {h: sum(v for _, v in _phases(nodes[h])) for h in nodes}
+    offsets: dict[str, float] = {}
+    t = 0.0
+    for b in batches:
+        for h in b:
+            offsets[h] = t
+        t += max(totals[h] for h in b)
+    end = t or 1.0
+    order = [h for b in batches for h in b]
+    row_h, gap = 26, 10
+    frame = _Frame(0.0, end * 1.12, 0, 1, left=110, top=40, bottom=36,
+                   height=40 + 36 + len(order) * (row_h + gap))
+    finished = entry.get("finished_at")
+    label = f"Rollout of step {step_id}"
+    parts = [_svg_open(f"rollout-{step_id}", frame, label, sum(len(nodes[h]) for h in nodes))]
+    for v in _nice_ticks(0, frame.x1, 6):
+        x = frame.x(v)
+        parts.append(
+            f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top - 4}" '
+            f'y2="{frame.plot_bottom}"/>'
+            f'<text class="tick" x="{x:.1f}" y="{frame.plot_bottom + 16}" '
+            f'text-anchor="middle">{v:g} s</text>'
+        )
+    used: list[str] = []
+    for i, h in enumerate(order):
+        y = frame.top + i * (row_h + gap)
+        parts.append(
+            f'<text class="rowlabel" x="{frame.left - 10}" y="{y + row_h / 2 + 4:.1f}" '
+            f'text-anchor="end">{_esc(h)}</text>'
+        )
+        x = offsets[h]
+        for phase, sec in _phases(nodes[h]):
+            colour = PHASE_COLOURS.get(phase, "#8C8C8C")
+            if phase not in used:
+                used.append(phase)
+            x0, x1 = frame.x(x), frame.x(x + sec)
+            parts.append(
+                f'<rect data-series="{_esc(phase)}" data-node="{_esc(h)}" x="{x0:.1f}" '
+                f'y="{y:.1f}" width="{max(x1 - x0, 1.0):.1f}" height="{row_h}" fill="{colour}">'
+                f"<title>{_esc(h)} {_esc(phase)}: {sec:g} s</title></rect>"
+            )
+            if x1 - x0 > 34:
+                parts.append(
+                    f'<text class="barlabel" x="{(x0 + x1) / 2:.1f}" y="{y + row_h / 2 + 4:.1f}" '
+                    f'text-anchor="middle">{sec:.3g}s</text>'
+                )
+            x += sec
+        parts.append(
+            f'<text class="value" x="{frame.x(x) + 6:.1f}" y="{y + row_h / 2 + 4:.1f}">'
+            f"{totals[h]:.3g} s</text>"
+        )
+    parts.append(_legend(frame, [("solid", PHASE_COLOURS.get(p, "#8C8C8C"), p) for p in used]))
+    if finished:
+        parts.append(
+            f'<text class="tick" x="{frame.left}" y="{frame.top - 22}">ended '
+            f"{_esc(finished)}</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# ----------------------------------------------------------------------- tables
+def _config_text(config: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "—"
+
+
+def _step_status(state: Mapping[str, Any] | None, step_id: str) -> tuple[str, Mapping[str, Any]]:
+    if not state:
+        return "planned", {}
+    entry = (state.get("steps") or {}).get(step_id)
+    if not entry:
+        return "planned", {}
+    return str(entry.get("status", "planned")), entry
+
+
+def plan_table(inputs: ReportInputs) -> str:
+    plan = inputs.plan
+    if plan is None:
+        return _no_data(inputs.notes.get("plan") or "no plan given")
+    if not plan.steps:
+        return "<p>The plan keeps the current configuration: it has no steps.</p>"
+    rows = []
+    for s in plan.steps:
+        status, entry = _step_status(inputs.state, s.id)
+        batches = " → ".join("[" + ", ".join(b) + "]" for b in s.batches) or "—"
+        err = f'<div class="err">{_esc(entry.get("error"))}</div>' if entry.get("error") else ""
+        rows.append(
+            "<tr>"
+            f"<td><b>{_esc(s.id)}</b></td><td>{_esc(_fmt_short(s.due))}</td>"
+            f"<td>{_esc(_fmt_short(s.until))}</td>"
+            f"<td>{_esc(_config_text({k: s.target[k] for k in s.live})) if s.live else '—'}</td>"
+            f"<td>{_esc(_config_text({k: s.target[k] for k in s.restart})) if s.restart else '—'}"
+            f"</td><td>{_esc(batches)}</td>"
+            f'<td class="num">{_esc(_fmt_num(s.expected.benefit_ops))}</td>'
+            f'<td class="num">{_esc(_fmt_num(s.expected.cost_ops))}</td>'
+            f'<td class="num">{_esc(_fmt_num(s.expected.net_ops))}</td>'
+            f'<td><span class="status {_esc(status)}">{_esc(status)}</span>{err}</td>'
+            "</tr>"
+        )
+    head = (
+        "<tr><th>step</th><th>due (UTC)</th><th>until (UTC)</th><th>live changes</th>"
+        "<th>restart changes</th><th>batches</th><th>benefit ops</th><th>cost ops</th>"
+        "<th>net ops</th><th>outcome</th></tr>"
+    )
+    return f'<table class="data" data-table="plan">{head}{"".join(rows)}</table>'
+
+
+def node_config_table(inputs: ReportInputs) -> str:
+    plan = inputs.plan
+    if plan is None:
+        return _no_data(inputs.notes.get("plan") or "no plan given")
+    hosts: list[str] = []
+    for s in plan.steps:
+        for b in s.batches:
+            hosts += [h for h in b if h not in hosts]
+        hosts += [h for h in s.per_node if h not in hosts]
+    if inputs.state:
+        for entry in (inputs.state.get("steps") or {}).values():
+            hosts += [h for h in (entry.get("nodes") or {}) if h not in hosts]
+    if not hosts:
+        hosts = ["all nodes"]
+    header = "<tr><th>node</th><th>before the plan</th>" + "".join(
+        f"<th>after {_esc(s.id)}</th>" for s in plan.steps
+    ) + "</tr>"
+    rows = []
+    for h in hosts:
+        config = dict(plan.current_config)
+        cells = [f"<td><b>{_esc(h)}</b></td>", f"<td>{_esc(_config_text(config))}</td>"]
+        for s in plan.steps:
+            changed = {**dict(s.target), **dict(s.per_node.get(h, {}))}
+            changed = {k: v for k, v in changed.items() if config.get(k) != v}
+            config.update(changed)
+            status, entry = _step_status(inputs.state, s.id)
+            if status == "failed":
+                status = "applied" if h in (entry.get("nodes") or {}) else "not applied"
+            diff = _config_text(changed) if changed else "no change"
+            cells.append(
+                f'<td><span class="status {_esc(status.replace(" ", "-"))}">{_esc(status)}'
+                f"</span> {_esc(diff)}</td>"
+            )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="data" data-table="nodes">{header}{"".join(rows)}</table>'
+
+
+def _eo_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    out = []
+    for r in rows:
+        e, o = r["expected"], r["observed"]
+        err = f"{(o - e) / e:+.1%}" if e and o is not None else "—"
+        out.append(
+            f"<tr><td><b>{_esc(r['step'])}</b></td>"
+            f'<td class="num">{_esc(_fmt_num(e)) if e is not None else "—"}</td>'
+            f'<td class="num">{_esc(_fmt_num(o)) if o is not None else "—"}</td>'
+            f'<td class="num">{_esc(err)}</td>'
+            f'<td class="num">{_esc(_fmt_num(r["net"]))}</td></tr>'
+        )
+    head = (
+        "<tr><th>step</th><th>expected ops/s</th><th>observed ops/s</th>"
+        "<th>observed vs expected</th><th>expected net gain (ops)</th></tr>"
+    )
+    return f'<table class="data" data-table="expected-observed">{head}{"".join(out)}</table>'
+
+
+# ------------------------------------------------------------------------- page
+_CSS = f"""
+:root {{ color-scheme: light; }}
+body {{ font-family: {FONT}; margin: 0; background: #F4F6F8; color: #1D2733; }}
+header {{ background: #1F3A5F; color: #fff; padding: 22px 40px 18px; }}
+header h1 {{ margin: 0 0 4px; font-size: 24px; font-weight: 600; }}
+header p {{ margin: 0; opacity: .8; font-size: 13px; }}
+main {{ max-width: 1040px; margin: 0 auto; padding: 18px 24px 40px; }}
+section {{ background: #fff; border-radius: 8px; padding: 16px 22px 18px; margin: 16px 0;
+  box-shadow: 0 1px 3px rgba(16,24,40,.08); }}
+h2 {{ font-size: 17px; margin: 0 0 4px; font-weight: 600; }}
+p.lead {{ margin: 0 0 10px; color: #5B6776; font-size: 13px; }}
+.cards {{ display: grid; grid-template-columns: repeat(4, 1fr); gap: 12px; margin-top: 6px; }}
+.card {{ background: #fff; border-radius: 8px; padding: 12px 16px;
+  box-shadow: 0 1px 3px rgba(16,24,40,.08); }}
+.card .k {{ font-size: 12px; color: #5B6776; text-transform: uppercase; letter-spacing: .04em; }}
+.card .v {{ font-size: 20px; font-weight: 600; margin-top: 2px; }}
+.card .s {{ font-size: 12px; color: #5B6776; }}
+svg.chart {{ width: 100%; height: auto; display: block; }}
+svg .grid {{ stroke: #E3E7EC; stroke-width: 1; }}
+svg .axis {{ stroke: #9AA5B1; stroke-width: 1; }}
+svg .tickmark {{ stroke: #9AA5B1; }}
+svg .now {{ stroke: #5B6776; stroke-width: 1; stroke-dasharray: 1 3; }}
+svg text {{ font-family: {FONT}; }}
+svg .tick {{ font-size: 11px; fill: #5B6776; }}
+svg .axis-label {{ font-size: 12px; fill: #3E4C5B; font-weight: 600; }}
+svg .legend {{ font-size: 12px; fill: #3E4C5B; }}
+svg .steplabel {{ font-size: 11px; fill: #fff; font-weight: 600; }}
+svg .value {{ font-size: 11px; fill: #1D2733; }}
+svg .barlabel {{ font-size: 11px; fill: #fff; font-weight: 600; }}
+svg .rowlabel {{ font-size: 12px; fill: #1D2733; font-weight: 600; }}
+table.data {{ border-collapse: collapse; width: 100%; font-size: 12.5px; }}
+table.data th {{ text-align: left; color: #5B6776; font-weight: 600;
+  border-bottom: 2px solid #E3E7EC; padding: 6px 8px; }}
+table.data td {{ border-bottom: 1px solid #EEF1F4; padding: 6px 8px; vertical-align: top; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.status {{ display: inline-block; border-radius: 10px; padding: 1px 8px; font-size: 11px;
+  font-weight: 600; background: #E3E7EC; color: #3E4C5B; }}
+.status.applied {{ background: #D9F2E6; color: #0B6B3A; }}
+.status.failed, .status.not-applied {{ background: #FBE0D6; color: #9A2F0B; }}
+.status.planned {{ background: #E4EDF8; color: #1F4E8C; }}
+.err {{ color: #9A2F0B; font-size: 12px; margin-top: 3px; }}
+.nodata {{ color: #7A8694; font-style: italic; background: #F7F8FA; border: 1px dashed #D5DBE1;
+  border-radius: 6px; padding: 14px; margin: 6px 0; }}
+h3 {{ font-size: 14px; margin: 14px 0 4px; }}
+h3 .s {{ font-weight: 400; color: #5B6776; font-size: 12px; margin-left: 6px; }}
+footer {{ color: #7A8694; font-size: 12px; padding: 0 4px; }}
+footer code {{ font-size: 11.5px; }}
+"""
+
+
+def _cards(inputs: ReportInputs) -> str:
+    cards = []
+    hist, fc, plan, state = inputs.history, inputs.forecast, inputs.plan, inputs.state
+    if hist is not None:
+        span = float(hist.timestamps[-1] - hist.timestamps[0])
+        cards.append(("workload", f"{_fmt_num(float(np.mean(hist.load)))} ops/s",
+                      f"mean of {len(hist)} points over {span / 3600:.3g} h"))
+    else:
+        cards.append(("workload", "—", "no history"))
+    if fc is not None:
+        cards.append(("forecast", fc.model, f"{fc.horizon} steps of {fc.step_seconds:g} s"))
+    else:
+        cards.append(("forecast", "—", "no forecast"))
+    if plan is not None:
+        cards.append(("plan", f"{len(plan.steps)} step(s)",
+                      f"expected net {_fmt_num(plan.expected_net_ops)} ops"))
+    else:
+        cards.append(("plan", "—", "no plan"))
+    steps = (state or {}).get("steps") or {}
+    applied = sum(1 for e in steps.values() if e.get("status") == "applied")
+    failed = sum(1 for e in steps.values() if e.get("status") == "failed")
+    detail = f"{failed} failed" if steps else "none recorded"
+    cards.append(("rollouts", f"{applied} applied", detail))
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
+        f'<div class="s">{_esc(s)}</div></div>'
+        for k, v, s in cards
+    ) + "</div>"
+
+
+def render(inputs: ReportInputs) -> str:
+    """The whole HTML page."""
+    plan, state = inputs.plan, inputs.state
+    engine = (
+        plan.engine if plan is not None else
+        inputs.history.engine if inputs.history is not None else
+        inputs.forecast.engine if inputs.forecast is not None else None
+    )
+    cluster = plan.cluster if plan is not None else inputs.sources.get("cluster")
+    subtitle = " · ".join(
+        x for x in (
+            f"engine {engine}" if engine else None,
+            f"cluster {cluster}" if cluster else None,
+            f"generated {_fmt_dt(inputs.generated_at or datetime.now(UTC))}",
+        ) if x
+    )
+    eo_svg, eo_rows = expected_vs_observed(inputs)
+    timelines: list[str] = []
+    steps = (state or {}).get("steps") or {}
+    if not state:
+        timelines.append(_no_data(inputs.notes.get("state") or "no rollout state file"))
+    elif not steps:
+        timelines.append(_no_data("the rollout state records no step yet"))
+    else:
+        order = [s.id for s in plan.steps] if plan is not None else []
+        for sid in sorted(steps, key=lambda k: (order.index(k) if k in order else len(order), k)):
+            entry = steps[sid]
+            status = entry.get("status", "?")
+            attempts = entry.get("attempts", 1)
+            timelines.append(
+                f'<h3>Step {_esc(sid)} <span class="status {_esc(status)}">{_esc(status)}</span> '
+                f'<span class="s">attempt(s): {_esc(attempts)}</span></h3>'
+            )
+            timelines.append(rollout_timeline(plan, sid, entry))
+    sources = "".join(
+        f"<li>{_esc(k)}: <code>{_esc(v)}</code></li>"
+        for k, v in inputs.sources.items() if k != "cluster"
+    )
+    sections = [
+        ("workload", "Workload and forecast",
+         "Observed operations per second, the forecast with its interval band, and the plan's "
+         "steps where they fall due.", workload_chart(inputs)),
+        ("mix", "Operation mix", "Share of each operation class, observed then forecast.",
+         mix_chart(inputs)),
+        ("plan", "Plan steps", "What each step changes, in which batches, what it was expected to "
+         "gain and cost, and how its rollout ended.", plan_table(inputs)),
+        ("nodes", "Configuration per node",
+         "The configuration each node runs after each step (changes only), from the plan and "
+         "the rollout state.", node_config_table(inputs)),
+        ("expected", "Expected vs observed",
+         "Mean load the forecast expected while each step was in force, and the load observed "
+         "then.", eo_svg + _eo_table(eo_rows)),
+        ("rollouts", "Rollout timelines",
+         "Per node: drain, stop, start and sync durations from the rollout state; batches "
+         "back to back, ending when the step finished.", "".join(timelines)),
+    ]
+    body = "".join(
+        f'<section id="{sid}"><h2>{_esc(title)}</h2><p class="lead">{_esc(lead)}</p>{content}'
+        "</section>"
+        for sid, title, lead, content in sections
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_esc(inputs.title)}</title><style>{_CSS}</style></head><body>"
+        f"<header><h1>{_esc(inputs.title)}</h1><p>{_esc(subtitle)}</p></header>"
+        f"<main>{_cards(inputs)}{body}"
+        f"<footer><p>Inputs:</p><ul>{sources or '<li>none</li>'}</ul>"
+        "<p>Made by <code>kairos report</code>; self-contained (inline SVG, no external "
+        "assets).</p></footer></main></body></html>\n"
+    )
+
+
+# ------------------------------------------------------------------ loading
+def build_inputs(
+    *,
+    store: str | Path | None = None,
+    engine: str | None = None,
+    cluster: str | None = None,
+    trace: str | Path | None = None,
+    since: float | None = None,
+    step_seconds: float | None = None,
+    plan: str | Path | None = None,
+    forecast: str | Path | None = None,
+    state: str | Path | None = None,
+    title: str | None = None,
+) -> ReportInputs:
+    """Load what is given; record why anything is missing instead of failing.
+
+    A plan or forecast file that is given but invalid is an error (a person asked for it);
+    a store without enough samples only leaves the history empty, with the reason.
+    """
+    from planner.errors import KairosError
+    from planner.forecast import load_forecast
+    from planner.plan import load_plan
+    from planner.rollout import load_state, state_path_for
+    from planner.workload import load_trace
+
+    inputs = ReportInputs()
+    if plan is not None:
+        inputs.plan = load_plan(plan)
+        inputs.sources["plan"] = str(plan)
+        engine = engine or inputs.plan.engine
+        cluster = cluster or inputs.plan.cluster
+        state_file = Path(state) if state is not None else state_path_for(plan)
+        if state_file.exists():
+            inputs.state = load_state(state_file)
+            inputs.sources["rollout state"] = str(state_file)
+        else:
+            inputs.notes["state"] = f"no rollout state file {state_file}"
+    else:
+        inputs.notes["plan"] = "no plan given (--plan)"
+        if state is not None:
+            inputs.state = load_state(state)
+            inputs.sources["rollout state"] = str(state)
+        else:
+            inputs.notes["state"] = "no plan or rollout state given"
+    if forecast is not None:
+        inputs.forecast = load_forecast(forecast)
+        inputs.sources["forecast"] = str(forecast)
+        engine = engine or inputs.forecast.engine
+    if trace is not None:
+        inputs.history = load_trace(trace)
+        inputs.sources["workload"] = str(trace)
+    elif store is not None or engine is not None:
+        from planner.store import Store
+
+        if engine is None:
+            inputs.notes["history"] = "no engine to read from the store (give --engine or --plan)"
+        else:
+            with Store(store) as st:
+                pairs = st.clusters()
+                if cluster is None:
+                    names = [c for e, c in pairs if e == engine]
+                    cluster = names[0] if len(names) == 1 else None
+                if cluster is None:
+                    inputs.notes["history"] = (
+                        f"the store {st.path} holds no single {engine} cluster; give --cluster"
+                    )
+                else:
+                    try:
+                        inputs.history = st.cluster_series(
+                            engine, cluster, since=since, step_seconds=step_seconds
+                        )
+                        inputs.sources["workload"] = f"{st.path} ({engine}/{cluster})"
+                    except KairosError as exc:
+                        inputs.notes["history"] = str(exc)
+    else:
+        inputs.notes["history"] = "no store or trace given"
+    if cluster:
+        inputs.sources["cluster"] = cluster
+    parts = [p for p in (cluster, engine) if p]
+    inputs.title = title or ("Kairos report — " + " ".join(parts) if parts else "Kairos report")
+    return inputs
+
+
+def write_report(inputs: ReportInputs, out: str | Path) -> Path:
+    """Render and write the page; return its path."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(inputs), encoding="utf-8")
+    return path
