@@ -35,7 +35,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kairos",
-        description="Reconfigure Cassandra and Redis clusters when the workload ahead makes it pay.",
+        description=(
+            "Reconfigure Cassandra and Redis clusters when the workload ahead makes it pay."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"kairos {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -63,6 +63,8 @@ class RolloutStep:
     nodes: Mapping[str, NodeSettings]
     consistency_level: str
     tolerated_failures: int
+    aggressive: bool = False
+    state: str = ""
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -169,18 +171,12 @@ def _due_step(plan: Plan, now: datetime) -> Step | None:
 
 def _node_settings(plan: Plan, step: Step, hosts: Iterable[str]) -> dict[str, NodeSettings]:
     """Per-node file settings after ``step``: current config, then the step's target."""
-    from planner.spaces import render_settings
-
-    out: dict[str, NodeSettings] = {}
-    for host in hosts:
-        config = {**plan.current_config, **step.target, **step.per_node.get(host, {})}
-        rendered = render_settings(plan.engine, config)
-        if plan.engine == "cassandra":
-            jvm = {"heap_size": config["heap_size"]} if "heap_size" in config else {}
-            out[host] = NodeSettings(settings=dict(rendered.get("cassandra.yaml", {})), jvm=jvm)
-        else:
-            out[host] = NodeSettings(settings=dict(rendered.get("redis.conf", {})))
-    return out
+    return {
+        host: render_settings_for(
+            plan.engine, {**plan.current_config, **step.target, **step.per_node.get(host, {})}
+        )
+        for host in hosts
+    }
 
 
 def prepare(
@@ -268,7 +264,105 @@ def prepare(
         nodes=_node_settings(plan, step, host_list),
         consistency_level=plan.availability.consistency_level,
         tolerated_failures=plan.availability.tolerated_failures,
+        aggressive=plan.availability.aggressive,
+        state=str(state_path or state_path_for(plan_path)),
     )
+
+
+def adhoc(
+    *,
+    engine: str,
+    hosts: Iterable[str],
+    settings: Mapping[str, Any],
+    ring: Ring | None,
+    consistency_level: str,
+    state_path: str | Path,
+    restart_all: bool = False,
+    tolerated_failures: int = 0,
+    now: datetime | None = None,
+) -> RolloutStep:
+    """A one-step rollout without a plan: "change these settings safely" or a rolling restart.
+
+    The settings are validated against the engine's space and split into live and restart
+    parameters by it; the batches come from the live ring at the given consistency level
+    (every host restarts when ``restart_all`` or any restart parameter is set).
+
+    Raises
+    ------
+    ValidationError
+        An unknown parameter or a value outside its range; a host not in the ring.
+    KairosError
+        No safe batching exists for the consistency level (e.g. RF = CL).
+    """
+    from planner.topology import safe_batches
+
+    host_list = list(hosts)
+    space = get_space(engine)
+    config = space.normalize(settings)
+    space.validate(config)
+    if not config and not restart_all:
+        raise ValidationError("settings: give at least one key=value, or ask for a rolling restart")
+    table = {k: v for k, v in config.items() if space.parameters[k].location == "table"}
+    restart = {k: v for k, v in config.items() if space.parameters[k].change == "restart"}
+    live = {k: v for k, v in config.items() if k not in table and k not in restart}
+    batches: tuple[tuple[str, ...], ...] = ()
+    if restart or restart_all:
+        if engine != "cassandra":
+            batches = tuple((h,) for h in host_list)
+        else:
+            if ring is None:
+                raise ValidationError("ring: a restart needs the live ring to batch safely")
+            unknown = [h for h in host_list if h not in ring]
+            if unknown:
+                raise ValidationError(f"hosts: not in the live ring: {', '.join(unknown)}")
+            batches = safe_batches(
+                ring,
+                consistency_level=consistency_level,
+                tolerated_failures=tolerated_failures,
+                hosts=host_list,
+            ).batches
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    rendered = render_settings_for(engine, config)
+    return RolloutStep(
+        plan="",
+        engine=engine,
+        step_id=f"adhoc-{stamp}",
+        status="due",
+        reason=("rolling restart" if restart_all and not config else "settings change")
+        + f" of {len(host_list)} node(s) in {len(batches)} batch(es) at {consistency_level}",
+        live=live,
+        restart=restart,
+        table=table,
+        batches=batches,
+        nodes={h: rendered for h in host_list},
+        consistency_level=consistency_level,
+        tolerated_failures=tolerated_failures,
+        state=str(state_path),
+    )
+
+
+def render_settings_for(engine: str, config: Mapping[str, Any]) -> NodeSettings:
+    """The file settings of one node for ``config`` (see :class:`NodeSettings`)."""
+    from planner.spaces import render_settings
+
+    rendered = render_settings(engine, config)
+    if engine == "cassandra":
+        jvm = {"heap_size": config["heap_size"]} if "heap_size" in config else {}
+        return NodeSettings(settings=dict(rendered.get("cassandra.yaml", {})), jvm=jvm)
+    return NodeSettings(settings=dict(rendered.get("redis.conf", {})))
+
+
+def load_rollout(path: str | Path) -> RolloutStep:
+    """Read a RolloutStep written as JSON (``kairos rollout prepare|adhoc --out``)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{path}: unreadable rollout: {exc}") from None
+    fields = {f for f in RolloutStep.__dataclass_fields__}
+    data = {k: v for k, v in data.items() if k in fields}
+    data["batches"] = tuple(tuple(b) for b in data.get("batches", ()))
+    data["nodes"] = {h: NodeSettings(**n) for h, n in data.get("nodes", {}).items()}
+    return RolloutStep(**data)
 
 
 def preflight(

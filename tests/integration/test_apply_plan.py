@@ -59,6 +59,18 @@ def toggle(current: Any, a: Any, b: Any) -> Any:
     return b if current == a else a
 
 
+def current_config(target: dict[str, Any]) -> dict[str, Any]:
+    """cass1's current values of the target's keys (cassandra.yaml, heap from the JVM options)."""
+    current: dict[str, Any] = {}
+    for key in target:
+        if key == "heap_size":
+            options = (LAB / "cass1" / "conf" / "jvm-server.options").read_text().split()
+            current[key] = next(o[4:] for o in options if o.startswith("-Xmx"))
+        elif key != "compaction" and yaml_setting("cass1", key) is not None:
+            current[key] = yaml_setting("cass1", key)
+    return current
+
+
 def write_plan(
     path: Path,
     *,
@@ -83,7 +95,8 @@ def write_plan(
         },
         "provenance": {"source": "tests/integration/test_apply_plan.py"},
         "availability": {"consistency_level": cl, "tolerated_failures": 0, "aggressive": False},
-        "current_config": {},
+        # What the nodes run now, so the validator compares the target with reality.
+        "current_config": current_config(target),
         "steps": [
             {
                 "id": "s1",
@@ -358,3 +371,56 @@ def test_preflight_refuses_when_a_node_is_down_and_a_batch_would_break_the_cl(
     finally:
         back = run_playbook("playbooks/lab_up.yml")
         assert back.rc == 0, back.output[-3000:]
+
+
+def test_change_settings_without_a_plan_batches_on_the_live_ring() -> None:
+    before = pids()
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    reads = toggle(yaml_setting("cass1", "concurrent_reads"), 40, 56)
+    run = run_playbook(
+        "playbooks/change_settings.yml",
+        "-e",
+        json.dumps(
+            {
+                "settings": {"memtable_flush_writers": writers, "concurrent_reads": reads},
+                "cl": "ONE",
+            }
+        ),
+        timeout=900,
+    )
+    print(f"\nchange_settings.yml rc={run.rc} in {run.seconds:.1f} s")
+    assert run.rc == 0, run.output[-4000:]
+    assert "in 2 batch(es) at ONE" in run.output
+    after = pids()
+    assert all(after[h] != before[h] for h in HOSTS)
+    for host in HOSTS:
+        assert yaml_setting(host, "memtable_flush_writers") == writers
+        assert yaml_setting(host, "concurrent_reads") == reads
+
+
+def test_bad_settings_are_refused_before_anything_is_touched() -> None:
+    before = pids()
+    for settings, named in (
+        ({"no_such_knob": 1}, "no_such_knob"),
+        ({"memtable_flush_writers": 0}, "memtable_flush_writers"),
+    ):
+        run = run_playbook(
+            "playbooks/change_settings.yml", "-e", json.dumps({"settings": settings})
+        )
+        assert run.rc != 0
+        assert "refused before touching any node" in run.output and named in run.output
+    assert pids() == before
+
+
+def test_rolling_restart_restarts_every_node_once_and_changes_no_setting() -> None:
+    before = pids()
+    files = {h: (LAB / h / "conf" / "cassandra.yaml").read_text() for h in HOSTS}
+    run = run_playbook("playbooks/rolling_restart.yml", timeout=900)
+    print(f"\nrolling_restart.yml rc={run.rc} in {run.seconds:.1f} s")
+    assert run.rc == 0, run.output[-4000:]
+    assert "rolling restart of 3 node(s) in 3 batch(es) at QUORUM" in run.output
+    after = pids()
+    assert all(after[h] != before[h] for h in HOSTS)
+    assert files == {h: (LAB / h / "conf" / "cassandra.yaml").read_text() for h in HOSTS}
+    for host in HOSTS:
+        assert up_normal(host) == set(HOSTS.values())
