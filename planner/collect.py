@@ -298,8 +298,6 @@ def read_redis_info(target: Target, *, password: str | None, timeout: float) -> 
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         decode_responses=True,
-        lib_name=None,
-        lib_version=None,
     )
     try:
         conn.connect()

@@ -84,19 +84,20 @@ def test_redis_sample_needs_server_section() -> None:
 
 
 def test_resetstat_capture_is_a_reset_in_the_store() -> None:
-    """Counters captured after CONFIG RESETSTAT on the lab: same run_id, lower counts."""
-    before = redis_sample(info("master_7002.txt"), node="redis2", ts=10_000.0)
-    after_info = info("master_7002.txt")
-    for key, value in after_info.items():
-        if key.startswith("cmdstat_"):
-            value["calls"] = 1 if key == "cmdstat_info" else 0
-    after_info["uptime_in_seconds"] += 30
-    after = redis_sample(after_info, node="redis2", ts=10_030.0)
+    """INFO captured on the lab just before and after CONFIG RESETSTAT on one primary."""
+    raw_before, raw_after = info("before_resetstat_7002.txt"), info("after_resetstat_7002.txt")
+    assert raw_before["run_id"] == raw_after["run_id"]  # no restart
+    before = redis_sample(raw_before, node="redis2", ts=10_000.0)
+    after = redis_sample(raw_after, node="redis2", ts=10_030.0)
+    assert before.counters == {"read": 96 + 8, "write": 90, "other": 8 + 1,
+                               "ignored": 104 + 90 + 6 + 5}
+    assert after.counters == {"read": 0, "write": 0, "other": 1, "ignored": 0}
     store = Store(":memory:")
     store.append_counters("redis", "lab", [before], round_ts=before.ts)
     store.append_counters("redis", "lab", [after], round_ts=after.ts)
     d = store.derive("redis", "lab")
-    assert not d.intervals and "went down" in d.dropped[0].reason
+    assert not d.intervals
+    assert d.dropped[0].reason == "counter node/ignored went down (205 -> 0) without a restart"
 
 
 # -------------------------------------------------------------------- Cassandra

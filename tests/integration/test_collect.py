@@ -1,0 +1,143 @@
+"""Collectors on the live lab: rates from real counters, and a real counter reset.
+
+Nodes are never stopped or started here (other tests roll them); the Redis counter reset is
+``CONFIG RESETSTAT`` on one primary, which zeroes its ``INFO commandstats`` exactly as a
+restart would, but keeps its run_id: the store must leave that interval out.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.collect import collect
+from planner.loadgen import BackgroundLoad
+from planner.store import Store
+
+pytestmark = pytest.mark.lab
+
+BIN = Path(sys.executable).parent
+CASSANDRA = "cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3"
+REDIS_PORTS = range(7001, 7007)
+REDIS = ",".join(f"redis{i + 1}=127.0.0.1:{p}" for i, p in enumerate(REDIS_PORTS))
+
+
+def _round(store: Store, engine: str, hosts: str) -> int:
+    result = collect(engine, hosts, timeout=10)
+    print(f"{engine} round: nodes {result.nodes}, errors {result.errors}")
+    assert result.samples, f"no {engine} node answered: {result.errors}"
+    return store.append_counters(engine, "lab", result.samples, round_ts=result.round_ts)
+
+
+@pytest.mark.cassandra
+def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    rate = 60.0
+    with BackgroundLoad(
+        engine="cassandra",
+        contact_points=("127.0.0.1", "127.0.0.2", "127.0.0.3"),
+        keyspace="kairos_collecttest",
+        cl="QUORUM",
+        mix={"read": 0.6, "update": 0.3, "scan": 0.1},
+        keys=200,
+        rate=rate,
+        concurrency=4,
+        seed=5,
+        verify=False,
+        max_seconds=60,
+    ) as load:
+        time.sleep(2)
+        for _ in range(3):
+            _round(store, "cassandra", CASSANDRA)
+            time.sleep(4)
+        _round(store, "cassandra", CASSANDRA)
+    print(load.result().to_dict())
+    d = store.derive("cassandra", "lab")
+    print("intervals", [(iv.node, iv.kind, dict(iv.ops)) for iv in d.intervals])
+    print("dropped", d.dropped, d.dropped_bins)
+    s = d.series
+    assert s is not None and len(s) >= 2
+    # Our load at least (other tests may add theirs); never negative, never absurd.
+    assert np.all(s.load > 0.5 * rate)
+    assert np.all(s.load < 100 * rate)
+    np.testing.assert_allclose(s.mix_matrix().sum(axis=1), 1.0, atol=1e-9)
+    assert np.all(s.mix["read"] > 0) and np.all(s.mix["update"] > 0)
+    assert np.all(s.mix["scan"] > 0)
+    assert np.all(s.mix["insert"] == 0)  # all writes count as update by default
+
+
+@pytest.mark.redis
+def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> None:
+    import redis
+
+    store = Store(tmp_path / "k.db")
+    rate = 150.0
+    primaries = [
+        p for p in REDIS_PORTS
+        if redis.Redis(port=p, decode_responses=True).info("replication")["role"] == "master"
+    ]
+    target = primaries[0]
+    name = f"redis{target - 7000}"
+    with BackgroundLoad(
+        engine="redis",
+        contact_points=tuple(f"127.0.0.1:{p}" for p in REDIS_PORTS),
+        prefix="kairos_collecttest",
+        mix={"read": 0.5, "write": 0.45, "other": 0.05},
+        keys=300,
+        rate=rate,
+        concurrency=2,
+        seed=6,
+        verify=False,
+        max_seconds=60,
+    ) as load:
+        time.sleep(2)
+        _round(store, "redis", REDIS)
+        time.sleep(3)
+        _round(store, "redis", REDIS)
+        time.sleep(1.5)
+        client = redis.Redis(port=target, decode_responses=True)
+        assert client.config_resetstat()  # commandstats of one primary fall to zero
+        time.sleep(1.5)
+        _round(store, "redis", REDIS)
+        time.sleep(3)
+        _round(store, "redis", REDIS)
+    print(load.result().to_dict())
+    d = store.derive("redis", "lab")
+    print("dropped", d.dropped, d.dropped_bins)
+    reasons = {x.node: x.reason for x in d.dropped}
+    assert name in reasons and "went down" in reasons[name] and "without a restart" in reasons[name]
+    s = d.series
+    assert s is not None and len(s) == 2  # the reset interval is left out, not spiked
+    assert np.all(s.load > 0.5 * rate) and np.all(s.load < 20 * rate)
+    np.testing.assert_allclose(s.mix_matrix().sum(axis=1), 1.0, atol=1e-9)
+    assert np.all(s.mix["read"] > 0) and np.all(s.mix["write"] > 0)
+    # the collector's own INFO calls are not workload
+    assert set(s.mix) == {"read", "write", "other"}
+
+
+@pytest.mark.redis
+def test_cli_collect_rounds_and_export(lab: object, tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    proc = subprocess.run(
+        [str(BIN / "kairos"), "collect", "--engine", "redis", "--hosts", REDIS, "--store",
+         str(db), "--cluster", "lab", "--count", "3", "--interval", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0
+    assert proc.stdout.count("6 node(s), 6 new sample(s)") == 3
+    assert "last interval" in proc.stdout
+    trace = tmp_path / "trace.csv"
+    proc = subprocess.run(
+        [str(BIN / "kairos"), "collect", "--engine", "redis", "--store", str(db), "--cluster",
+         "lab", "--export", str(trace)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    header = trace.read_text().splitlines()[0]
+    assert header == "engine,timestamp,load,read,write,other"
