@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "load",
     "collect",
     "report",
+    "autopilot",
 )
 
 

@@ -1,0 +1,216 @@
+"""``kairos autopilot decide|adopt|log|pause|resume|status``: the closed loop's bookkeeping.
+
+``playbooks/autopilot.yml`` calls these on the control host (docs/autopilot.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", default=".kairos", help="autopilot files (default .kairos)")
+    p.add_argument("--cluster", default="lab", help="cluster name (default lab)")
+    p.add_argument("--engine", choices=("cassandra", "redis"), default="cassandra")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``autopilot`` sub-command and its actions."""
+    p = subparsers.add_parser(
+        "autopilot",
+        help="the closed loop: decide whether to re-plan and apply; pause, resume, status",
+        description="Used by playbooks/autopilot.yml; decide and adopt print one JSON object.",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    d = actions.add_parser("decide", help="re-plan? apply the due step? (prints JSON)")
+    _common(d)
+    d.add_argument("--trace", help="the collected trace (its last point is the observation)")
+    d.add_argument("--plan", help="judge this plan instead of the autopilot's current one")
+    d.add_argument("--forecast", help="the plan's forecast (default: the one adopted with it)")
+    d.add_argument("--now", help="ISO 8601 decision time (default: now)")
+    d.add_argument("--stale-fraction", type=float, default=0.25,
+                   help="re-plan when less than this share of the horizon is left (0.25)")
+    d.add_argument("--stale-steps", type=int, default=2,
+                   help="re-plan when fewer than N intervals are left (2)")
+    d.add_argument("--min-replan-seconds", type=float, default=600.0,
+                   help="minimum time between re-plans (600)")
+    d.add_argument("--failed-backoff-seconds", type=float,
+                   help="retry a failed step after this back-off (default: wait for a person)")
+    d.add_argument("--max-attempts", type=int, default=3,
+                   help="with a back-off, attempts before waiting for a person (3)")
+    d.add_argument("--deviation-slack", type=float, default=0.0,
+                   help="tolerance around the forecast interval (0)")
+    d.add_argument("--out", help="also write the decision (JSON) to this file")
+    d.set_defaults(func=run_decide)
+
+    a = actions.add_parser("adopt", help="make a new plan the current one; start the rate limit")
+    _common(a)
+    a.add_argument("--plan", required=True)
+    a.add_argument("--forecast")
+    a.add_argument("--reason", action="append", default=[], help="why (repeatable)")
+    a.set_defaults(func=run_adopt)
+
+    lg = actions.add_parser("log", help="append one JSON line to <state-dir>/autopilot.log.jsonl")
+    _common(lg)
+    lg.add_argument("--record", required=True, help="JSON object describing the run")
+    lg.set_defaults(func=run_log)
+
+    pa = actions.add_parser("pause", help="stop re-planning and applying (collection goes on)")
+    _common(pa)
+    pa.add_argument("--reason", help="why (shown by status and in every held run)")
+    pa.set_defaults(func=run_pause)
+
+    re = actions.add_parser("resume", help="undo pause")
+    _common(re)
+    re.set_defaults(func=run_resume)
+
+    st = actions.add_parser("status", help="current plan, its steps' state, pause, last runs")
+    _common(st)
+    st.add_argument("--runs", type=int, default=5, help="last log lines to show (5)")
+    st.set_defaults(func=run_status)
+
+
+def _now(text: str | None) -> datetime:
+    from planner.errors import ValidationError
+
+    if not text:
+        return datetime.now(UTC)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(f"--now: not an ISO 8601 time: {text!r}") from None
+    if when.tzinfo is None:
+        raise ValidationError("--now: give a UTC offset, e.g. 2026-11-21T12:00:00+00:00")
+    return when
+
+
+def _state_file(args: argparse.Namespace) -> Path:
+    from planner.autopilot import state_path
+
+    return state_path(args.state_dir, args.cluster, args.engine)
+
+
+def run_decide(args: argparse.Namespace) -> int:
+    from planner import autopilot as ap
+    from planner.rollout import load_state, state_path_for
+
+    now = _now(args.now)
+    policy = ap.Policy(
+        stale_fraction=args.stale_fraction,
+        stale_steps=args.stale_steps,
+        min_replan_seconds=args.min_replan_seconds,
+        failed_backoff_seconds=args.failed_backoff_seconds,
+        max_attempts=args.max_attempts,
+        deviation_slack=args.deviation_slack,
+    )
+    state = ap.load_autopilot_state(_state_file(args))
+    plan_path = args.plan or state.get("plan")
+    plan = ap.plan_view(plan_path) if plan_path and Path(plan_path).exists() else None
+    forecast = args.forecast or (state.get("forecast") if not args.plan else None)
+    band = ap.band_from_forecast(forecast) if forecast and Path(forecast).exists() else None
+    observed = ap.latest_observation(args.trace) if args.trace else None
+    decision = ap.decide(
+        now=now,
+        policy=policy,
+        plan=plan,
+        rollout_state=load_state(state_path_for(plan.path)) if plan else {},
+        autopilot_state=state,
+        band=band,
+        observed=observed,
+    )
+    out = decision.to_dict()
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(args.state_dir) / "plans" / f"{args.cluster}-{args.engine}-{stamp}"
+    # Where a re-plan writes (absolute: the playbook runs commands from elsewhere).
+    out["new_plan"] = str(base.with_suffix(".yml").resolve())
+    out["new_forecast"] = str(Path(f"{base}.forecast.json").resolve())
+    out["state_file"] = str(_state_file(args).resolve())
+    text = json.dumps(out, sort_keys=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def run_adopt(args: argparse.Namespace) -> int:
+    from planner.autopilot import adopt_plan, plan_view
+
+    plan_view(args.plan)  # refuse an invalid plan before it becomes the current one
+    state = adopt_plan(
+        _state_file(args), plan=str(Path(args.plan).resolve()),
+        forecast=str(Path(args.forecast).resolve()) if args.forecast else None,
+        now=datetime.now(UTC), reasons=args.reason,
+    )
+    print(json.dumps(state, sort_keys=True))
+    return 0
+
+
+def run_log(args: argparse.Namespace) -> int:
+    from planner.autopilot import append_log
+    from planner.errors import ValidationError
+
+    try:
+        record = json.loads(args.record)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"--record: not JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise ValidationError("--record: expected a JSON object")
+    record = {
+        "logged_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cluster": args.cluster,
+        "engine": args.engine,
+        **record,
+    }
+    path = append_log(args.state_dir, record)
+    print(f"logged to {path}")
+    return 0
+
+
+def run_pause(args: argparse.Namespace) -> int:
+    from planner.autopilot import set_paused
+
+    set_paused(_state_file(args), paused=True, reason=args.reason, now=datetime.now(UTC))
+    print(f"autopilot of {args.cluster}/{args.engine} paused (collection goes on); "
+          f"undo with: kairos autopilot resume --cluster {args.cluster} --engine {args.engine}")
+    return 0
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    from planner.autopilot import set_paused
+
+    set_paused(_state_file(args), paused=False, reason=None, now=datetime.now(UTC))
+    print(f"autopilot of {args.cluster}/{args.engine} resumed")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from planner.autopilot import LOG_NAME, load_autopilot_state
+    from planner.rollout import load_state, state_path_for
+
+    state = load_autopilot_state(_state_file(args))
+    print(f"autopilot {args.cluster}/{args.engine}: "
+          + (f"PAUSED since {state.get('paused_at')} ({state.get('paused_reason')})"
+             if state.get("paused") else "active"))
+    lock = Path(args.state_dir) / f"{args.cluster}-autopilot.lock"
+    print(f"run lock: {lock.read_text().strip() if lock.exists() else 'free'}")
+    plan = state.get("plan")
+    print(f"current plan: {plan or 'none'} (re-planned {state.get('last_replan_at', 'never')})")
+    if plan:
+        for sid, rec in sorted(load_state(state_path_for(plan)).get("steps", {}).items()):
+            print(f"  step {sid}: {rec.get('status')} at {rec.get('finished_at')}"
+                  f" ({rec.get('attempts')} attempt(s))"
+                  + (f": {rec['error']}" if rec.get("error") else ""))
+    log = Path(args.state_dir) / LOG_NAME
+    if log.exists():
+        lines = log.read_text().splitlines()[-args.runs:]
+        print(f"last {len(lines)} run(s) from {log}:")
+        for line in lines:
+            rec = json.loads(line)
+            print(f"  {rec.get('logged_at')} {rec.get('outcome', '?')}: {rec.get('message', '')}")
+    return 0

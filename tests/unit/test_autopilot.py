@@ -1,0 +1,207 @@
+"""The autopilot's decisions: stale plan, deviation, rate limit, failed-step back-off."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from planner import autopilot as ap
+from planner.cli import main
+from planner.errors import ValidationError
+
+T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def plan(
+    steps: int = 40, step_seconds: float = 20.0, dues: tuple[int, ...] = (2, 5)
+) -> ap.PlanView:
+    return ap.PlanView(
+        path="/p.yml",
+        start=T0,
+        step_seconds=step_seconds,
+        steps=steps,
+        step_dues=tuple((f"s{i + 1}", T0 + timedelta(seconds=d * step_seconds))
+                        for i, d in enumerate(dues)),
+    )
+
+
+def band(n: int = 40, lo: float = 200.0, hi: float = 400.0) -> ap.Band:
+    ts = tuple(T0.timestamp() + 20.0 * i for i in range(n))
+    return ap.Band(
+        timestamps=ts,
+        step_seconds=20.0,
+        load_lower=(lo,) * n,
+        load_upper=(hi,) * n,
+        mix_lower={"read": (0.7,) * n, "update": (0.0,) * n},
+        mix_upper={"read": (1.0,) * n, "update": (0.3,) * n},
+    )
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def obs(seconds: float, load: float = 300.0, read: float = 0.9) -> ap.Observation:
+    return ap.Observation(at(seconds).timestamp(), load, {"read": read, "update": 1 - read})
+
+
+POLICY = ap.Policy(stale_fraction=0.25, stale_steps=2, min_replan_seconds=600)
+
+
+def test_no_plan_replans() -> None:
+    d = ap.decide(now=at(0), policy=POLICY, plan=None, rollout_state={}, autopilot_state={})
+    assert d.replan and d.replan_reasons == ("there is no plan",)
+    assert not d.apply and d.step is None
+
+
+def test_fresh_plan_applies_the_due_step_without_replanning() -> None:
+    d = ap.decide(now=at(120), policy=POLICY, plan=plan(), rollout_state={}, autopilot_state={},
+                  band=band(), observed=obs(110))
+    assert not d.replan and d.apply and d.step == "s2"
+    assert d.message == "apply step s2"
+
+
+def test_no_step_due_yet() -> None:
+    d = ap.decide(now=at(10), policy=POLICY, plan=plan(), rollout_state={}, autopilot_state={})
+    assert not d.apply and d.step is None and d.message == "no step is due yet"
+
+
+def test_applied_step_is_not_applied_again() -> None:
+    state = {"steps": {"s2": {"status": "applied", "finished_at": at(110).isoformat()}}}
+    d = ap.decide(now=at(120), policy=POLICY, plan=plan(), rollout_state=state, autopilot_state={})
+    assert not d.apply and "already applied" in d.message
+
+
+@pytest.mark.parametrize(
+    ("seconds", "stale"),
+    [
+        (0, False),
+        (599, False),  # 201 s of 800 left: more than 25 %
+        (601, True),  # 199 s left: less than 25 % of the horizon
+        (800, True),  # horizon over
+        (900, True),
+    ],
+)
+def test_stale_plan_by_fraction(seconds: float, stale: bool) -> None:
+    d = ap.decide(now=at(seconds), policy=POLICY, plan=plan(), rollout_state={}, autopilot_state={})
+    assert d.replan is stale
+    if stale:
+        assert "horizon" in d.replan_reasons[0]
+
+
+def test_stale_plan_by_steps() -> None:
+    policy = ap.Policy(stale_fraction=0.0, stale_steps=5)
+    assert ap.staleness(plan(), at(800 - 120), policy) is None  # 6 steps left
+    assert "fewer than 5" in str(ap.staleness(plan(), at(800 - 80), policy))
+
+
+def test_deviation_of_load_triggers_a_replan() -> None:
+    d = ap.decide(now=at(120), policy=POLICY, plan=plan(), rollout_state={}, autopilot_state={},
+                  band=band(), observed=obs(110, load=900.0))
+    assert d.replan and "outside the forecast interval [200.0, 400.0]" in d.replan_reasons[0]
+    assert d.apply  # the current plan's due step still goes ahead unless a new plan replaces it
+
+
+def test_deviation_of_mix_triggers_a_replan() -> None:
+    d = ap.decide(now=at(120), policy=POLICY, plan=plan(), rollout_state={}, autopilot_state={},
+                  band=band(), observed=obs(110, read=0.2))
+    assert d.replan and "read share 20%" in d.replan_reasons[0]
+
+
+def test_deviation_slack_and_out_of_range_observation() -> None:
+    slack = ap.Policy(deviation_slack=0.5)
+    assert ap.deviation(band(), obs(110, load=500.0), slack) is None
+    assert ap.deviation(band(), obs(110, load=700.0), slack) is not None
+    assert ap.deviation(band(), obs(-100, load=5000.0), POLICY) is None  # before the forecast
+
+
+def test_rate_limit_blocks_a_second_replan() -> None:
+    recent = {"last_replan_at": at(-300).isoformat()}
+    d = ap.decide(now=at(700), policy=POLICY, plan=plan(), rollout_state={},
+                  autopilot_state={"last_replan_at": at(500).isoformat()})
+    assert not d.replan and d.replan_blocked and "minimum interval 600 s" in d.replan_blocked
+    assert "rate-limited" in d.message
+    d2 = ap.decide(now=at(700), policy=POLICY, plan=plan(), rollout_state={},
+                   autopilot_state=recent)
+    assert d2.replan and d2.replan_blocked is None
+
+
+def test_rate_limit_never_blocks_the_first_plan() -> None:
+    d = ap.decide(now=at(0), policy=POLICY, plan=None, rollout_state={},
+                  autopilot_state={"last_replan_at": at(-1).isoformat()})
+    assert d.replan
+
+
+def failed(attempts: int = 1, when: float = 100.0) -> dict[str, object]:
+    return {"steps": {"s2": {"status": "failed", "attempts": attempts,
+                             "finished_at": at(when).isoformat(), "error": "cass2: start"}}}
+
+
+def test_failed_step_waits_for_a_person() -> None:
+    d = ap.decide(now=at(5000), policy=POLICY, plan=plan(), rollout_state=failed(),
+                  autopilot_state={})
+    assert not d.apply and not d.replan  # a stale plan does not paper over the failure
+    assert d.hold and "waiting for a person" in d.hold and "cass2: start" in d.hold
+
+
+def test_failed_step_back_off_then_retry_then_give_up() -> None:
+    policy = ap.Policy(failed_backoff_seconds=300, max_attempts=2)
+    early = ap.decide(now=at(200), policy=policy, plan=plan(), rollout_state=failed(),
+                      autopilot_state={})
+    assert not early.apply and early.hold and "back-off until" in early.hold
+    late = ap.decide(now=at(401), policy=policy, plan=plan(), rollout_state=failed(),
+                     autopilot_state={})
+    assert late.apply and late.retry_failed and late.step == "s2" and not late.replan
+    spent = ap.decide(now=at(5000), policy=policy, plan=plan(), rollout_state=failed(attempts=2),
+                      autopilot_state={})
+    assert not spent.apply and spent.hold and "the limit" in spent.hold
+
+
+def test_paused_does_nothing() -> None:
+    d = ap.decide(now=at(5000), policy=POLICY, plan=None, rollout_state={},
+                  autopilot_state={"paused": True, "paused_reason": "freeze"})
+    assert d.paused and not d.replan and not d.apply and "freeze" in d.message
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"stale_fraction": 1.0}, "stale_fraction"),
+        ({"stale_steps": -1}, "stale_steps"),
+        ({"min_replan_seconds": -1}, "min_replan_seconds"),
+        ({"failed_backoff_seconds": -1}, "failed_backoff_seconds"),
+        ({"max_attempts": 0}, "max_attempts"),
+    ],
+)
+def test_policy_validation(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        ap.Policy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_naive_now_is_refused() -> None:
+    with pytest.raises(ValidationError, match="aware"):
+        ap.decide(now=datetime(2026, 1, 1), policy=POLICY, plan=None, rollout_state={},
+                  autopilot_state={})
+
+
+def test_cli_adopt_pause_log_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state_dir = str(tmp_path)
+    assert main(["autopilot", "decide", "--state-dir", state_dir]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["replan"] and decision["new_plan"].endswith(".yml")
+    assert main(["autopilot", "pause", "--state-dir", state_dir, "--reason", "freeze"]) == 0
+    assert main(["autopilot", "decide", "--state-dir", state_dir]) == 0
+    out = capsys.readouterr().out.splitlines()[-1]
+    assert json.loads(out)["paused"] is True
+    assert main(["autopilot", "resume", "--state-dir", state_dir]) == 0
+    assert main(["autopilot", "log", "--state-dir", state_dir,
+                 "--record", '{"outcome": "noop", "message": "hi"}']) == 0
+    assert main(["autopilot", "status", "--state-dir", state_dir]) == 0
+    out = capsys.readouterr().out
+    assert "active" in out and "noop: hi" in out
+    line = json.loads((tmp_path / "autopilot.log.jsonl").read_text().splitlines()[-1])
+    assert line["outcome"] == "noop" and line["cluster"] == "lab"
+    assert main(["autopilot", "log", "--state-dir", state_dir, "--record", "[1]"]) == 2
