@@ -343,6 +343,24 @@ def decide(
     )
 
 
+def running_config(
+    current: Mapping[str, Any],
+    steps: Sequence[tuple[str, Mapping[str, Any]]],
+    applied: Sequence[str],
+) -> dict[str, Any]:
+    """The configuration the cluster runs after the ``applied`` steps of a plan.
+
+    The plan's ``current_config`` with the targets of the applied steps merged in plan
+    order: what the next plan starts from.
+    """
+    config = dict(current)
+    done = set(applied)
+    for sid, target in steps:
+        if sid in done:
+            config.update(target)
+    return config
+
+
 # ------------------------------------------------------------- file inputs
 def plan_view(path: str | Path) -> PlanView:
     """The :class:`PlanView` of a plan file (validated by planner.plan)."""

@@ -124,8 +124,10 @@ def run_decide(args: argparse.Namespace) -> int:
         observed=observed,
     )
     out = decision.to_dict()
+    out["current_config"] = _write_running_config(args, plan.path) if plan else None
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = Path(args.state_dir) / "plans" / f"{args.cluster}-{args.engine}-{stamp}"
+    base.parent.mkdir(parents=True, exist_ok=True)
     # Where a re-plan writes (absolute: the playbook runs commands from elsewhere).
     out["new_plan"] = str(base.with_suffix(".yml").resolve())
     out["new_forecast"] = str(Path(f"{base}.forecast.json").resolve())
@@ -136,6 +138,26 @@ def run_decide(args: argparse.Namespace) -> int:
         Path(args.out).write_text(text + "\n")
     print(text)
     return 0
+
+
+def _write_running_config(args: argparse.Namespace, plan_path: str) -> str:
+    """Write what the cluster runs after the plan's applied steps; return the file's path."""
+    import yaml
+
+    from planner.autopilot import running_config
+    from planner.plan import load_plan
+    from planner.rollout import load_state, state_path_for
+
+    plan = load_plan(plan_path)
+    steps = load_state(state_path_for(plan_path)).get("steps", {})
+    applied = [sid for sid, rec in steps.items() if rec.get("status") == "applied"]
+    config = running_config(
+        plan.current_config, [(s.id, s.target) for s in plan.steps], applied
+    )
+    path = (Path(args.state_dir) / f"{args.cluster}-{args.engine}-running.yml").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=True))
+    return str(path)
 
 
 def run_adopt(args: argparse.Namespace) -> int:
