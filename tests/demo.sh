@@ -35,6 +35,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A rollout in progress (someone else's) holds the cluster's lock: wait for it, do not break it.
+for _ in $(seq 1 60); do
+  ls .kairos/*-cassandra.lock >/dev/null 2>&1 || break
+  say "a rollout holds $(ls .kairos/*-cassandra.lock | head -1); waiting for it to finish"
+  sleep 10
+done
 say "lab up (idempotent: a running lab is left as it is)"
 make -s lab-up
 
