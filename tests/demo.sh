@@ -36,11 +36,14 @@ cleanup() {
 trap cleanup EXIT
 
 # A rollout in progress (someone else's) holds the cluster's lock: wait for it, do not break it.
-for _ in $(seq 1 60); do
-  ls .kairos/*-cassandra.lock >/dev/null 2>&1 || break
-  say "a rollout holds $(ls .kairos/*-cassandra.lock | head -1); waiting for it to finish"
-  sleep 10
-done
+wait_for_rollouts() {
+  for _ in $(seq 1 90); do
+    ls .kairos/*-cassandra.lock >/dev/null 2>&1 || return 0
+    say "a rollout holds $(ls .kairos/*-cassandra.lock | head -1); waiting for it to finish"
+    sleep 10
+  done
+}
+wait_for_rollouts
 say "lab up (idempotent: a running lab is left as it is)"
 make -s lab-up
 
@@ -82,6 +85,7 @@ AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
   -e kairos_autopilot_current="$PWD/$DEMO/current.yml"
   -e '{"kairos_autopilot_plan_args": ["--method", "dp"]}')
 
+wait_for_rollouts
 say "autopilot tick 1: collect, export the trace, forecast, plan, apply what is due"
 "${AUTOPILOT[@]}" 2>&1 | sed 's/^/  tick1: /'
 PLAN=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['plan'])" "$DEMO/lab-cassandra-autopilot.json")
@@ -103,6 +107,7 @@ WAIT=$(python -c "import sys,time; print(max(0, int(float(sys.argv[1]) - time.ti
 say "the restart step is due in ${WAIT} s; waiting"
 sleep "$WAIT"
 
+wait_for_rollouts
 say "autopilot tick 2: apply the restart step through apply_plan.yml under the running load"
 ROLL0=$(date +%s)
 "${AUTOPILOT[@]}" 2>&1 | sed 's/^/  tick2: /'

@@ -187,6 +187,12 @@ def test_naive_now_is_refused() -> None:
                   autopilot_state={})
 
 
+def test_running_config_merges_applied_steps_in_order() -> None:
+    steps = [("s1", {"a": 1, "b": 1}), ("s2", {"b": 2}), ("s3", {"c": 3})]
+    got = ap.running_config({"a": 0, "b": 0, "c": 0}, steps, ["s2", "s1"])
+    assert got == {"a": 1, "b": 2, "c": 0}
+
+
 def test_cli_adopt_pause_log_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     state_dir = str(tmp_path)
     assert main(["autopilot", "decide", "--state-dir", state_dir]) == 0
