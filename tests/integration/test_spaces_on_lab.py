@@ -1,0 +1,119 @@
+"""Every parameter of the configuration spaces is accepted by the real servers.
+
+Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through the role's
+templates) with every cassandra.yaml parameter at a non-default value, then each node's
+system_views.settings must report them. The heap (JVM option) is exercised by the
+rollback test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a real
+node with the value the templates would write, then the node's own value is restored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import redis
+from cassandra.cluster import Cluster
+from cassandra.policies import WhiteListRoundRobinPolicy
+
+from planner.spaces import get_space, render_settings
+
+from .conftest import PlaybookRun, run_playbook
+
+pytestmark = pytest.mark.lab
+
+CASSANDRA_VALUES: dict[str, Any] = {
+    "memtable_flush_writers": 3,
+    "memtable_cleanup_threshold": 0.2,
+    "trickle_fsync": True,
+    "row_cache_size": "16MiB",
+    "memtable_allocation_type": "offheap_buffers",
+    "concurrent_reads": 48,
+    "concurrent_writes": 48,
+}
+# How system_views.settings prints each value.
+CASSANDRA_SHOWN = {
+    "memtable_flush_writers": "3",
+    "memtable_cleanup_threshold": "0.2",
+    "trickle_fsync": "true",
+    "row_cache_size": "16MiB",
+    "memtable_allocation_type": "offheap_buffers",
+    "concurrent_reads": "48",
+    "concurrent_writes": "48",
+}
+
+
+def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: PlaybookRun) -> None:
+    space = get_space("cassandra")
+    in_yaml = {k for k, p in space.parameters.items() if p.location == "cassandra.yaml"}
+    assert in_yaml == set(CASSANDRA_VALUES), "a new cassandra.yaml parameter needs a value here"
+    assert all(CASSANDRA_VALUES[k] != space.defaults()[k] for k in in_yaml)
+    space.validate(CASSANDRA_VALUES)
+    run = run_playbook(
+        "playbooks/change_settings.yml",
+        "-e",
+        json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
+        timeout=900,
+    )
+    print(f"\nchange_settings.yml (every parameter) rc={run.rc} in {run.seconds:.1f} s")
+    assert run.rc == 0, run.output[-4000:]
+    for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
+        cluster = Cluster(
+            [address],
+            protocol_version=5,
+            load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+            connect_timeout=30,
+        )
+        try:
+            rows = cluster.connect().execute(
+                "SELECT name, value FROM system_views.settings WHERE name IN %s",
+                (tuple(CASSANDRA_SHOWN),),
+            )
+            shown = {row.name: row.value for row in rows}
+        finally:
+            cluster.shutdown()
+        assert shown == CASSANDRA_SHOWN, f"{address} runs {shown}"
+
+
+def _value_for(param: Any, default: Any) -> Any:
+    """A valid value other than the default."""
+    if param.choices:
+        return next(c for c in param.choices if c != default)
+    if param.type == "bool":
+        return not default
+    if param.type == "size":
+        return "32mb"
+    return (param.minimum or 0) + 1 if default != (param.minimum or 0) + 1 else default + 1
+
+
+def test_every_live_redis_parameter_is_accepted_by_config_set(lab: PlaybookRun) -> None:
+    space = get_space("redis")
+    client = redis.Redis(host="127.0.0.1", port=7001, socket_timeout=5, decode_responses=True)
+    live = [k for k, p in space.parameters.items() if p.change == "live"]
+    assert live
+    original = {k: client.config_get(k)[k] for k in live}
+    try:
+        for key in live:
+            param = space.parameters[key]
+            value = space.normalize({key: _value_for(param, space.defaults()[key])})
+            space.validate(value)
+            rendered = render_settings("redis", value)["redis.conf"][key]
+            text = {True: "yes", False: "no"}.get(rendered, rendered)
+            try:
+                assert client.config_set(key, text), key
+            except redis.ResponseError as exc:
+                # Debian builds Redis against the system jemalloc, which lacks the hooks
+                # active defragmentation needs: the name is valid, "yes" is refused.
+                assert key == "activedefrag" and "Jemalloc" in str(exc), exc
+                print(f"\n{key}={text} refused by this Redis build: {exc}")
+                assert client.config_set(key, "no"), key
+            assert client.config_get(key)[key] != "", key
+        # Restart parameters cannot be set live; the server must know their names (their
+        # values go through redis.conf, proven by the Redis executor's io-threads restart).
+        for key in (k for k, p in space.parameters.items() if p.change == "restart"):
+            assert key in client.config_get(key), f"Redis does not know {key}"
+    finally:
+        for key, value in original.items():
+            client.config_set(key, value)
+        client.close()
