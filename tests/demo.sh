@@ -68,14 +68,18 @@ save_trace(WorkloadSeries(
 EOF
 
 say "start the load (kairos load --trace, QUORUM, keyspace kairos_demo) and the collector (kairos collect every ${STEP} s)"
-kairos load --engine cassandra --trace "$DEMO/load-trace.csv" --step-seconds "$STEP" \
+# A background job of a non-interactive shell starts with SIGINT ignored: give kairos load its
+# Ctrl-C handling back, so that `kill -INT` stops it cleanly (drain, then verify).
+python -c 'import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)
+from planner.cli import main; sys.exit(main(sys.argv[1:]))' \
+    load --engine cassandra --trace "$DEMO/load-trace.csv" --step-seconds "$STEP" \
     --keyspace kairos_demo --concurrency 32 --seed 7 --progress-interval "$STEP" \
-    --json --out "$DEMO/load.json" > "$DEMO/load.stdout" 2> >(sed 's/^/  load: /' >&2) &
+    --json --out "$DEMO/load.json" > "$DEMO/load.stdout" 2> >(sed -u 's/^/  load: /' >&2) &
 LOAD_PID=$!
 sleep 5
 kairos collect --engine cassandra --hosts cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3 \
     --cluster lab --store "$DEMO/kairos.db" --count "$OBSERVE_ROUNDS" --interval "$STEP" \
-    2>&1 | sed 's/^/  collect: /'
+    2>&1 | sed -u 's/^/  collect: /'
 kill -0 "$LOAD_PID" 2>/dev/null || { say "the load stopped early: $(cat "$DEMO/load.stdout")"; exit 1; }
 
 AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
@@ -87,11 +91,11 @@ AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
 
 wait_for_rollouts
 say "autopilot tick 1: collect, export the trace, forecast, plan, apply what is due"
-"${AUTOPILOT[@]}" 2>&1 | sed 's/^/  tick1: /'
+"${AUTOPILOT[@]}" 2>&1 | sed -u 's/^/  tick1: /'
 PLAN=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['plan'])" "$DEMO/lab-cassandra-autopilot.json")
 FORECAST="${PLAN%.yml}.forecast.json"
 say "the plan: $PLAN"
-kairos explain "$PLAN" | sed 's/^/  /'
+kairos explain "$PLAN" | sed -u 's/^/  /'
 RESTART_DUE=$(python - "$PLAN" <<'EOF'
 import sys
 from planner.plan import load_plan
@@ -110,7 +114,7 @@ sleep "$WAIT"
 wait_for_rollouts
 say "autopilot tick 2: apply the restart step through apply_plan.yml under the running load"
 ROLL0=$(date +%s)
-"${AUTOPILOT[@]}" 2>&1 | sed 's/^/  tick2: /'
+"${AUTOPILOT[@]}" 2>&1 | sed -u 's/^/  tick2: /'
 ROLL_S=$(( $(date +%s) - ROLL0 ))
 
 say "stop the load and verify every acknowledged write"
@@ -137,6 +141,6 @@ EOF
 say "report"
 kairos report --store "$DEMO/kairos.db" --cluster lab --engine cassandra --plan "$PLAN" \
     --forecast "$FORECAST" --title "Kairos demo: write-heavy to read-heavy" \
-    --out "$DEMO/report.html" | sed 's/^/  /'
-kairos autopilot status --state-dir "$DEMO" | sed 's/^/  /'
+    --out "$DEMO/report.html" | sed -u 's/^/  /'
+kairos autopilot status --state-dir "$DEMO" | sed -u 's/^/  /'
 say "done in $(( $(date +%s) - T0 )) s (rollout tick ${ROLL_S} s); report: $PWD/$DEMO/report.html; the lab is still running (make lab-down stops it)"
