@@ -27,7 +27,7 @@ setup: setup-system setup-python setup-cassandra  ## Install everything (idempot
 
 setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium (only when missing)
 	@missing=""; \
-	for pkg in openjdk-17-jre-headless maven redis-server redis-tools iproute2 chromium; do \
+	for pkg in openjdk-17-jre-headless maven redis-server redis-tools iproute2 chromium cron; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
