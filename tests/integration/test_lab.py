@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from cassandra.cluster import Cluster
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from .conftest import REPO, PlaybookRun, run_playbook
@@ -23,7 +23,11 @@ def test_every_node_serves_cql(lab: PlaybookRun) -> None:
         cluster = Cluster(
             [address],
             protocol_version=5,
-            load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+            execution_profiles={
+                EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                    load_balancing_policy=WhiteListRoundRobinPolicy([address])
+                )
+            },
             connect_timeout=20,
         )
         try:
@@ -48,9 +52,11 @@ def test_redis_cluster_is_ok_and_covers_every_slot(lab: PlaybookRun) -> None:
     for port in REDIS_PORTS:
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
         assert client.ping()
-        info = client.execute_command("CLUSTER INFO")
-        info = info.decode() if isinstance(info, bytes) else info
-        fields = dict(line.split(":", 1) for line in info.split() if ":" in line)
+        info = client.execute_command("CLUSTER INFO")  # redis-py 8 parses it into a dict
+        if not isinstance(info, dict):
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            info = dict(line.split(":", 1) for line in text.split() if ":" in line)
+        fields = {str(k): str(v) for k, v in info.items()}
         assert fields["cluster_state"] == "ok"
         assert fields["cluster_slots_assigned"] == "16384"
         roles.append(client.execute_command("ROLE")[0])

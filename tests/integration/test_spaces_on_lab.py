@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from cassandra.cluster import Cluster
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
 from planner.spaces import get_space, render_settings
@@ -62,15 +62,16 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
         cluster = Cluster(
             [address],
             protocol_version=5,
-            load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+            execution_profiles={
+                EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                    load_balancing_policy=WhiteListRoundRobinPolicy([address])
+                )
+            },
             connect_timeout=30,
         )
         try:
-            rows = cluster.connect().execute(
-                "SELECT name, value FROM system_views.settings WHERE name IN %s",
-                (tuple(CASSANDRA_SHOWN),),
-            )
-            shown = {row.name: row.value for row in rows}
+            rows = cluster.connect().execute("SELECT name, value FROM system_views.settings")
+            shown = {row.name: row.value for row in rows if row.name in CASSANDRA_SHOWN}
         finally:
             cluster.shutdown()
         assert shown == CASSANDRA_SHOWN, f"{address} runs {shown}"
