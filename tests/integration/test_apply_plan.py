@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible.module_utils.kairos_nodetool import parse_concurrency
+from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 from cassandra.cluster import Cluster
 
 from planner.loadgen import BackgroundLoad, LoadResult
@@ -52,7 +52,7 @@ def nodetool(host: str, *args: str) -> str:
 
 
 def up_normal(host: str) -> set[str]:
-    return {line.split()[1] for line in nodetool(host, "status").splitlines() if line[:2] == "UN"}
+    return {n["address"] for n in parse_status(nodetool(host, "status")) if n["code"] == "UN"}
 
 
 def toggle(current: Any, a: Any, b: Any) -> Any:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
@@ -43,7 +44,7 @@ def test_every_node_sees_every_peer_up_normal(lab: PlaybookRun) -> None:
         out = subprocess.run(
             [str(nodetool), "status"], capture_output=True, text=True, check=True
         ).stdout
-        up = {line.split()[1] for line in out.splitlines() if line.startswith("UN ")}
+        up = {n["address"] for n in parse_status(out) if n["code"] == "UN"}
         assert up == set(CASSANDRA.values()), f"{host} sees: {out}"
 
 
