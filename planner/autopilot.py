@@ -14,11 +14,14 @@ workload, the autopilot's own state and a policy), so every rule is unit-tested:
   failed is *not* retried blindly: the autopilot holds (no re-plan, no apply) until a
   person resumes or rolls it back, or — when ``failed_backoff_seconds`` is set — until
   that back-off has passed since the failure, up to ``max_attempts`` attempts;
-- nothing at all while the autopilot is paused (``kairos autopilot pause``).
+- nothing at all while the autopilot is paused (``kairos autopilot pause``);
+- an apply that failed before the executor recorded the step (plan refused, pre-flight
+  refusal) is recorded as a failed step too (:func:`judge_failed_apply`), so it holds like
+  any failed step; only "another run holds the apply lock" leaves the step due.
 
-Files under the state directory (``.kairos/`` by default):
-``<cluster>-<engine>-autopilot.json`` (current plan, last re-plan, pause) and
-``autopilot.log.jsonl`` (one JSON line per run).
+Files under the state directory (``.kairos/`` by default), one set per cluster and engine:
+``<cluster>-<engine>-autopilot.json`` (current plan, last re-plan, pause), and
+``autopilot.log.jsonl`` (one JSON line per engine per run).
 """
 
 from __future__ import annotations
@@ -476,3 +479,70 @@ def append_log(state_dir: str | Path, record: Mapping[str, Any]) -> Path:
     with p.open("a") as handle:
         handle.write(json.dumps(dict(record), sort_keys=True, default=str) + "\n")
     return p
+
+
+# ------------------------------------------------------------ a failed apply
+#: What the apply playbooks say when another run holds the engine's apply lock.
+LOCK_HELD = "another Kairos run holds"
+
+
+@dataclass(frozen=True)
+class ApplyFailure:
+    """What a failed apply means for the step (``kairos autopilot apply-failed``).
+
+    Attributes
+    ----------
+    outcome
+        ``apply-busy``: another run held the engine's apply lock, nothing was attempted and
+        the step stays due; ``apply-failed``: the step is recorded as failed, so the next
+        ticks hold until a person acts (or the back-off).
+    reason
+        The apply playbook's own failure message.
+    record
+        True when the autopilot must record the failure itself: the executor stopped before
+        recording it (a plan refused, a pre-flight refusal, a crash).
+    """
+
+    outcome: str
+    reason: str
+    record: bool
+
+
+def failure_reason(output: str) -> str:
+    """The failure message of an ``ansible-playbook`` run from its output.
+
+    The last ``msg:`` of a failed task (YAML result format) or the last ``"msg": ...``
+    (JSON), else the last non-empty line.
+    """
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in reversed(lines):
+        for key in ("msg: ", '"msg": '):
+            if line.startswith(key):
+                return line[len(key):].strip().rstrip(",").strip("'\"")
+    return lines[-1] if lines else "no output"
+
+
+def judge_failed_apply(
+    *, step: str, rollout_state: Mapping[str, Any], since: datetime, output: str
+) -> ApplyFailure:
+    """Classify an apply that exited non-zero (see :class:`ApplyFailure`).
+
+    Parameters
+    ----------
+    step
+        The step the autopilot asked the executor to carry out.
+    rollout_state
+        The plan's ``<plan>.state.json`` content, read after the apply.
+    since
+        When this autopilot run started: a record of the step at or after it was written by
+        this apply (the executor's rescue), an older one is a previous attempt's.
+    output
+        The apply playbook's output (its end is enough).
+    """
+    reason = failure_reason(output)
+    rec = rollout_state.get("steps", {}).get(step, {}) if rollout_state else {}
+    finished = _parse_time(rec.get("finished_at"))
+    recorded_now = finished is not None and finished >= since
+    if LOCK_HELD in reason and not recorded_now:
+        return ApplyFailure(outcome="apply-busy", reason=reason, record=False)
+    return ApplyFailure(outcome="apply-failed", reason=reason, record=not recorded_now)

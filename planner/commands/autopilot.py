@@ -1,4 +1,4 @@
-"""``kairos autopilot decide|adopt|log|pause|resume|status``: the closed loop's bookkeeping.
+"""``kairos autopilot decide|adopt|apply-failed|log|pause|resume|status``: the loop's bookkeeping.
 
 ``playbooks/autopilot.yml`` calls these on the control host (docs/autopilot.md).
 """
@@ -54,6 +54,18 @@ def register(subparsers: Any) -> None:
     a.add_argument("--forecast")
     a.add_argument("--reason", action="append", default=[], help="why (repeatable)")
     a.set_defaults(func=run_adopt)
+
+    af = actions.add_parser(
+        "apply-failed",
+        help="after a failed apply: record the step as failed unless the executor did (JSON)",
+    )
+    _common(af)
+    af.add_argument("--plan", required=True)
+    af.add_argument("--step", required=True)
+    af.add_argument("--since", required=True,
+                    help="ISO 8601 start of this run (an older record is not this apply's)")
+    af.add_argument("--output", default="", help="the end of the apply playbook's output")
+    af.set_defaults(func=run_apply_failed)
 
     lg = actions.add_parser("log", help="append one JSON line to <state-dir>/autopilot.log.jsonl")
     _common(lg)
@@ -173,6 +185,24 @@ def run_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_apply_failed(args: argparse.Namespace) -> int:
+    from planner.autopilot import judge_failed_apply
+    from planner.rollout import load_state, record_step, state_path_for
+
+    state_file = state_path_for(args.plan)
+    failure = judge_failed_apply(
+        step=args.step, rollout_state=load_state(state_file), since=_now(args.since),
+        output=args.output,
+    )
+    if failure.record:
+        record_step(state_file, step_id=args.step, status="failed",
+                    error=f"the apply stopped before recording the step: {failure.reason}")
+    print(json.dumps({"outcome": failure.outcome, "reason": failure.reason,
+                      "recorded_by": "autopilot" if failure.record else None,
+                      "state": str(state_file)}, sort_keys=True))
+    return 0
+
+
 def run_log(args: argparse.Namespace) -> int:
     from planner.autopilot import append_log
     from planner.errors import ValidationError
@@ -234,5 +264,6 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"last {len(lines)} run(s) from {log}:")
         for line in lines:
             rec = json.loads(line)
-            print(f"  {rec.get('logged_at')} {rec.get('outcome', '?')}: {rec.get('message', '')}")
+            print(f"  {rec.get('logged_at')} {rec.get('engine', '?')} {rec.get('outcome', '?')}: "
+                  f"{rec.get('message', '')}")
     return 0

@@ -211,3 +211,79 @@ def test_cli_adopt_pause_log_status(tmp_path: Path, capsys: pytest.CaptureFixtur
     line = json.loads((tmp_path / "autopilot.log.jsonl").read_text().splitlines()[-1])
     assert line["outcome"] == "noop" and line["cluster"] == "lab"
     assert main(["autopilot", "log", "--state-dir", state_dir, "--record", "[1]"]) == 2
+
+
+# ------------------------------------------------------------ a failed apply
+PREFLIGHT_REFUSED = """\
+TASK [Refuse the rollout] ******************************************************
+fatal: [redis1 -> localhost]: FAILED! =>
+    changed: false
+    msg: 'pre-flight refused, nothing was touched: redis2 hz is 10, the plan says 11'
+
+PLAY RECAP *********************************************************************
+localhost                  : ok=7    changed=0    unreachable=0    failed=0
+"""
+LOCK_BUSY = """\
+TASK [Take the cluster's lock] *************************************************
+fatal: [localhost]: FAILED! => {"changed": false, "locked": true, "msg": "x"}
+    msg: another Kairos run holds /r/.kairos/lab-redis.lock (owner 20261121T1200, since \
+2026-11-21T12:00:00+0000); this run exits without touching the cluster
+"""
+
+
+def test_failure_reason_is_the_last_msg_of_the_output() -> None:
+    assert ap.failure_reason(PREFLIGHT_REFUSED) == (
+        "pre-flight refused, nothing was touched: redis2 hz is 10, the plan says 11"
+    )
+    assert ap.failure_reason('x\n  "msg": "boom",\n') == "boom"  # JSON result format
+    assert ap.failure_reason("only this\n\n") == "only this"
+    assert ap.failure_reason("") == "no output"
+
+
+def test_apply_refused_before_recording_is_recorded_by_the_autopilot() -> None:
+    got = ap.judge_failed_apply(step="s1", rollout_state={"steps": {}}, since=T0,
+                                output=PREFLIGHT_REFUSED)
+    assert got.outcome == "apply-failed" and got.record
+    assert got.reason.startswith("pre-flight refused")
+
+
+def test_apply_failure_the_executor_recorded_is_not_recorded_twice() -> None:
+    state = {"steps": {"s1": {"status": "failed", "attempts": 1,
+                              "finished_at": at(30).isoformat(), "error": "cass2: start"}}}
+    got = ap.judge_failed_apply(step="s1", rollout_state=state, since=T0, output="rollout stopped")
+    assert got.outcome == "apply-failed" and not got.record
+
+
+def test_a_retry_that_fails_before_recording_counts_as_another_attempt() -> None:
+    """Regression: an older failure record must not hide this attempt's failure."""
+    state = {"steps": {"s1": {"status": "failed", "attempts": 1,
+                              "finished_at": at(-900).isoformat()}}}
+    got = ap.judge_failed_apply(step="s1", rollout_state=state, since=T0,
+                                output=PREFLIGHT_REFUSED)
+    assert got.record
+
+
+def test_apply_lock_held_by_another_run_leaves_the_step_due() -> None:
+    got = ap.judge_failed_apply(step="s1", rollout_state={}, since=T0, output=LOCK_BUSY)
+    assert got.outcome == "apply-busy" and not got.record
+    assert "another Kairos run holds" in got.reason
+
+
+def test_cli_apply_failed_records_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan_file = tmp_path / "p.yml"
+    state_file = tmp_path / "p.yml.state.json"
+    args = ["autopilot", "apply-failed", "--state-dir", str(tmp_path), "--engine", "redis",
+            "--plan", str(plan_file), "--step", "s1",
+            "--since", (datetime.now(UTC) - timedelta(minutes=1)).isoformat()]
+    assert main([*args, "--output", PREFLIGHT_REFUSED]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "apply-failed" and out["recorded_by"] == "autopilot"
+    rec = json.loads(state_file.read_text())["steps"]["s1"]
+    assert rec["status"] == "failed" and rec["attempts"] == 1
+    assert "pre-flight refused" in rec["error"]
+    # The record is this run's now: asking again does not add an attempt.
+    assert main([*args, "--output", PREFLIGHT_REFUSED]) == 0
+    assert json.loads(capsys.readouterr().out)["recorded_by"] is None
+    assert json.loads(state_file.read_text())["steps"]["s1"]["attempts"] == 1
+    assert main([*args, "--output", LOCK_BUSY]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "apply-failed"  # recorded already
