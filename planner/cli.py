@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "batches",
     "rollout",
     "load",
+    "calibrate",
     "collect",
     "report",
     "autopilot",

@@ -566,6 +566,104 @@ def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:
     return float(np.mean(np.abs(predicted - actual) / actual))
 
 
+@dataclass(frozen=True)
+class _Observations:
+    """Observations validated and turned into model rows (see :func:`_prepare`)."""
+
+    y: np.ndarray
+    mixes: np.ndarray
+    xconf: np.ndarray
+    features: tuple[Feature, ...]
+
+
+def _prepare(
+    observations: str | Path | pd.DataFrame, engine: str, params: Sequence[str] | None
+) -> _Observations:
+    classes = classes_for(engine)
+    space = get_space(engine)
+    df = _read_observations(observations)
+    df.columns = [str(c).strip() for c in df.columns]
+    for col in (*classes, TARGET):
+        if col not in df.columns:
+            raise ValidationError(f"{col}: column missing from the observations")
+    extra = [c for c in df.columns if c not in (*classes, TARGET)]
+    unknown = [c for c in extra if c not in space]
+    if unknown:
+        raise ValidationError(
+            f"{unknown[0]}: unknown {engine} parameter column in the observations"
+        )
+    y = pd.to_numeric(df[TARGET], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isfinite(y) | (y <= 0))
+    if bad.size:
+        raise ValidationError(f"{TARGET}: row {int(bad[0])}: must be a positive number")
+    configs: list[dict[str, Any]] = []
+    for i, row in enumerate(df[extra].to_dict("records")):
+        try:
+            configs.append(space.complete({k: _plain(v) for k, v in row.items()}))
+        except ValidationError as exc:
+            raise ValidationError(f"observations row {i}: {exc}") from None
+    mix_rows = df[list(classes)].to_dict("records")
+    if params is None:
+        params = [p for p in extra if len({str(c[p]) for c in configs}) > 1]
+    for p in params:
+        space[p]
+    features = _features_for(space, configs, params)
+    n_c, n_j = len(classes), len(features)
+    scaffold = PerformanceModel(
+        engine=engine,
+        name="scaffold",
+        version=0,
+        model_type="fitted",
+        features=tuple(features),
+        coef=np.zeros((n_c, 1 + n_j)),
+        cov=np.zeros((n_c * (1 + n_j),) * 2),
+        sigma=0.0,
+    )
+    try:
+        mixes = scaffold.mix_matrix(mix_rows)
+    except ValidationError as exc:
+        raise ValidationError(f"observations {exc}") from None
+    return _Observations(y, mixes, scaffold.config_matrix(configs), tuple(features))
+
+
+def _n_fitted(z: np.ndarray) -> int:
+    """Coefficients OLS actually fits: all-zero columns (a class never seen) are left out."""
+    return int(np.count_nonzero(np.any(z != 0, axis=0)))
+
+
+def _fit_all(
+    obs: _Observations, design: str, engine: str
+) -> tuple[np.ndarray, np.ndarray, float, float, list[str]]:
+    """Fit ``design`` on every row; coefficients in the full interaction layout, plus notes."""
+    classes = classes_for(engine)
+    n_c, n_j = len(classes), len(obs.features)
+    mixes = obs.mixes
+    beta, cov, sigma, r2 = _ols(_design(mixes, obs.xconf, design), np.log(obs.y))
+    coef, full_cov = _expand(beta, cov, design, n_c, n_j)
+    coef, full_cov = coef.copy(), full_cov.copy()
+    notes = [
+        f"class {c} never exceeds 5% of the mix: predictions for {c}-heavy mixes extrapolate"
+        for j, c in enumerate(classes)
+        if 0 < mixes[:, j].max() < 0.05
+    ]
+    absent = [j for j in range(n_c) if mixes[:, j].max() == 0]
+    present = [j for j in range(n_c) if j not in absent]
+    if absent:
+        # An unobserved class gets the average of the observed ones, with a wide variance.
+        p_j = 1 + n_j
+        for j in absent:
+            coef[j] = coef[present].mean(axis=0)
+            idx = np.arange(j * p_j, (j + 1) * p_j)
+            full_cov[idx, :] = 0.0
+            full_cov[:, idx] = 0.0
+            full_cov[idx, idx] = 1.0
+            notes.append(
+                f"class {classes[j]} never observed: its coefficients are the mean of the "
+                "observed classes with variance 1 (log scale)"
+            )
+    return coef, full_cov, sigma, r2, notes
+
+
 def fit_model(
     observations: str | Path | pd.DataFrame,
     *,
@@ -606,57 +704,14 @@ def fit_model(
         Missing columns, bad fractions, unknown parameters or values, non-positive ops/s, or
         too few rows for the number of coefficients.
     """
-    classes = classes_for(engine)
-    space = get_space(engine)
-    df = _read_observations(observations)
-    df.columns = [str(c).strip() for c in df.columns]
-    for col in (*classes, TARGET):
-        if col not in df.columns:
-            raise ValidationError(f"{col}: column missing from the observations")
-    extra = [c for c in df.columns if c not in (*classes, TARGET)]
-    unknown = [c for c in extra if c not in space]
-    if unknown:
-        raise ValidationError(
-            f"{unknown[0]}: unknown {engine} parameter column in the observations"
-        )
     if not 0 < test_fraction < 1:
         raise ValidationError(f"test_fraction: must be in (0, 1), got {test_fraction}")
-    y = pd.to_numeric(df[TARGET], errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~np.isfinite(y) | (y <= 0))
-    if bad.size:
-        raise ValidationError(f"{TARGET}: row {int(bad[0])}: must be a positive number")
-    configs: list[dict[str, Any]] = []
-    for i, row in enumerate(df[extra].to_dict("records")):
-        try:
-            configs.append(space.complete({k: _plain(v) for k, v in row.items()}))
-        except ValidationError as exc:
-            raise ValidationError(f"observations row {i}: {exc}") from None
-    mix_rows = df[list(classes)].to_dict("records")
-    if params is None:
-        params = [p for p in extra if len({str(c[p]) for c in configs}) > 1]
-    for p in params:
-        space[p]
-    features = _features_for(space, configs, params)
-    n_c, n_j = len(classes), len(features)
-    scaffold = PerformanceModel(
-        engine=engine,
-        name="scaffold",
-        version=0,
-        model_type="fitted",
-        features=tuple(features),
-        coef=np.zeros((n_c, 1 + n_j)),
-        cov=np.zeros((n_c * (1 + n_j),) * 2),
-        sigma=0.0,
-    )
-    try:
-        mixes = scaffold.mix_matrix(mix_rows)
-    except ValidationError as exc:
-        raise ValidationError(f"observations {exc}") from None
-    xconf = scaffold.config_matrix(configs)
+    obs = _prepare(observations, engine, params)
+    mixes, xconf, y = obs.mixes, obs.xconf, obs.y
     logy = np.log(y)
     n = len(y)
     designs = ["interaction", "additive"] if design == "auto" else [design]
-    need = max(_design(mixes[:1], xconf[:1], d).shape[1] for d in designs)
+    need = max(_n_fitted(_design(mixes, xconf, d)) for d in designs)
     n_test = max(1, round(test_fraction * n))
     if n - n_test < need + 2:
         raise ValidationError(
@@ -674,29 +729,7 @@ def fit_model(
         scores[d] = _mape(y[test], np.exp(zte @ beta))
     baseline = scores.pop("mix-only")
     chosen = min(designs, key=lambda d: scores[d])
-    beta, cov, sigma, r2 = _ols(_design(mixes, xconf, chosen), logy)
-    coef, full_cov = _expand(beta, cov, chosen, n_c, n_j)
-    coef, full_cov = coef.copy(), full_cov.copy()
-    notes = [
-        f"class {c} never exceeds 5% of the mix: predictions for {c}-heavy mixes extrapolate"
-        for j, c in enumerate(classes)
-        if 0 < mixes[:, j].max() < 0.05
-    ]
-    absent = [j for j in range(n_c) if mixes[:, j].max() == 0]
-    present = [j for j in range(n_c) if j not in absent]
-    if absent:
-        # An unobserved class gets the average of the observed ones, with a wide variance.
-        p_j = 1 + n_j
-        for j in absent:
-            coef[j] = coef[present].mean(axis=0)
-            idx = np.arange(j * p_j, (j + 1) * p_j)
-            full_cov[idx, :] = 0.0
-            full_cov[:, idx] = 0.0
-            full_cov[idx, idx] = 1.0
-            notes.append(
-                f"class {classes[j]} never observed: its coefficients are the mean of the "
-                "observed classes with variance 1 (log scale)"
-            )
+    coef, full_cov, sigma, r2, notes = _fit_all(obs, chosen, engine)
     report = FitReport(
         n_observations=n,
         n_train=len(train),
@@ -714,7 +747,7 @@ def fit_model(
         name=name or f"{engine}-fitted",
         version=1,
         model_type="fitted",
-        features=tuple(features),
+        features=obs.features,
         coef=coef,
         cov=full_cov,
         sigma=sigma,
@@ -722,6 +755,53 @@ def fit_model(
         info={"fit": report.to_dict()},
     )
     return model, report
+
+
+def fit_design(
+    observations: str | Path | pd.DataFrame,
+    *,
+    engine: str,
+    design: str,
+    params: Sequence[str] | None = None,
+    name: str | None = None,
+) -> PerformanceModel:
+    """Fit one design on every row, holding nothing out: the caller validates the model.
+
+    For callers with their own validation scheme, e.g. leave-one-configuration-out in
+    planner/calibrate.py, where a random row hold-out would leak each configuration's other
+    rows into training. Same observations and ``params`` as :func:`fit_model`; ``design`` is
+    ``"interaction"`` or ``"additive"``. Needs one row more than the coefficients fitted (so
+    that ``sigma`` is defined).
+
+    Raises
+    ------
+    ValidationError
+        As :func:`fit_model`; also for a rank-deficient design.
+    """
+    if design not in ("interaction", "additive"):
+        raise ValidationError(f"design: must be interaction or additive, got {design!r}")
+    obs = _prepare(observations, engine, params)
+    n = len(obs.y)
+    need = _n_fitted(_design(obs.mixes, obs.xconf, design))
+    if n < need + 1:
+        raise ValidationError(
+            f"observations: {n} rows are too few to fit {need} coefficients ({design}); "
+            f"need at least {need + 1}"
+        )
+    coef, cov, sigma, r2, notes = _fit_all(obs, design, engine)
+    return PerformanceModel(
+        engine=engine,
+        name=name or f"{engine}-fitted",
+        version=1,
+        model_type="fitted",
+        features=obs.features,
+        coef=coef,
+        cov=cov,
+        sigma=sigma,
+        provenance=f"fitted by planner.perfmodel.fit_design on {n} observations",
+        info={"fit": {"design": design, "n_observations": n, "r_squared": r2,
+                      "sigma": sigma, "notes": notes}},
+    )
 
 
 def _plain(value: Any) -> Any:

@@ -1,0 +1,276 @@
+"""``kairos calibrate``: measure configurations on the live cluster, fit the performance model."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+CLS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``calibrate`` sub-command."""
+    p = subparsers.add_parser(
+        "calibrate",
+        help="measure configurations on the live cluster and fit the performance model",
+        description="Choose configurations to measure (the running one first, then a "
+        "space-filling design, then where the fitted model is least sure), apply each through "
+        "the executor (playbooks/change_settings.yml: live where possible, rolling restart "
+        "otherwise), warm up, measure every workload mix with the load generator, save each "
+        "observation at once (an interrupted calibration resumes where it stopped), refit "
+        "the model and report its leave-one-configuration-out error. At the end the "
+        "configuration that ran before is restored unless --keep-last. Cassandra "
+        "credentials come from KAIROS_CASSANDRA_USERNAME / KAIROS_CASSANDRA_PASSWORD, never "
+        "from the command line. See docs/calibration.md.",
+    )
+    p.add_argument("--engine", choices=("cassandra",), default="cassandra")
+    p.add_argument("--dir", default=".kairos/calibration/cassandra",
+                   help="calibration directory: state.json, observations.csv, model.json, "
+                   "report.json, executor.log (default .kairos/calibration/cassandra); the "
+                   "same directory resumes")
+    space = p.add_argument_group("what to measure")
+    space.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2,...",
+                       help="a parameter and its levels (repeatable); the running value is "
+                       "always added. Default: the space's grid keys over their candidate "
+                       "values")
+    space.add_argument("--mix", action="append", default=[], metavar="NAME:CLASS=F,...",
+                       help="a workload mix to measure (repeatable), e.g. "
+                       "read-heavy:read=0.9,update=0.1. Default: read-heavy (read 0.9, update "
+                       "0.1) and write-heavy (read 0.1, update 0.9)")
+    space.add_argument("--current", metavar="FILE",
+                       help="YAML mapping of the running values (default: read over CQL; "
+                       "needed for heap_size)")
+    space.add_argument("--initial", type=int, default=0,
+                       help="configurations of the space-filling design before the model "
+                       "chooses (default: parameters + 1)")
+    space.add_argument("--seed", type=int, default=0, help="seed of the design's tie-breaks")
+    bud = p.add_argument_group("budget (give one or both)")
+    bud.add_argument("--runs", type=int, help="configurations in the whole calibration, "
+                     "resumed ones included")
+    bud.add_argument("--minutes", type=float, help="wall time of this invocation: no "
+                     "configuration starts that is not expected to finish in it")
+    run = p.add_argument_group("each run")
+    run.add_argument("--warmup", type=float, default=30.0,
+                     help="seconds of unmeasured load after each change (default 30)")
+    run.add_argument("--seconds", type=float, default=60.0,
+                     help="seconds measured per mix (default 60)")
+    run.add_argument("--keep-last", action="store_true",
+                     help="leave the last measured configuration running (default: restore)")
+    run.add_argument("--fit-only", action="store_true",
+                     help="refit from the directory's observations; touch no node")
+    ex = p.add_argument_group("executor")
+    ex.add_argument("--inventory", default="inventories/local/hosts.yml")
+    ex.add_argument("--playbook", default="playbooks/change_settings.yml")
+    ex.add_argument("--rollout-cl", type=str.upper, choices=CLS, default="QUORUM",
+                    help="consistency level the rolling restarts keep (default QUORUM)")
+    ld = p.add_argument_group("load (see kairos load)")
+    ld.add_argument("--hosts", help="comma-separated contact points (default: the local lab)")
+    ld.add_argument("--port", type=int, default=9042)
+    ld.add_argument("--cl", type=str.upper, choices=CLS, default="QUORUM",
+                    help="consistency level of the measured operations (default QUORUM)")
+    ld.add_argument("--keyspace", default="kairos_load")
+    ld.add_argument("--table", default="usertable")
+    ld.add_argument("--keys", type=int, default=100_000,
+                    help="records, written once before the first measurement (default 100000)")
+    ld.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
+                    default="zipfian")
+    ld.add_argument("--value-size", type=int, default=100)
+    ld.add_argument("--concurrency", type=int, default=64, help="requests in flight per process")
+    ld.add_argument("--processes", type=int, default=1)
+    p.set_defaults(func=run_command)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _read_current(path: str, engine: str) -> dict[str, Any]:
+    import yaml
+
+    from planner.errors import ValidationError
+    from planner.spaces import get_space
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValidationError(f"--current: {path}: cannot read it ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"--current: {path}: expected a mapping parameter -> value")
+    return get_space(engine).normalize(data)
+
+
+def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str, Any]:
+    from planner.calibrate import best_by_mix, fit_observations, observations_frame
+    from planner.perfmodel import save_model
+
+    df = observations_frame(state)
+    model, fit = fit_observations(df, engine=state.engine) if len(df) else (
+        None, {"error": "no observations", "heldout_mape": None})
+    report = {
+        "kind": "kairos-calibration-report",
+        "engine": state.engine,
+        "stopped": stopped,
+        "configurations": len(state.design),
+        "measurements": len(state.measurements),
+        "failed_operations": sum(int(m.get("failed", 0)) for m in state.measurements),
+        "fit": fit,
+        "best_by_mix": best_by_mix(state),
+        "original": state.original,
+        "levels": state.levels,
+        "mixes": state.mixes,
+        "environment": state.environment,
+        "command": state.command,
+        "files": {k: str(v) for k, v in paths.items()},
+    }
+    if model is not None:
+        env = state.environment
+        model = dataclasses.replace(
+            model,
+            provenance=f"kairos calibrate: {len(df)} observations ({paths['observations']}) "
+            f"on {env.get('cpus')} CPU(s) {env.get('cpu', '')}, Cassandra "
+            f"{env.get('cluster_version', '?')}, from {state.created_at}",
+            info={"calibration": {k: v for k, v in report.items() if k != "files"}},
+        )
+        save_model(model, paths["model"])
+    paths["report"].write_text(json.dumps(report, indent=1) + "\n")
+    return report
+
+
+def _summary(report: dict[str, Any]) -> str:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    fit = report["fit"]
+    lines = [f"calibration: {report['configurations']} configuration(s), "
+             f"{report['measurements']} measurement(s), {report['failed_operations']} failed "
+             f"operation(s); {report['stopped']}"]
+    if fit.get("error"):
+        lines.append(f"no model: {fit['error']}")
+    else:
+        lines.append(
+            f"model ({fit['design']}, {fit['n_observations']} observations): held-out MAPE "
+            f"{pct(fit['heldout_mape'])} (leave-one-configuration-out), in-sample "
+            f"{pct(fit['in_sample_mape'])}; mix-only baseline held-out "
+            f"{pct(fit['baseline_heldout_mape'])}"
+        )
+    for mix, best in report["best_by_mix"].items():
+        gain = "" if best["gain"] is None else f" ({best['gain']:+.1%} over the original)"
+        lines.append(f"{mix}: best {best['best_ops_per_s']:.0f} ops/s with "
+                     f"{best['best_config']}{gain}")
+    lines.extend(f"wrote {report['files'][k]}" for k in ("observations", "model", "report")
+                 if k != "model" or not fit.get("error"))
+    return "\n".join(lines)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Validate everything, then calibrate (or only refit with --fit-only)."""
+    from planner.calibrate import (
+        DEFAULT_MIXES,
+        Budget,
+        CalibrationState,
+        ExecutorBench,
+        default_levels,
+        describe_environment,
+        find_ansible_playbook,
+        make_space,
+        parse_levels,
+        parse_mixes,
+        read_running_config,
+        restore,
+        run_calibration,
+        write_observations,
+    )
+    from planner.errors import ValidationError
+    from planner.loadgen import LoadConfig, parse_mix
+
+    engine = args.engine
+    root = Path(args.dir)
+    paths = {"state": root / "state.json", "observations": root / "observations.csv",
+             "model": root / "model.json", "report": root / "report.json",
+             "executor_log": root / "executor.log"}
+    if args.fit_only:
+        state = CalibrationState.load(paths["state"])
+        write_observations(state, paths["observations"])
+        print(_summary(_fit_and_write(state, paths, "refit only")))
+        return 0
+
+    # Everything is checked here, before any node is touched.
+    levels = parse_levels(args.param, engine) if args.param else default_levels(engine)
+    mixes = (parse_mixes(args.mix, engine) if args.mix
+             else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
+    budget = Budget(runs=args.runs, minutes=args.minutes)
+    initial = args.initial or len(levels) + 1
+    if initial < 1:
+        raise ValidationError(f"--initial: must be >= 1, got {args.initial}")
+    if not args.seconds > 0 or not args.warmup >= 0:
+        raise ValidationError("--seconds must be > 0 and --warmup >= 0")
+    hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
+    load = LoadConfig(
+        engine=engine, contact_points=hosts, port=args.port, cl=args.cl,
+        keyspace=args.keyspace, table=args.table, keys=args.keys,
+        max_keys=max(args.keys, 1_000_000), distribution=args.distribution,
+        value_size=args.value_size, concurrency=args.concurrency, processes=args.processes,
+        seconds=args.seconds, mix=next(iter(mixes.values())), verify=False,
+    )
+    for name, path in (("--inventory", args.inventory), ("--playbook", args.playbook)):
+        if not Path(path).exists():
+            raise ValidationError(f"{name}: {path}: no such file")
+    ansible_playbook = find_ansible_playbook()
+
+    if paths["state"].exists():
+        state = CalibrationState.load(paths["state"])
+        state.compatible(engine=engine, levels=levels, mixes=mixes)
+        _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
+             f"{len(state.measurements)} measurement(s) so far")
+    else:
+        running = _read_current(args.current, engine) if args.current else {}
+        unknown = [k for k in levels if k not in running]
+        version = ""
+        if unknown:
+            read, version = read_running_config(
+                unknown, hosts=[h.rpartition(":")[0] or h for h in load.contact_points],
+                port=args.port, keyspace=args.keyspace, table=args.table)
+            running.update(read)
+        space = make_space(engine, levels, running)
+        original = {k: running[k] for k in space.params}
+        from datetime import UTC, datetime
+
+        state = CalibrationState(
+            engine=engine, levels=space.to_dict(), mixes=mixes, seed=args.seed,
+            original=original, applied=dict(original),
+            created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+            command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
+            environment=describe_environment(version),
+        )
+        state.save(paths["state"])
+        grid = len(space.grid())
+        _log(f"calibrate: {grid} configuration(s) in the grid over {list(space.params)}; "
+             f"running now: {original}")
+
+    bench = ExecutorBench(
+        load=load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
+        playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
+        log_path=paths["executor_log"], ansible_playbook=ansible_playbook, log=_log,
+    )
+    try:
+        stopped = run_calibration(state, bench=bench, budget=budget, initial=initial,
+                                  state_path=paths["state"],
+                                  observations_path=paths["observations"], log=_log)
+    except KeyboardInterrupt:
+        _log(f"calibrate: interrupted; everything measured is in {paths['state']}. The "
+             f"cluster runs {state.applied}. Rerun the same command to resume.")
+        return 130
+    _log(f"calibrate: stopped: {stopped}")
+    write_observations(state, paths["observations"])
+    report = _fit_and_write(state, paths, stopped)
+    if args.keep_last:
+        _log(f"calibrate: --keep-last: the cluster keeps {state.applied}")
+    else:
+        restore(state, bench=bench, state_path=paths["state"], log=_log)
+    print(_summary(report))
+    return 0
