@@ -1,0 +1,476 @@
+"""kairos calibrate: design, refinement, resume, budget, state/CSV, fit and held-out error.
+
+The cluster is replaced by :class:`SyntheticBench`, a pure Python function of configuration
+and mix standing in for measurements. It tests the ALGORITHM (what is measured, in which
+order, what is saved and fitted), not Cassandra; tests/integration/test_calibrate.py runs
+the same code against the lab.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner import calibrate as cal
+from planner.cli import main
+from planner.errors import ValidationError
+from planner.perfmodel import fit_model
+
+RH = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}
+WH = {"read": 0.1, "update": 0.9, "insert": 0.0, "scan": 0.0}
+MIXES = {"read-heavy": RH, "write-heavy": WH}
+DEFAULTS = {"concurrent_reads": 32, "concurrent_writes": 32}
+
+
+class Interrupted(Exception):
+    """Stands for Ctrl-C / a crash in the middle of a calibration."""
+
+
+class SyntheticBench:
+    """A pure function standing in for the cluster (SYNTHETIC: not a measurement).
+
+    log(ops/s) = log(base per class) + read-side effect of concurrent_reads (reads only) +
+    write-side effect of concurrent_writes (updates only) + LCS bonus on reads + N(0, noise).
+    Linear in the values, like the model's numeric features, so a good fit is possible.
+    """
+
+    def __init__(self, running: Mapping[str, Any], *, noise: float = 0.01, seed: int = 0,
+                 fail_after: int | None = None, apply_seconds: float = 30.0) -> None:
+        self.running = dict(running)
+        self.rng = np.random.default_rng(seed)
+        self.noise = noise
+        self.fail_after = fail_after
+        self.applied: list[dict[str, Any]] = []
+        self.measured: list[tuple[dict[str, Any], dict[str, float]]] = []
+        self.warmups: list[bool] = []
+        self.apply_seconds = apply_seconds
+
+    def truth(self, config: Mapping[str, Any], mix: Mapping[str, float]) -> float:
+        reads = math.log(5000) + 0.005 * (config.get("concurrent_reads", 32) - 32)
+        if config.get("compaction") == "LeveledCompactionStrategy":
+            reads += 0.3
+        writes = math.log(8000) + 0.004 * (config.get("concurrent_writes", 32) - 32)
+        return math.exp(mix.get("read", 0) * reads + mix.get("update", 0) * writes)
+
+    def apply(self, changes: Mapping[str, Any]) -> None:
+        self.applied.append(dict(changes))
+        self.running.update(changes)
+
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
+        self.warmups.append(preload)
+
+    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+        if self.fail_after is not None and len(self.measured) >= self.fail_after:
+            raise Interrupted
+        self.measured.append((dict(self.running), dict(mix)))
+        ops = self.truth(self.running, mix) * math.exp(self.rng.normal(0, self.noise))
+        return {"ops_per_s": round(ops, 1), "failed": 0}
+
+    def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
+        return (self.apply_seconds if changes else 0.0) + 10 * n_mixes
+
+
+def new_state(levels: Mapping[str, list[Any]] | None = None, *, original: Mapping[str, Any]
+              = DEFAULTS, seed: int = 0) -> cal.CalibrationState:
+    levels = levels or {"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64]}
+    space = cal.make_space("cassandra", levels, original)
+    return cal.CalibrationState(engine="cassandra", levels=space.to_dict(), mixes=MIXES,
+                                seed=seed, original={k: original[k] for k in levels},
+                                applied={k: original[k] for k in levels})
+
+
+def calibrate(state: cal.CalibrationState, bench: SyntheticBench, tmp_path: Path, *,
+              runs: int | None = None, minutes: float | None = None, initial: int = 3,
+              clock: Any = None) -> str:
+    return cal.run_calibration(
+        state, bench=bench, budget=cal.Budget(runs=runs, minutes=minutes), initial=initial,
+        state_path=tmp_path / "state.json", observations_path=tmp_path / "obs.csv",
+        log=lambda _msg: None, **({"clock": clock} if clock else {}),
+    )
+
+
+# ------------------------------------------------------------------ inputs
+def test_parse_levels_gives_canonical_sorted_levels() -> None:
+    levels = cal.parse_levels(
+        ["concurrent_reads=128,32,64,32", "trickle_fsync=true,false", "row_cache_size=64MiB,0",
+         "memtable_cleanup_threshold=0.33,0.11"], "cassandra")
+    assert levels == {
+        "concurrent_reads": (32, 64, 128),
+        "trickle_fsync": (True, False),
+        "row_cache_size": ("0MiB", "64MiB"),
+        "memtable_cleanup_threshold": (0.11, 0.33),
+    }
+
+
+@pytest.mark.parametrize(
+    ("specs", "match"),
+    [
+        (["concurrent_reads"], "is not name=value1,value2"),
+        (["concurrent_reads=1,2"], "concurrent_reads: 1 is below the minimum 2"),
+        (["flux=1"], "flux: unknown cassandra parameter"),
+        (["compaction=Fast"], "compaction: 'Fast' is not one of"),
+        (["concurrent_reads=32,,64"], "empty value"),
+        (["concurrent_reads=32", "concurrent_reads=64"], "given twice"),
+    ],
+)
+def test_parse_levels_rejects_bad_input(specs: list[str], match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        cal.parse_levels(specs, "cassandra")
+
+
+def test_parse_mixes_normalises_and_rejects_bad_input() -> None:
+    mixes = cal.parse_mixes(["rh:read=9,update=1"], "cassandra")
+    assert mixes == {"rh": pytest.approx(RH)}
+    for spec, match in (("read=1", "is not name:class"), ("x:flux=1", "unknown cassandra"),
+                        ("x:read=0", "sum to 0")):
+        with pytest.raises(ValidationError, match=match):
+            cal.parse_mixes([spec], "cassandra")
+
+
+def test_running_value_joins_the_levels_and_the_grid_is_bounded() -> None:
+    space = cal.make_space("cassandra", {"concurrent_reads": (64, 128)}, {"concurrent_reads": 48})
+    assert space.levels == {"concurrent_reads": (48, 64, 128)}
+    with pytest.raises(ValidationError, match="running value is unknown"):
+        cal.make_space("cassandra", {"concurrent_reads": (64,)}, {})
+    many = {k: tuple(range(2, 2 + 9)) for k in ("concurrent_reads", "concurrent_writes",
+                                                "memtable_flush_writers", )}
+    many["concurrent_reads"] = tuple(range(2, 100))
+    with pytest.raises(ValidationError, match="more than 4096"):
+        cal.CalibrationSpace("cassandra", many)
+
+
+# ------------------------------------------------------------------ design
+def test_maximin_spreads_the_first_points_over_the_grid() -> None:
+    space = cal.CalibrationSpace("cassandra", {"concurrent_reads": (16, 32, 64, 128),
+                                               "concurrent_writes": (16, 32, 64, 128)})
+    chosen = [{"concurrent_reads": 16, "concurrent_writes": 16}]
+    nxt = cal.maximin_next(space, chosen, seed=0)
+    assert nxt == {"concurrent_reads": 128, "concurrent_writes": 128}  # the far corner
+    chosen.append(nxt)
+    third = cal.maximin_next(space, chosen, seed=0)
+    assert third in ({"concurrent_reads": 16, "concurrent_writes": 128},
+                     {"concurrent_reads": 128, "concurrent_writes": 16})
+
+
+def test_maximin_is_reproducible_and_ends_when_the_grid_is_done() -> None:
+    space = cal.CalibrationSpace("cassandra", {"compaction": (
+        "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"), "trickle_fsync": (
+        False, True)})
+    designs = []
+    for _ in range(2):
+        chosen: list[dict[str, Any]] = [space.grid()[0]]
+        while (nxt := cal.maximin_next(space, chosen, seed=7)) is not None:
+            chosen.append(nxt)
+        designs.append(chosen)
+    assert designs[0] == designs[1]
+    assert sorted(map(cal.config_key, designs[0])) == sorted(map(cal.config_key, space.grid()))
+
+
+def test_refinement_measures_a_never_seen_level_before_anything_else() -> None:
+    state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64]})
+    bench = SyntheticBench(DEFAULTS)
+    # 4 configurations that never use concurrent_writes=16
+    state.design = [{"concurrent_reads": r, "concurrent_writes": w}
+                    for r, w in ((32, 32), (128, 64), (16, 64), (64, 32))]
+    for config in state.design:
+        bench.running.update(config)
+        for name, mix in MIXES.items():
+            state.measurements.append({"config": config, "mix": name, **bench.measure(mix)})
+    nxt, why = cal.choose_next(state, initial=4)
+    assert "most uncertain" in why
+    assert nxt is not None and nxt["concurrent_writes"] == 16
+
+
+def test_refinement_picks_the_largest_predictive_variance() -> None:
+    state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [64]})
+    bench = SyntheticBench(DEFAULTS, seed=3)
+    state.design = [{"concurrent_reads": r, "concurrent_writes": w}
+                    for r, w in ((32, 32), (32, 64), (64, 32), (64, 64))]
+    for config in state.design:
+        bench.running.update(config)
+        for name, mix in MIXES.items():
+            state.measurements.append({"config": config, "mix": name, **bench.measure(mix)})
+    model, _ = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+    assert model is not None
+    space = state.space
+    rest = [c for c in space.grid() if cal.config_key(c) not in
+            {cal.config_key(d) for d in state.design}]
+    _, var = model.predict_log(model.mix_matrix(list(MIXES.values())),
+                               model.config_matrix(rest))
+    most = rest[int(np.argmax(var.mean(axis=0)))]
+    nxt = cal.uncertainty_next(space, state.design, model, list(MIXES.values()), seed=0)
+    # every level has been seen, so the variance decides: the far extrapolation
+    assert nxt == most
+    assert nxt["concurrent_reads"] in (16, 128)
+
+
+# -------------------------------------------------------- run, resume, budget
+def test_calibration_starts_where_the_cluster_is_and_changes_only_what_differs(
+    tmp_path: Path,
+) -> None:
+    state = new_state()
+    bench = SyntheticBench(DEFAULTS)
+    stopped = calibrate(state, bench, tmp_path, runs=5)
+    assert stopped == "run budget reached (5 configurations)"
+    assert state.design[0] == DEFAULTS
+    assert len(state.design) == 5 and len({cal.config_key(c) for c in state.design}) == 5
+    assert len(state.measurements) == 10 and len(bench.measured) == 10
+    assert bench.applied[0] != {}  # nothing applied for the first (running) configuration
+    assert len(bench.applied) == 4
+    for before, changes in zip(state.design, bench.applied, strict=False):
+        assert all(before.get(k) != v for k, v in changes.items())
+    assert bench.warmups == [True, False, False, False, False]  # preload once
+    # the observations CSV on disk is what fit_model reads
+    df = pd.read_csv(tmp_path / "obs.csv")
+    assert list(df.columns) == ["read", "update", "insert", "scan", "concurrent_reads",
+                                "concurrent_writes", "ops_per_s"]
+    assert len(df) == 10 and (df["ops_per_s"] > 0).all()
+
+
+def test_interrupted_calibration_resumes_and_skips_measured_pairs(tmp_path: Path) -> None:
+    state = new_state()
+    bench = SyntheticBench(DEFAULTS, fail_after=5)
+    with pytest.raises(Interrupted):
+        calibrate(state, bench, tmp_path, runs=4)
+    saved = cal.CalibrationState.load(tmp_path / "state.json")
+    assert len(saved.measurements) == 5
+    pending = saved.pending()
+    assert pending == saved.design[2] and saved.missing_mixes(pending) == ["write-heavy"]
+    assert saved.applied == pending  # the cluster runs the interrupted configuration
+    bench2 = SyntheticBench(bench.running)
+    calibrate(saved, bench2, tmp_path, runs=4)
+    assert len(saved.measurements) == 8
+    pairs = [(cal.config_key(m["config"]), m["mix"]) for m in saved.measurements]
+    assert len(set(pairs)) == 8  # nothing measured twice
+    assert bench2.measured[0] == (pending, WH)  # the missing mix first, no re-apply
+    assert bench2.applied[0] == {k: v for k, v in saved.design[3].items()
+                                 if pending[k] != v}
+
+
+def test_minutes_budget_starts_no_configuration_that_would_not_finish(tmp_path: Path) -> None:
+    now = [0.0]
+
+    class TimedBench(SyntheticBench):
+        def apply(self, changes: Mapping[str, Any]) -> None:
+            super().apply(changes)
+            now[0] += 30
+
+        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+            now[0] += 10
+            return super().measure(mix)
+
+    state = new_state()
+    # 1st: 20 s (no change); then 50 s each; 3 minutes hold 1 + 3 configurations (170 s)
+    stopped = calibrate(state, TimedBench(DEFAULTS), tmp_path, minutes=3,
+                        clock=lambda: now[0])
+    assert len(state.design) == 4
+    assert stopped.startswith("time budget: 0.2 min left")
+
+
+def test_budget_and_initial_are_validated() -> None:
+    with pytest.raises(ValidationError, match="give --runs, --minutes or both"):
+        cal.Budget()
+    with pytest.raises(ValidationError, match="--minutes: must be positive"):
+        cal.Budget(minutes=0)
+    with pytest.raises(ValidationError, match="--initial"):
+        cal.run_calibration(new_state(), bench=SyntheticBench(DEFAULTS),
+                            budget=cal.Budget(runs=1), initial=0, state_path="x",
+                            observations_path="y")
+
+
+def test_the_grid_running_out_ends_the_calibration(tmp_path: Path) -> None:
+    state = new_state({"concurrent_reads": [64], "concurrent_writes": [64]})
+    stopped = calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=50, initial=2)
+    assert stopped == "every configuration of the grid measured (4)"
+
+
+def test_restore_applies_the_original_configuration(tmp_path: Path) -> None:
+    state = new_state()
+    bench = SyntheticBench(DEFAULTS)
+    calibrate(state, bench, tmp_path, runs=3)
+    changes = cal.restore(state, bench=bench, state_path=tmp_path / "state.json",
+                          log=lambda _m: None)
+    assert changes and bench.running == DEFAULTS and state.applied == DEFAULTS
+    assert cal.restore(state, bench=bench, state_path=tmp_path / "state.json",
+                       log=lambda _m: None) == {}
+
+
+# ------------------------------------------------------------ state and CSV
+def test_state_round_trip_and_compatibility(tmp_path: Path) -> None:
+    state = new_state()
+    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=2)
+    again = cal.CalibrationState.load(tmp_path / "state.json")
+    assert again.to_dict() == state.to_dict()
+    levels = {"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64]}
+    again.compatible(engine="cassandra", levels=levels, mixes=MIXES)
+    with pytest.raises(ValidationError, match="give the same --param"):
+        again.compatible(engine="cassandra", levels={"concurrent_reads": [16, 64]},
+                         mixes=MIXES)
+    with pytest.raises(ValidationError, match="give the same --mix"):
+        again.compatible(engine="cassandra", levels=levels, mixes={"read-heavy": RH})
+    (tmp_path / "bad.json").write_text(json.dumps({"kind": "other"}))
+    with pytest.raises(ValidationError, match="not a kairos-calibration document"):
+        cal.CalibrationState.load(tmp_path / "bad.json")
+    with pytest.raises(ValidationError, match="no such file"):
+        cal.CalibrationState.load(tmp_path / "missing.json")
+
+
+def test_observations_csv_is_what_fit_model_reads(tmp_path: Path) -> None:
+    state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64, 128]})
+    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=12, initial=4)
+    state.measurements.append({"config": DEFAULTS, "mix": "read-heavy", "ops_per_s": 0.0,
+                               "failed": 100})
+    assert cal.write_observations(state, tmp_path / "obs.csv") == 24  # the 0 ops/s row out
+    model, report = fit_model(tmp_path / "obs.csv", engine="cassandra")
+    assert report.n_observations == 24
+    assert {f.param for f in model.features} == {"concurrent_reads", "concurrent_writes"}
+
+
+# ------------------------------------------------------------------ fitting
+def test_fit_recovers_the_synthetic_truth_with_low_held_out_error(tmp_path: Path) -> None:
+    state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64, 128]})
+    bench = SyntheticBench(DEFAULTS, noise=0.02, seed=4)
+    calibrate(state, bench, tmp_path, runs=8, initial=4)
+    model, report = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+    assert model is not None
+    assert report["validation"] == "leave-one-configuration-out"
+    assert report["n_configurations"] == 8 and not report["heldout_skipped"]
+    assert report["heldout_mape"] < 0.06
+    assert report["in_sample_mape"] <= report["heldout_mape"]
+    # the configuration matters in the truth: the mix-only baseline must be clearly worse
+    assert report["baseline_heldout_mape"] > 2 * report["heldout_mape"]
+    # the model predicts an unmeasured configuration close to the truth
+    config = {"concurrent_reads": 128, "concurrent_writes": 16}
+    for mix in MIXES.values():
+        got = model.predict(mix, config).ops_per_s
+        assert got == pytest.approx(bench.truth(config, mix), rel=0.08)
+
+
+def test_small_calibration_still_reports_a_held_out_error(tmp_path: Path) -> None:
+    """The CI size: 3 configurations x 2 mixes."""
+    state = new_state({"concurrent_reads": [64, 128]})
+    calibrate(state, SyntheticBench({"concurrent_reads": 32}), tmp_path, runs=3)
+    model, report = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+    # 6 rows: the interaction design fits, but no 4-row fold can fit it, so it has no
+    # held-out figure and the additive design (which has one) is kept.
+    assert report["candidates"]["interaction"] is None
+    assert model is not None and report["design"] == "additive"
+    assert report["heldout_mape"] is not None and math.isfinite(report["heldout_mape"])
+    assert report["heldout_mape"] < report["baseline_heldout_mape"]
+
+
+def test_too_few_observations_give_no_model_and_say_why() -> None:
+    state = new_state({"concurrent_reads": [64]})
+    state.design = [{"concurrent_reads": 32}]
+    state.measurements = [{"config": {"concurrent_reads": 32}, "mix": "read-heavy",
+                           "ops_per_s": 1000.0}]
+    model, report = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+    assert model is None and report["heldout_mape"] is None
+    assert "too few" in report["error"]
+
+
+def test_best_by_mix_compares_with_the_original_configuration(tmp_path: Path) -> None:
+    state = new_state()
+    bench = SyntheticBench(DEFAULTS, noise=0.0)
+    calibrate(state, bench, tmp_path, runs=6, initial=6)
+    best = cal.best_by_mix(state)
+    rh = best["read-heavy"]
+    assert rh["original_ops_per_s"] == pytest.approx(bench.truth(DEFAULTS, RH), rel=1e-3)
+    assert rh["best_config"]["concurrent_reads"] == 128
+    assert rh["gain"] == pytest.approx(rh["best_ops_per_s"] / rh["original_ops_per_s"] - 1)
+
+
+# ------------------------------------------------------ the real cluster's side
+def test_change_settings_command_matches_the_documented_entry_point() -> None:
+    argv = cal.change_settings_command(
+        ansible_playbook="/venv/bin/ansible-playbook", playbook="playbooks/change_settings.yml",
+        inventory="inventories/local/hosts.yml", changes={"concurrent_reads": 64},
+        rollout_cl="ONE", tables=["kairos_load.usertable"])
+    assert argv[:5] == ["/venv/bin/ansible-playbook", "-i", "inventories/local/hosts.yml",
+                        "playbooks/change_settings.yml", "-e"]
+    assert json.loads(argv[5]) == {"settings": {"concurrent_reads": 64}, "cl": "ONE"}
+    argv = cal.change_settings_command(
+        ansible_playbook="a", playbook="p", inventory="i",
+        changes={"compaction": "LeveledCompactionStrategy"}, rollout_cl="QUORUM",
+        tables=["kairos_load.usertable"])
+    assert json.loads(argv[-1])["kairos_tables"] == ["kairos_load.usertable"]
+
+
+def test_executor_bench_expects_restarts_to_take_longer() -> None:
+    load = SimpleNamespace(engine="cassandra", keyspace="k", table="t")
+    bench = cal.ExecutorBench(load=load, warmup_seconds=30, measure_seconds=60,
+                              playbook="playbooks/change_settings.yml",
+                              inventory="inventories/local/hosts.yml", rollout_cl="QUORUM",
+                              log_path="/tmp/x.log", ansible_playbook="ansible-playbook")
+    live = bench.expected_seconds({"concurrent_reads": 64}, 2)
+    restart = bench.expected_seconds({"memtable_flush_writers": 4}, 2)
+    assert restart - live == cal.ASSUMED_RESTART_APPLY_SECONDS - cal.ASSUMED_LIVE_APPLY_SECONDS
+    assert bench.expected_seconds({}, 2) == 30 + 10 + 2 * 70
+
+
+@pytest.mark.parametrize(
+    ("name", "shown", "value"),
+    [
+        ("trickle_fsync", "true", True),
+        ("memtable_cleanup_threshold", "0.2", 0.2),
+        ("memtable_cleanup_threshold", None, 0.33),
+        ("row_cache_size", "16MiB", "16MiB"),
+        ("concurrent_reads", "48", 48),
+        ("memtable_allocation_type", "offheap_buffers", "offheap_buffers"),
+    ],
+)
+def test_parse_setting_reads_system_views_settings(name: str, shown: str | None,
+                                                   value: Any) -> None:
+    assert cal.parse_setting("cassandra", name, shown) == value
+
+
+def test_measurement_counts_successful_operations_only() -> None:
+    result = SimpleNamespace(seconds=10.0, ops=1000, failed=100, failures={"Timeout": 100},
+                             latency_ms={"p99": 5.0})
+    m = cal.measurement_from_result(result)
+    assert m["ops_per_s"] == 90.0 and m["failed"] == 100 and m["failures"] == {"Timeout": 100}
+
+
+# ---------------------------------------------------------------------- CLI
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--runs", "2", "--param", "flux=1"], "flux: unknown cassandra parameter"),
+        (["--runs", "2", "--mix", "x:flux=1"], "unknown cassandra class"),
+        ([], "give --runs, --minutes or both"),
+        (["--runs", "2", "--seconds", "0"], "--seconds must be > 0"),
+        (["--runs", "2", "--inventory", "nope.yml"], "--inventory: nope.yml: no such file"),
+        (["--runs", "2", "--param", "heap_size=512M,1G", "--hosts", "10.255.255.1"],
+         "heap_size: cannot be read over CQL"),
+    ],
+)
+def test_cli_refuses_bad_input_before_touching_a_node(
+    args: list[str], match: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(["calibrate", "--dir", str(tmp_path / "cal"), *args])
+    assert rc == 2
+    assert match in capsys.readouterr().err
+    assert not (tmp_path / "cal" / "state.json").exists()
+
+
+def test_cli_fit_only_refits_a_calibration_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = new_state()
+    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=6, initial=4)
+    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    out = capsys.readouterr().out
+    assert "held-out MAPE" in out and "leave-one-configuration-out" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["fit"]["heldout_mape"] < 0.1
+    model = json.loads((tmp_path / "model.json").read_text())
+    assert model["model_type"] == "fitted" and "kairos calibrate" in model["provenance"]
+    assert model["info"]["calibration"]["fit"]["heldout_mape"] == report["fit"]["heldout_mape"]
