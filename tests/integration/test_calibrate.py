@@ -1,0 +1,84 @@
+"""The small CI calibration on the real lab: 3 configurations x 2 mixes, live changes only.
+
+`kairos calibrate` measures the running configuration and two other values of
+concurrent_reads (nodetool setconcurrency through playbooks/change_settings.yml, no
+restart), each under a read-heavy and a write-heavy mix, fits the model, reports its
+leave-one-configuration-out error and restores the running value. About 5 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from planner.perfmodel import load_model
+
+from .conftest import REPO, PlaybookRun
+
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
+
+HOSTS = ("cass1", "cass2", "cass3")
+LAB = REPO / ".lab" / "cassandra"
+
+
+def yaml_setting(host: str, key: str) -> object:
+    return yaml.safe_load((LAB / host / "conf" / "cassandra.yaml").read_text()).get(key)
+
+
+def calibrate(directory: Path) -> subprocess.CompletedProcess[str]:
+    # Credentials (KAIROS_CASSANDRA_USERNAME/PASSWORD) pass through the environment.
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kairos"), "calibrate",
+         "--dir", str(directory),
+         # three levels no other lab test sets: the grid holds >= 3 configurations
+         "--param", "concurrent_reads=24,72,96",
+         "--mix", "read-heavy:read=0.9,update=0.1",
+         "--mix", "write-heavy:read=0.1,update=0.9",
+         "--runs", "3", "--warmup", "5", "--seconds", "10",
+         "--keys", "5000", "--concurrency", "32", "--rollout-cl", "ONE"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
+    )
+
+
+def test_small_calibration_produces_a_model_with_a_held_out_error(
+    lab: PlaybookRun, tmp_path: Path
+) -> None:
+    before = {h: yaml_setting(h, "concurrent_reads") for h in HOSTS}
+    began = time.monotonic()
+    run = calibrate(tmp_path / "cal")
+    print(f"\nkairos calibrate rc={run.returncode} in "
+          f"{time.monotonic() - began:.0f} s\n{run.stdout}")
+    assert run.returncode == 0, run.stderr[-4000:]
+
+    state = json.loads((tmp_path / "cal" / "state.json").read_text())
+    assert len(state["design"]) == 3 and len(state["measurements"]) == 6
+    assert state["design"][0] == state["original"]  # the running configuration first
+    obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
+    assert len(obs) == 6 and (obs["ops_per_s"] > 0).all()
+    assert obs["concurrent_reads"].nunique() == 3
+    assert all(m["failed"] == 0 for m in state["measurements"]), state["measurements"]
+
+    report = json.loads((tmp_path / "cal" / "report.json").read_text())
+    assert report["failed_operations"] == 0
+    assert isinstance(report["fit"]["heldout_mape"], float)
+    assert report["fit"]["validation"] == "leave-one-configuration-out"
+    model = load_model(tmp_path / "cal" / "model.json")
+    assert model.model_type == "fitted" and "kairos calibrate" in model.provenance
+    assert model.info["calibration"]["environment"]["cluster_version"].startswith("5.0")
+
+    # the running value is back on every node
+    assert {h: yaml_setting(h, "concurrent_reads") for h in HOSTS} == before
+
+    # the same command again resumes: the budget is spent, nothing is measured twice
+    again = calibrate(tmp_path / "cal")
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "run budget reached (3 configurations)" in again.stderr
+    state2 = json.loads((tmp_path / "cal" / "state.json").read_text())
+    assert state2["measurements"] == state["measurements"]
