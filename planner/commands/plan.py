@@ -173,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
     horizon = min(args.horizon, len(fc.load_mean))
     step = float(fc.step_seconds)
     perf = load_model(args.model) if args.model else load_default_model(args.engine)
+    if perf.engine != args.engine:
+        raise ValidationError(f"--model: {args.model} is a {perf.engine} model, not {args.engine}")
     classes = perf.classes
     mix = np.stack([np.asarray(fc.mix_mean[c], dtype=float) for c in classes], axis=1)[:horizon]
     load = np.asarray(fc.load_mean, dtype=float)[:horizon]

@@ -474,3 +474,30 @@ def test_cli_fit_only_refits_a_calibration_directory(
     model = json.loads((tmp_path / "model.json").read_text())
     assert model["model_type"] == "fitted" and "kairos calibrate" in model["provenance"]
     assert model["info"]["calibration"]["fit"]["heldout_mape"] == report["fit"]["heldout_mape"]
+
+
+def test_kairos_plan_takes_the_calibrated_model_and_refuses_another_engines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from planner.perfmodel import prior_model, save_model
+    from planner.traces import mgrast_like
+    from planner.workload import save_trace
+
+    state = new_state()
+    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=6, initial=4)
+    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    trace = tmp_path / "trace.json"
+    save_trace(mgrast_like(steps=120, step_seconds=60.0, seed=2), trace)
+    common = ["plan", "--trace", str(trace), "--forecast-model", "naive", "--horizon", "6",
+              "--method", "dp"]
+    plan = tmp_path / "plan.yml"
+    assert main([*common, "--model", str(tmp_path / "model.json"), "-o", str(plan)]) == 0
+    used = yaml.safe_load(plan.read_text())["provenance"]["performance_model"]
+    assert used == {"name": "cassandra-calibrated", "version": 1,
+                    "file": str(tmp_path / "model.json")}
+    save_model(prior_model("redis"), tmp_path / "redis.json")
+    capsys.readouterr()
+    assert main([*common, "--model", str(tmp_path / "redis.json"), "-o", str(plan)]) == 2
+    assert "is a redis model, not cassandra" in capsys.readouterr().err
