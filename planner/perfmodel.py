@@ -14,7 +14,9 @@ and the residual ``sigma``; predictions are lognormal: ``ops_per_s`` is the medi
 
 :func:`fit_model` fits the model with statsmodels OLS from observations (a CSV or DataFrame:
 one column per class fraction, any configuration columns, and ``ops_per_s``), choosing between
-the interaction and the additive design by held-out MAPE. :func:`load_default_model` loads the
+the interaction and the additive design by held-out MAPE; :func:`fit_design` fits one design on
+every row for callers that validate otherwise (``kairos calibrate``: leave one configuration
+out). :func:`load_default_model` loads the
 shipped prior (planner/data/<engine>-prior.json, provenance beside it), which
 :func:`prior_model` builds from the effects the seeds report.
 """
