@@ -775,7 +775,11 @@ class ExecutorBench:
         from planner.loadgen import run_load
 
         config = replace(self.load, mix=dict(mix), seconds=seconds, preload=preload)
-        return run_load(config)
+        result = run_load(config)
+        if result.stopped_by == "stopped":
+            # run_load swallows Ctrl-C and returns a short run: that is no measurement.
+            raise KeyboardInterrupt
+        return result
 
     def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
         if self.warmup_seconds <= 0 and not preload:

@@ -28,6 +28,9 @@ RH = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}
 WH = {"read": 0.1, "update": 0.9, "insert": 0.0, "scan": 0.0}
 MIXES = {"read-heavy": RH, "write-heavy": WH}
 DEFAULTS = {"concurrent_reads": 32, "concurrent_writes": 32}
+REPO = Path(__file__).resolve().parents[2]
+EXECUTOR = ["--inventory", str(REPO / "inventories/local/hosts.yml"),
+            "--playbook", str(REPO / "playbooks/change_settings.yml")]
 
 
 class Interrupted(Exception):
@@ -448,8 +451,8 @@ def test_measurement_counts_successful_operations_only() -> None:
         ([], "give --runs, --minutes or both"),
         (["--runs", "2", "--seconds", "0"], "--seconds must be > 0"),
         (["--runs", "2", "--inventory", "nope.yml"], "--inventory: nope.yml: no such file"),
-        (["--runs", "2", "--param", "heap_size=512M,1G", "--hosts", "10.255.255.1"],
-         "heap_size: cannot be read over CQL"),
+        (["--runs", "2", "--param", "heap_size=512M,1G", "--hosts", "10.255.255.1",
+          *EXECUTOR], "heap_size: cannot be read over CQL"),
     ],
 )
 def test_cli_refuses_bad_input_before_touching_a_node(
@@ -501,3 +504,19 @@ def test_kairos_plan_takes_the_calibrated_model_and_refuses_another_engines(
     capsys.readouterr()
     assert main([*common, "--model", str(tmp_path / "redis.json"), "-o", str(plan)]) == 2
     assert "is a redis model, not cassandra" in capsys.readouterr().err
+
+
+def test_a_load_run_cut_short_by_ctrl_c_is_not_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.loadgen
+
+    def short_run(config: Any) -> Any:
+        return SimpleNamespace(stopped_by="stopped", seconds=2.0, ops=100, failed=0,
+                               failures={}, latency_ms={})
+
+    monkeypatch.setattr(planner.loadgen, "run_load", short_run)
+    load = planner.loadgen.LoadConfig(engine="cassandra")
+    bench = cal.ExecutorBench(load=load, warmup_seconds=1, measure_seconds=10,
+                              playbook="p.yml", inventory="i.yml", rollout_cl="QUORUM",
+                              log_path="/tmp/x.log", ansible_playbook="ansible-playbook")
+    with pytest.raises(KeyboardInterrupt):
+        bench.measure(RH)
