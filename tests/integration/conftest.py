@@ -10,11 +10,48 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# The lab's random passwords (inventories/local/group_vars/all.yml makes them on first use).
+SECRETS = REPO / ".lab" / "secrets"
+CQL_USER = "kairos"
+
+
+def lab_secret(name: str) -> str:
+    return (SECRETS / name).read_text().strip()
+
+
+def lab_secrets() -> list[str]:
+    """Every lab password that exists now."""
+    if not SECRETS.is_dir():
+        return []
+    return [p.read_text().strip() for p in sorted(SECRETS.glob("*-password"))]
+
+
+def assert_no_secret(text: str, where: str) -> None:
+    """Fail when any lab password appears in text (output, logs, results)."""
+    for secret in lab_secrets():
+        assert secret not in text, f"a lab password appears in {where}"
+
+
+def cql_auth() -> Any:
+    """The driver's login for the lab (PasswordAuthenticator)."""
+    from cassandra.auth import PlainTextAuthProvider
+
+    return PlainTextAuthProvider(username=CQL_USER, password=lab_secret("cassandra-cql-password"))
+
+
+def cql_cluster(contact_points: list[str], **kwargs: Any) -> Any:
+    """A cassandra-driver Cluster logged in to the lab."""
+    from cassandra.cluster import Cluster
+
+    kwargs.setdefault("protocol_version", 5)
+    kwargs.setdefault("connect_timeout", 30)
+    return Cluster(contact_points, auth_provider=cql_auth(), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -50,7 +87,10 @@ def run_playbook(playbook: str, *args: str, timeout: float = 600) -> PlaybookRun
         timeout=timeout,
         check=False,
     )
-    return PlaybookRun(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - began)
+    output = proc.stdout + proc.stderr
+    # Every playbook run of the suite doubles as a check that no password reaches the output.
+    assert_no_secret(output, f"the output of {playbook}")
+    return PlaybookRun(proc.returncode, output, time.monotonic() - began)
 
 
 def lab_processes() -> list[str]:
@@ -69,6 +109,9 @@ def lab() -> Iterator[PlaybookRun]:
     if run.rc != 0:
         run_playbook("playbooks/lab_down.yml")
         pytest.fail(f"lab_up.yml failed:\n{run.output[-4000:]}")
+    # The `kairos` commands the tests run log in through the environment, never argv.
+    os.environ["KAIROS_CASSANDRA_USERNAME"] = CQL_USER
+    os.environ["KAIROS_CASSANDRA_PASSWORD"] = lab_secret("cassandra-cql-password")
     yield run
     if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
         down = run_playbook("playbooks/lab_down.yml")

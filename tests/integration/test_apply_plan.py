@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 import yaml
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
-from cassandra.cluster import Cluster
 
 from planner.loadgen import BackgroundLoad, LoadResult
 from planner.topology import Ring, safe_batches
 
-from .conftest import REPO, PlaybookRun, run_playbook
+from .conftest import REPO, PlaybookRun, cql_cluster, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
@@ -150,7 +149,7 @@ def report(label: str, result: LoadResult, run: PlaybookRun) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def app_table(lab: PlaybookRun) -> Iterator[None]:
     """An application table with RF 3 whose compaction a plan may change."""
-    cluster = Cluster(list(HOSTS.values()), protocol_version=5, connect_timeout=30)
+    cluster = cql_cluster(list(HOSTS.values()))
     try:
         session = cluster.connect()
         session.execute(
@@ -227,7 +226,7 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
         assert pools == {"ReadStage": reads, "MutationStage": writes}
         assert yaml_setting(host, "concurrent_reads") == reads
         assert yaml_setting(host, "concurrent_writes") == writes
-    cluster = Cluster(["127.0.0.1"], protocol_version=5, connect_timeout=30)
+    cluster = cql_cluster(["127.0.0.1"])
     try:
         row = (
             cluster.connect()

@@ -11,7 +11,7 @@ from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import WhiteListRoundRobinPolicy
 
-from .conftest import REPO, PlaybookRun, run_playbook
+from .conftest import REPO, SECRETS, PlaybookRun, cql_cluster, lab_secrets, run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -21,7 +21,7 @@ REDIS_PORTS = range(7001, 7007)
 
 def test_every_node_serves_cql(lab: PlaybookRun) -> None:
     for address in CASSANDRA.values():
-        cluster = Cluster(
+        cluster = cql_cluster(
             [address],
             protocol_version=5,
             execution_profiles={
@@ -85,3 +85,60 @@ def test_pid_files_point_at_live_processes(lab: PlaybookRun) -> None:
         pid = int((REPO / ".lab" / "cassandra" / host / "cassandra.pid").read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         assert f"/.lab/cassandra/{host}/conf/cassandra.yaml" in cmdline
+
+
+def test_cql_refuses_anonymous_and_default_logins(lab: PlaybookRun) -> None:
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import NoHostAvailable
+
+    for auth in (None, PlainTextAuthProvider("cassandra", "cassandra"),
+                 PlainTextAuthProvider("kairos", "not-the-password")):
+        cluster = Cluster(["127.0.0.1"], protocol_version=5, auth_provider=auth, connect_timeout=20)
+        try:
+            with pytest.raises(NoHostAvailable, match=r"(?i)authenticat|credentials"):
+                cluster.connect()
+        finally:
+            cluster.shutdown()
+
+
+def test_system_auth_survives_a_node_down(lab: PlaybookRun) -> None:
+    """Logins read system_auth at LOCAL_QUORUM: it must have a replica on every node."""
+    cluster = cql_cluster(["127.0.0.1"])
+    try:
+        row = cluster.connect().execute(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'system_auth'"
+        ).one()
+    finally:
+        cluster.shutdown()
+    assert row.replication["class"].endswith("NetworkTopologyStrategy")
+    assert row.replication["datacenter1"] == "3"
+
+
+def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
+    wrapper = (REPO / ".lab" / "cassandra" / "cass1" / "bin" / "nodetool").read_text()
+    assert "-pwf" in wrapper
+    # The same command without its credentials line.
+    anonymous = "\n".join(line for line in wrapper.splitlines() if "-pwf" not in line)
+    out = subprocess.run(["sh", "-c", anonymous, "nodetool", "status"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode != 0
+    assert "credentials" in (out.stdout + out.stderr).lower(), out.stdout + out.stderr
+
+
+def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -> None:
+    secrets = lab_secrets()
+    assert len(secrets) == 2
+    for path in SECRETS.iterdir():
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+    for host in CASSANDRA:
+        credentials = REPO / ".lab" / "cassandra" / host / "conf" / "jmx-credentials"
+        assert credentials.stat().st_mode & 0o077 == 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        for secret in secrets:
+            assert secret not in cmdline, f"a password is in the argv of pid {proc.name}"
