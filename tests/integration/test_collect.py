@@ -1,8 +1,10 @@
-"""Collectors on the live lab: rates from real counters, and a real counter reset.
+"""Collectors on the live lab: rates from real counters, a real counter reset, a real restart.
 
-Nodes are never stopped or started here (other tests roll them); the Redis counter reset is
-``CONFIG RESETSTAT`` on one primary, which zeroes its ``INFO commandstats`` exactly as a
-restart would, but keeps its run_id: the store must leave that interval out.
+The Redis counter reset is ``CONFIG RESETSTAT`` on one primary, which zeroes its ``INFO
+commandstats`` exactly as a restart would, but keeps its run_id: the store must leave that
+interval out. The Cassandra restart is real: one node is stopped and started with the
+role's entry points (drain, stop; converge, start) while a load runs, and its counters
+start again from zero: the store must see a restart, never a negative rate or a spike.
 """
 
 from __future__ import annotations
@@ -19,12 +21,24 @@ from planner.collect import collect
 from planner.loadgen import BackgroundLoad
 from planner.store import Store
 
+from .conftest import REPO, run_playbook
+
 pytestmark = pytest.mark.lab
 
 BIN = Path(sys.executable).parent
 CASSANDRA = "cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3"
 REDIS_PORTS = range(7001, 7007)
 REDIS = ",".join(f"redis{i + 1}=127.0.0.1:{p}" for i, p in enumerate(REDIS_PORTS))
+CQL_SECRET = REPO / ".lab" / "secrets" / "cassandra-cql-password"
+
+
+@pytest.fixture
+def cql_login(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lab's CQL login for the collector and the load (environment, as in production),
+    when the lab has CQL authentication on."""
+    if CQL_SECRET.exists():
+        monkeypatch.setenv("KAIROS_CASSANDRA_USERNAME", "kairos")
+        monkeypatch.setenv("KAIROS_CASSANDRA_PASSWORD", CQL_SECRET.read_text().strip())
 
 
 def _round(store: Store, engine: str, hosts: str) -> int:
@@ -69,6 +83,68 @@ def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
     assert np.all(s.mix["read"] > 0) and np.all(s.mix["update"] > 0)
     assert np.all(s.mix["scan"] > 0)
     assert np.all(s.mix["insert"] == 0)  # all writes count as update by default
+
+
+@pytest.mark.cassandra
+def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
+    lab: object, tmp_path: Path, cql_login: None
+) -> None:
+    store = Store(tmp_path / "k.db")
+    rate, node = 60.0, "cass2"
+    with BackgroundLoad(
+        engine="cassandra",
+        contact_points=("127.0.0.1", "127.0.0.2", "127.0.0.3"),
+        keyspace="kairos_collecttest",
+        cl="QUORUM",  # RF 3: two replicas stay up while one node restarts
+        mix={"read": 0.6, "update": 0.4},
+        keys=200,
+        rate=rate,
+        concurrency=4,
+        seed=7,
+        verify=False,
+        max_seconds=400,
+    ) as load:
+        time.sleep(2)
+        _round(store, "cassandra", CASSANDRA)
+        time.sleep(4)
+        _round(store, "cassandra", CASSANDRA)
+        (old,) = {s.instance for s in store.samples("cassandra", "lab") if s.node == node}
+        stopped = run_playbook("playbooks/lab_down.yml", "--limit", node)
+        assert stopped.rc == 0, stopped.output[-3000:]
+        started = run_playbook("playbooks/cassandra.yml", "--limit", node, timeout=600)
+        assert started.rc == 0, started.output[-3000:]
+        # Rounds until the driver sees the node back and it reports its new instance.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(3)
+            result = collect("cassandra", CASSANDRA, timeout=10)
+            store.append_counters("cassandra", "lab", result.samples, round_ts=result.round_ts)
+            if any(s.node == node and s.instance != old for s in result.samples):
+                break
+        else:
+            pytest.fail(f"{node} did not answer with a new instance within 120 s")
+        time.sleep(4)
+        _round(store, "cassandra", CASSANDRA)
+    print(load.result().to_dict())
+    d = store.derive("cassandra", "lab")
+    print("intervals", [(iv.node, iv.kind, round(iv.end - iv.start, 1), dict(iv.ops))
+                        for iv in d.intervals])  # fmt: skip
+    print("dropped", d.dropped, d.dropped_bins)
+    # The restart is recognised (new gossip generation inside the interval), its interval
+    # counts what the node served since it came back: never old - new.
+    restarts = [iv for iv in d.intervals if iv.node == node and iv.kind == "restart"]
+    assert len(restarts) == 1, (d.intervals, d.dropped)
+    for iv in d.intervals:
+        per_second = sum(iv.ops.values()) / (iv.end - iv.start)
+        assert all(v >= 0 for v in iv.ops.values()), iv
+        assert per_second < 3 * rate, f"spike: {iv}"  # the node's lifetime count would be far more
+    s = d.series
+    assert s is not None and len(s) >= 3
+    assert np.all(s.load >= 0) and np.all(s.load < 3 * rate), s.load
+    assert np.all(s.load > 0), s.load
+    store.refresh_cluster_samples("cassandra", "lab")
+    cached = store.cached_cluster_samples("cassandra", "lab")
+    assert cached and all(0 <= load_ < 3 * rate for _, load_, _ in cached), cached
 
 
 @pytest.mark.redis

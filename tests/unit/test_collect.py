@@ -203,3 +203,33 @@ def test_cli_export_with_empty_store_fails_clearly(tmp_path, capsys) -> None:
 def test_cli_rejects_password_on_argv(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["collect", "--engine", "redis", "--hosts", "h:1", "--password", "x"])
+
+
+def test_cassandra_restart_between_rounds_counts_since_the_restart() -> None:
+    """A node restarted between two rounds: new gossip generation, counters from zero.
+
+    The captured rows are the round before; the round after is the same node with a new
+    generation (its start, inside the interval) and small counts. The store must count what
+    the node served since it came back, not ``new - old`` (negative) nor its lifetime.
+    """
+    data = views("cass2.json")
+    local = data["system.local"]
+    rows = {k: v for k, v in data.items() if k.startswith("coordinator_")}
+    generation = int(local["gossip_generation"])
+    t0, t1 = generation + 1000.0, generation + 1100.0
+    before = cassandra_samples("cass2", ts=t0, local=local, views=rows)
+    restarted = {**local, "gossip_generation": generation + 1060}
+    fresh = {
+        view: [{**row, "count": 40 if (row["keyspace_name"], row["table_name"])
+                == ("kairos_rollout", "usertable") else 0} for row in table]
+        for view, table in rows.items()
+    }
+    after = cassandra_samples("cass2", ts=t1, local=restarted, views=fresh)
+    store = Store(":memory:")
+    store.append_counters("cassandra", "lab", before, round_ts=t0)
+    store.append_counters("cassandra", "lab", after, round_ts=t1)
+    d = store.derive("cassandra", "lab")
+    [interval] = d.intervals
+    assert interval.kind == "restart" and not d.dropped
+    assert interval.ops["read"] == 40 and interval.ops["update"] == 40
+    assert min(interval.ops.values()) >= 0
