@@ -87,7 +87,8 @@ AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
   -e kairos_autopilot_history=1h -e kairos_autopilot_horizon=30
   -e kairos_autopilot_forecast_model=naive -e kairos_autopilot_restart_seconds=45
   -e kairos_autopilot_current="$PWD/$DEMO/current.yml"
-  -e '{"kairos_autopilot_plan_args": ["--method", "dp"]}')
+  -e '{"kairos_autopilot_plan_args": ["--method", "dp"]}'
+  -e '{"kairos_autopilot_engines": ["cassandra"]}')  # the demo's load and trace are Cassandra's
 
 wait_for_rollouts
 say "autopilot tick 1: collect, export the trace, forecast, plan, apply what is due"
