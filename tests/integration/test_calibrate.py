@@ -20,7 +20,7 @@ import yaml
 
 from planner.perfmodel import load_model
 
-from .conftest import REPO, PlaybookRun
+from .conftest import REPO, PlaybookRun, assert_no_secret
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
@@ -72,6 +72,11 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     model = load_model(tmp_path / "cal" / "model.json")
     assert model.model_type == "fitted" and "kairos calibrate" in model.provenance
     assert model.info["calibration"]["environment"]["cluster_version"].startswith("5.0")
+
+    # the login travelled in the environment: no password in any output or file
+    assert_no_secret(run.stdout + run.stderr, "kairos calibrate's output")
+    for name in ("state.json", "report.json", "model.json", "executor.log"):
+        assert_no_secret((tmp_path / "cal" / name).read_text(), name)
 
     # the running value is back on every node
     assert {h: yaml_setting(h, "concurrent_reads") for h in HOSTS} == before
