@@ -25,7 +25,7 @@ import yaml
 from planner.spaces import get_space
 from planner.workload import WorkloadSeries, save_trace
 
-from .conftest import REPO, PlaybookRun
+from .conftest import REPO, PlaybookRun, assert_no_secret
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.redis]
 
@@ -118,6 +118,7 @@ def finish(proc: subprocess.Popen[str], began: float) -> PlaybookRun:
 def tick(*args: str) -> PlaybookRun:
     run = finish(start(*args), time.monotonic())
     print(f"\nautopilot.yml rc={run.rc} in {run.seconds:.1f} s")
+    assert_no_secret(run.output, "the autopilot's output")
     return run
 
 
@@ -234,6 +235,7 @@ def test_redis_tick_applies_the_due_step_through_the_redis_executor(
     (line,) = log_lines(tmp_path)
     assert line["engine"] == "redis" and line["outcome"] == "applied" and line["applied"], line
     assert line["step"] == "s1" and Path(line["apply_log"]).exists()
+    assert_no_secret(Path(line["apply_log"]).read_text(), "the executor's log")
     assert state_of(plan)["steps"]["s1"]["status"] == "applied"
     assert redis_running("hz") == {str(target["hz"])}
     assert pids() == before, "a live step restarted a node"

@@ -21,7 +21,7 @@ from planner.collect import collect
 from planner.loadgen import BackgroundLoad
 from planner.store import Store
 
-from .conftest import REPO, run_playbook
+from .conftest import run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -29,16 +29,6 @@ BIN = Path(sys.executable).parent
 CASSANDRA = "cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3"
 REDIS_PORTS = range(7001, 7007)
 REDIS = ",".join(f"redis{i + 1}=127.0.0.1:{p}" for i, p in enumerate(REDIS_PORTS))
-CQL_SECRET = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-
-
-@pytest.fixture
-def cql_login(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The lab's CQL login for the collector and the load (environment, as in production),
-    when the lab has CQL authentication on."""
-    if CQL_SECRET.exists():
-        monkeypatch.setenv("KAIROS_CASSANDRA_USERNAME", "kairos")
-        monkeypatch.setenv("KAIROS_CASSANDRA_PASSWORD", CQL_SECRET.read_text().strip())
 
 
 def _round(store: Store, engine: str, hosts: str) -> int:
@@ -87,7 +77,7 @@ def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
 
 @pytest.mark.cassandra
 def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
-    lab: object, tmp_path: Path, cql_login: None
+    lab: object, tmp_path: Path
 ) -> None:
     store = Store(tmp_path / "k.db")
     rate, node = 60.0, "cass2"
