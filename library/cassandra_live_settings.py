@@ -9,8 +9,9 @@ module: cassandra_live_settings
 short_description: Set live-changeable Cassandra settings with nodetool
 description:
   - For each setting, reads the running value with nodetool, and when it differs sets it
-    (C(setconcurrency), C(setconcurrentcompactors), C(setcompactionthroughput)), then reads
-    it again and fails if the node did not take it.
+    (C(setconcurrency), C(setconcurrentcompactors), C(setcompactionthroughput),
+    C(setcachecapacity) keeping the key and counter caches), then reads it again and fails
+    if the node did not take it.
   - The configuration file is the role's business (cassandra_settings_overrides); this
     module changes only the running node, so that a restart keeps what the file says.
 options:
@@ -21,7 +22,9 @@ options:
   settings:
     description: >-
       cassandra.yaml keys and values. Supported: concurrent_reads, concurrent_writes,
-      concurrent_counter_writes, concurrent_compactors, compaction_throughput (e.g. 64MiB/s).
+      concurrent_counter_writes, concurrent_compactors, compaction_throughput (e.g. 64MiB/s),
+      row_cache_size (e.g. 256MiB; only between non-zero sizes, enabling the row cache
+      needs a restart).
     type: dict
     required: true
 attributes:
@@ -60,15 +63,16 @@ from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, run_nodetool
 
 
 def read(module, nodetool, keys):
-    values = {}
+    """(key -> running value, key -> the nodetool output it was read from)."""
+    values, outputs = {}, {}
     for key in keys:
         get_args, parse, _, _ = LIVE_SETTERS[key]
-        _, out, _, _ = run_nodetool(module, nodetool, get_args)
+        _, outputs[key], _, _ = run_nodetool(module, nodetool, get_args)
         try:
-            values[key] = parse(out)
+            values[key] = parse(outputs[key])
         except (KeyError, ValueError) as exc:
             module.fail_json(msg=f"cannot read {key} from nodetool {' '.join(get_args)}: {exc}")
-    return values
+    return values, outputs
 
 
 def main():
@@ -95,7 +99,7 @@ def main():
         if wanted[key] <= 0:
             module.fail_json(msg=f"{key}: must be positive, got {value!r}")
 
-    before = read(module, nodetool, wanted)
+    before, outputs = read(module, nodetool, wanted)
     changed_keys = sorted(k for k in wanted if before[k] != wanted[k])
     diff = {"before": before, "after": {**before, **{k: wanted[k] for k in changed_keys}}}
     if not changed_keys or module.check_mode:
@@ -107,8 +111,8 @@ def main():
             diff=diff,
         )
     for key in changed_keys:
-        run_nodetool(module, nodetool, LIVE_SETTERS[key][2](wanted[key]))
-    after = read(module, nodetool, wanted)
+        run_nodetool(module, nodetool, LIVE_SETTERS[key][2](wanted[key], outputs[key]))
+    after, _ = read(module, nodetool, wanted)
     refused = [k for k in changed_keys if after[k] != wanted[k]]
     if refused:
         module.fail_json(

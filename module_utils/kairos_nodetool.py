@@ -134,37 +134,73 @@ def _mib_per_s(value):
     return int(match.group(1))
 
 
-# cassandra.yaml key -> how nodetool reads and sets it while the node runs.
-# Each entry: (get args, parse(output) -> int, set args(int), normalise(value) -> int).
+_UNIT_MIB = {"bytes": 1 / 1048576, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
+
+
+def parse_cache_capacities(text):
+    """``nodetool info`` -> {"key": MiB, "row": MiB, "counter": MiB} (cache capacities)."""
+    capacities = {}
+    for name, number, unit in re.findall(
+        r"^(Key|Row|Counter) Cache\s*:.*?capacity ([\d.]+) (bytes|KiB|MiB|GiB)", text, re.M
+    ):
+        capacities[name.lower()] = round(float(number) * _UNIT_MIB[unit])
+    if set(capacities) != {"key", "row", "counter"}:
+        raise ValueError(f"no cache capacities in nodetool info: {text.strip()[:200]!r}")
+    return capacities
+
+
+def _size_mib(value):
+    """'512MiB', '1GiB' or 512 -> MiB."""
+    match = re.match(r"^\s*(\d+)\s*(MiB|GiB)?\s*$", str(value))
+    if not match:
+        raise ValueError(f"expected <n>MiB or <n>GiB, got {value!r}")
+    return int(match.group(1)) * (1024 if match.group(2) == "GiB" else 1)
+
+
+def _set_row_cache(mib, info):
+    # setcachecapacity takes all three capacities: keep the key and counter caches as they are.
+    caches = parse_cache_capacities(info)
+    return ["setcachecapacity", str(caches["key"]), str(mib), str(caches["counter"])]
+
+
+# cassandra.yaml key -> how nodetool reads and sets it while the node runs. Each entry:
+# (get args, parse(output) -> int, set args(int, the get output), normalise(value) -> int).
 LIVE_SETTERS = {
     "concurrent_reads": (
         ["getconcurrency", "ReadStage"],
         lambda out: parse_concurrency(out)["ReadStage"],
-        lambda n: ["setconcurrency", "ReadStage", str(n)],
+        lambda n, _: ["setconcurrency", "ReadStage", str(n)],
         int,
     ),
     "concurrent_writes": (
         ["getconcurrency", "MutationStage"],
         lambda out: parse_concurrency(out)["MutationStage"],
-        lambda n: ["setconcurrency", "MutationStage", str(n)],
+        lambda n, _: ["setconcurrency", "MutationStage", str(n)],
         int,
     ),
     "concurrent_counter_writes": (
         ["getconcurrency", "CounterMutationStage"],
         lambda out: parse_concurrency(out)["CounterMutationStage"],
-        lambda n: ["setconcurrency", "CounterMutationStage", str(n)],
+        lambda n, _: ["setconcurrency", "CounterMutationStage", str(n)],
         int,
     ),
     "concurrent_compactors": (
         ["getconcurrentcompactors"],
         parse_last_int,
-        lambda n: ["setconcurrentcompactors", str(n)],
+        lambda n, _: ["setconcurrentcompactors", str(n)],
         int,
     ),
     "compaction_throughput": (
         ["getcompactionthroughput"],
         parse_compaction_throughput,
-        lambda n: ["setcompactionthroughput", str(n)],
+        lambda n, _: ["setcompactionthroughput", str(n)],
         _mib_per_s,
+    ),
+    # Live between two non-zero sizes only (planner.spaces.change_kind); 0 <-> n restarts.
+    "row_cache_size": (
+        ["info"],
+        lambda out: parse_cache_capacities(out)["row"],
+        _set_row_cache,
+        _size_mib,
     ),
 }

@@ -217,7 +217,9 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
         batches=[],
     )
     began = time.monotonic()
-    run = apply(plan, "-e", json.dumps({"kairos_tables": [APP_TABLE]}))
+    # -vvv --diff prints every module's arguments and results: run_playbook fails if a
+    # CQL or JMX password shows up in them.
+    run = apply(plan, "-vvv", "--diff", "-e", json.dumps({"kairos_tables": [APP_TABLE]}))
     print(f"live-only change applied in {time.monotonic() - began:.1f} s")
     assert run.rc == 0, run.output[-3000:]
     assert pids() == before, "a live-only change restarted a node"
@@ -340,6 +342,28 @@ def test_a_node_that_cannot_start_is_rolled_back_and_the_rollout_stops(tmp_path:
     assert again.rc != 0
     assert "a person must resume or roll it back" in again.output
     assert pids()["cass1"] == node_pid("cass1")
+
+
+def test_a_wrong_cql_password_is_refused_at_preflight_and_the_lock_released(
+    tmp_path: Path,
+) -> None:
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    plan = write_plan(
+        tmp_path / "login.yml",
+        target={"memtable_flush_writers": writers},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=[["cass1"], ["cass2"], ["cass3"]],
+    )
+    before = pids()
+    run = apply(plan, "-e", "cassandra_cql_password=not-the-password")
+    assert run.rc != 0
+    assert "pre-flight refused, nothing was touched" in run.output, run.output[-3000:]
+    assert "cannot read the live ring" in run.output, run.output[-3000:]
+    assert "not-the-password" not in run.output
+    assert not (REPO / ".kairos" / "lab-cassandra.lock").exists(), "the refusal kept the lock"
+    assert pids() == before
+    assert all(yaml_setting(h, "memtable_flush_writers") != writers for h in HOSTS)
 
 
 def test_preflight_refuses_when_a_node_is_down_and_a_batch_would_break_the_cl(

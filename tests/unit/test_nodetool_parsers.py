@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible.module_utils.kairos_nodetool import (
+    LIVE_SETTERS,
+    parse_cache_capacities,
     parse_pending_hints,
     parse_schema_versions,
     parse_status,
@@ -48,3 +50,24 @@ def test_schema_versions_with_unreachable_node() -> None:
 
 def test_no_pending_hints() -> None:
     assert parse_pending_hints(read("listpendinghints_none.txt")) == []
+
+
+def test_cache_capacities_from_info() -> None:
+    assert parse_cache_capacities(read("info.txt")) == {"key": 25, "row": 0, "counter": 12}
+
+
+def test_row_cache_resize_keeps_the_key_and_counter_caches() -> None:
+    get_args, parse, set_args, normalise = LIVE_SETTERS["row_cache_size"]
+    assert get_args == ["info"]
+    assert parse(read("info.txt")) == 0
+    assert normalise("1GiB") == 1024
+    assert set_args(normalise("256MiB"), read("info.txt")) == [
+        "setcachecapacity", "25", "256", "12"
+    ]
+
+
+def test_cache_capacities_refuse_other_output() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="no cache capacities"):
+        parse_cache_capacities(read("getconcurrency.txt"))
