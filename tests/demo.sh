@@ -46,6 +46,10 @@ wait_for_rollouts() {
 wait_for_rollouts
 say "lab up (idempotent: a running lab is left as it is)"
 make -s lab-up
+# The lab runs CQL authentication: the kairos commands log in through the environment.
+export KAIROS_CASSANDRA_USERNAME=kairos
+KAIROS_CASSANDRA_PASSWORD="$(cat .lab/secrets/cassandra-cql-password)"
+export KAIROS_CASSANDRA_PASSWORD
 
 rm -rf "$DEMO" && mkdir -p "$DEMO"
 cat > "$DEMO/current.yml" <<'EOF'
