@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import time
 import uuid
 
 try:
@@ -45,7 +46,24 @@ def connect_one(module, params):
     except Exception as exc:
         cluster.shutdown()
         module.fail_json(msg=f"cannot connect to {host}:{params.get('port', 9042)} over CQL: {exc}")
+    wait_for_pools(cluster, session, hosts, params.get("timeout", 20))
     return cluster, session
+
+
+def wait_for_pools(cluster, session, addresses, timeout):
+    """Wait until the session has a pool to every address that is up.
+
+    connect() returns once the first pools are up; with authentication the others are still
+    in their handshake, and a query sent to such a host fails as "marked down".
+    """
+    deadline = time.monotonic() + timeout
+    wanted = set(addresses)
+    while time.monotonic() < deadline:
+        pooled = {host.address for host in session.get_pool_state()}
+        down = {h.address for h in cluster.metadata.all_hosts() if not h.is_up}
+        if wanted <= pooled | down:
+            return
+        time.sleep(0.05)
 
 
 def jsonable(value):

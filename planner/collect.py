@@ -393,6 +393,22 @@ def cassandra_samples(
     ]
 
 
+def _wait_for_pools(cluster: Any, session: Any, addresses: Sequence[str], timeout: float) -> None:
+    """Wait (up to ``timeout``) until the session has a connection pool to every address.
+
+    connect() returns once the first pools are up; with authentication the others are still
+    in their handshake, and a query sent to such a host fails as "marked down".
+    """
+    deadline = time.monotonic() + timeout
+    wanted = set(addresses)
+    while time.monotonic() < deadline:
+        pooled = {host.address for host in session.get_pool_state()}
+        down = {h.address for h in cluster.metadata.all_hosts() if not h.is_up}
+        if wanted <= pooled | down:
+            return
+        time.sleep(0.05)
+
+
 def collect_cassandra(
     hosts: Sequence[str] | str,
     *,
@@ -421,6 +437,9 @@ def collect_cassandra(
         )
     cluster = Cluster(
         contact_points=addresses,
+        # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
+        # defuncts connections, and with authentication a host could be marked down.
+        protocol_version=5,
         port=ports.pop(),
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         auth_provider=auth,
@@ -436,6 +455,7 @@ def collect_cassandra(
             for t in targets:
                 result.errors[t.name] = f"{type(exc).__name__}: {exc}"
             return result
+        _wait_for_pools(cluster, session, addresses, timeout)
         for t in targets:
             began = time.time()
             try:

@@ -976,6 +976,9 @@ class _CassandraWorker:
                                          password=os.environ.get(CASSANDRA_PASSWORD_ENV, ""))
         self.cluster = Cluster(
             contact_points=[h for h, _ in hosts],
+            # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
+            # defuncts connections, and with authentication a host could be marked down.
+            protocol_version=5,
             port=ports.pop(),
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             auth_provider=auth,
