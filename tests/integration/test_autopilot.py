@@ -92,6 +92,9 @@ def write_inputs(tmp: Path) -> list[str]:
         "-e", f"kairos_autopilot_redis_trace={trace(tmp / 'redis-trace.csv', 'redis')}",
         "-e", "kairos_autopilot_forecast_model=naive",
         "-e", "kairos_autopilot_horizon=30",
+        # The shipped prior, whose synthetic trace makes a step due: these tests are about
+        # the tick's mechanics, not about what the lab's calibrated model would choose.
+        "-e", "kairos_cassandra_model_file=",
         "-e", f"kairos_autopilot_current={tmp}/current.yml",
         "-e", f"kairos_autopilot_redis_current={tmp}/redis-current.yml",
         "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}',
