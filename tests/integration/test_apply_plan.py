@@ -114,6 +114,22 @@ def write_plan(
     return path
 
 
+def flush_writers_plan(
+    path: Path, batches: list[list[str]], cl: str = "QUORUM"
+) -> tuple[Path, int]:
+    """A one-step plan flipping memtable_flush_writers (restart-class); the plan and the value."""
+    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    plan = write_plan(
+        path,
+        target={"memtable_flush_writers": writers},
+        live=[],
+        restart=["memtable_flush_writers"],
+        batches=batches,
+        cl=cl,
+    )
+    return plan, writers
+
+
 def apply(plan: Path, *args: str) -> PlaybookRun:
     run = run_playbook("playbooks/apply_plan.yml", "-e", f"plan={plan}", *args, timeout=900)
     print(f"\napply_plan.yml rc={run.rc} in {run.seconds:.1f} s")
@@ -252,14 +268,7 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
 
 def test_check_mode_shows_every_change_and_restarts_nothing(tmp_path: Path) -> None:
     before = pids()
-    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
-    plan = write_plan(
-        tmp_path / "check.yml",
-        target={"memtable_flush_writers": writers},
-        live=[],
-        restart=["memtable_flush_writers"],
-        batches=[["cass1"], ["cass2"], ["cass3"]],
-    )
+    plan, writers = flush_writers_plan(tmp_path / "check.yml", [["cass1"], ["cass2"], ["cass3"]])
     run = apply(plan, "--check", "--diff")
     assert run.rc == 0, run.output[-3000:]
     assert run.output.count(f"+memtable_flush_writers: {writers}") == 3, run.output[-3000:]
@@ -275,15 +284,7 @@ def test_restart_change_under_load_loses_nothing(
     ring = Ring.simple(hosts=list(HOSTS), rf=3)
     batches = [list(b) for b in safe_batches(ring, consistency_level=cl).batches]
     assert len(batches) == expected_batches
-    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
-    plan = write_plan(
-        tmp_path / f"restart-{cl}.yml",
-        target={"memtable_flush_writers": writers},
-        live=[],
-        restart=["memtable_flush_writers"],
-        batches=batches,
-        cl=cl,
-    )
+    plan, writers = flush_writers_plan(tmp_path / f"restart-{cl}.yml", batches, cl=cl)
     before = pids()
     with load(cl) as background:
         time.sleep(3)
@@ -347,14 +348,7 @@ def test_a_node_that_cannot_start_is_rolled_back_and_the_rollout_stops(tmp_path:
 def test_a_wrong_cql_password_is_refused_at_preflight_and_the_lock_released(
     tmp_path: Path,
 ) -> None:
-    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
-    plan = write_plan(
-        tmp_path / "login.yml",
-        target={"memtable_flush_writers": writers},
-        live=[],
-        restart=["memtable_flush_writers"],
-        batches=[["cass1"], ["cass2"], ["cass3"]],
-    )
+    plan, writers = flush_writers_plan(tmp_path / "login.yml", [["cass1"], ["cass2"], ["cass3"]])
     before = pids()
     run = apply(plan, "-e", "cassandra_cql_password=not-the-password")
     assert run.rc != 0
@@ -369,14 +363,7 @@ def test_a_wrong_cql_password_is_refused_at_preflight_and_the_lock_released(
 def test_preflight_refuses_when_a_node_is_down_and_a_batch_would_break_the_cl(
     tmp_path: Path,
 ) -> None:
-    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
-    plan = write_plan(
-        tmp_path / "down.yml",
-        target={"memtable_flush_writers": writers},
-        live=[],
-        restart=["memtable_flush_writers"],
-        batches=[["cass1"], ["cass2"], ["cass3"]],
-    )
+    plan, writers = flush_writers_plan(tmp_path / "down.yml", [["cass1"], ["cass2"], ["cass3"]])
     stopped = run_playbook("playbooks/lab_down.yml", "--limit", "cass3")
     assert stopped.rc == 0, stopped.output[-2000:]
     try:
