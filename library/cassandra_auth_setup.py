@@ -97,13 +97,11 @@ actions:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import HAS_DRIVER
+from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster
 
 if HAS_DRIVER:
     from cassandra import AuthenticationFailed, ConsistencyLevel
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable
-    from cassandra.policies import WhiteListRoundRobinPolicy
+    from cassandra.cluster import NoHostAvailable
 
 NTS = "org.apache.cassandra.locator.NetworkTopologyStrategy"
 
@@ -118,19 +116,14 @@ def _auth_refused(exc):
 
 
 def _connect(params, username, password):
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([params["host"]]),
-        request_timeout=params["timeout"],
-        # Read what the last run wrote even before a replica caught up (idempotence).
-        consistency_level=ConsistencyLevel.QUORUM,
-    )
-    cluster = Cluster(
+    cluster = build_cluster(
         [params["host"]],
         port=params["port"],
-        auth_provider=PlainTextAuthProvider(username=username, password=password),
-        protocol_version=5,
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        connect_timeout=min(params["timeout"], 20),
+        timeout=min(params["timeout"], 20),
+        username=username,
+        password=password,
+        # Read what the last run wrote even before a replica caught up (idempotence).
+        consistency_level=ConsistencyLevel.QUORUM,
     )
     try:
         return cluster, cluster.connect()

@@ -17,29 +17,41 @@ except ImportError:  # pragma: no cover - reported by connect_one
     HAS_DRIVER = False
 
 
+def build_cluster(hosts, *, port=9042, timeout=20, username=None, password=None, **profile):
+    """A cassandra-driver Cluster (not connected) that sends every request to ``hosts`` only.
+
+    ``profile``: extra ExecutionProfile settings, e.g. consistency_level.
+    """
+    auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+    return Cluster(
+        hosts,
+        port=port,
+        auth_provider=auth,
+        protocol_version=5,
+        execution_profiles={
+            EXEC_PROFILE_DEFAULT: ExecutionProfile(
+                load_balancing_policy=WhiteListRoundRobinPolicy(hosts),
+                request_timeout=timeout,
+                **profile,
+            )
+        },
+        connect_timeout=timeout,
+        control_connection_timeout=timeout,
+    )
+
+
 def connect_one(module, params):
     """Connect to params['host'] only (an address or a list); return (cluster, session)."""
     if not HAS_DRIVER:
         module.fail_json(msg="cassandra-driver is required on the host running this module")
     hosts = params["host"] if isinstance(params["host"], list) else [params["host"]]
     host = ", ".join(hosts)
-    auth = None
-    if params.get("username"):
-        auth = PlainTextAuthProvider(
-            username=params["username"], password=params.get("password") or ""
-        )
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy(hosts),
-        request_timeout=params.get("timeout", 20),
-    )
-    cluster = Cluster(
+    cluster = build_cluster(
         hosts,
         port=params.get("port", 9042),
-        auth_provider=auth,
-        protocol_version=5,
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        connect_timeout=params.get("timeout", 20),
-        control_connection_timeout=params.get("timeout", 20),
+        timeout=params.get("timeout", 20),
+        username=params.get("username"),
+        password=params.get("password"),
     )
     try:
         session = cluster.connect()
