@@ -54,6 +54,15 @@ def cql_cluster(contact_points: list[str], **kwargs: Any) -> Any:
     return Cluster(contact_points, auth_provider=cql_auth(), **kwargs)
 
 
+def cql_node_cluster(address: str) -> Any:
+    """A logged-in Cluster whose requests all go to the one node at ``address``."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([address]))
+    return cql_cluster([address], execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+
+
 @dataclass(frozen=True)
 class PlaybookRun:
     rc: int

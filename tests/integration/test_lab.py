@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 import redis
 from ansible.module_utils.kairos_nodetool import parse_status
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import WhiteListRoundRobinPolicy
+from cassandra.cluster import Cluster
 
-from .conftest import REPO, SECRETS, PlaybookRun, cql_cluster, lab_secrets, run_playbook
+from .conftest import (
+    REPO,
+    SECRETS,
+    PlaybookRun,
+    cql_cluster,
+    cql_node_cluster,
+    lab_secrets,
+    run_playbook,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -21,16 +28,7 @@ REDIS_PORTS = range(7001, 7007)
 
 def test_every_node_serves_cql(lab: PlaybookRun) -> None:
     for address in CASSANDRA.values():
-        cluster = cql_cluster(
-            [address],
-            protocol_version=5,
-            execution_profiles={
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                    load_balancing_policy=WhiteListRoundRobinPolicy([address])
-                )
-            },
-            connect_timeout=20,
-        )
+        cluster = cql_node_cluster(address)
         try:
             row = cluster.connect().execute("SELECT release_version FROM system.local").one()
         finally:

@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 import redis
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
-from cassandra.policies import WhiteListRoundRobinPolicy
 
 from planner.spaces import get_space, render_settings
 
-from .conftest import PlaybookRun, cql_cluster, run_playbook
+from .conftest import PlaybookRun, cql_node_cluster, run_playbook
 
 pytestmark = pytest.mark.lab
 
@@ -59,16 +57,7 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     print(f"\nchange_settings.yml (every parameter) rc={run.rc} in {run.seconds:.1f} s")
     assert run.rc == 0, run.output[-4000:]
     for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
-        cluster = cql_cluster(
-            [address],
-            protocol_version=5,
-            execution_profiles={
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                    load_balancing_policy=WhiteListRoundRobinPolicy([address])
-                )
-            },
-            connect_timeout=30,
-        )
+        cluster = cql_node_cluster(address)
         try:
             rows = cluster.connect().execute("SELECT name, value FROM system_views.settings")
             shown = {row.name: row.value for row in rows if row.name in CASSANDRA_SHOWN}
