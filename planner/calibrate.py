@@ -267,7 +267,9 @@ class CalibrationState:
     ``original`` is the configuration (calibrated parameters only) that ran before the
     calibration began, restored at the end; ``applied`` is what the calibration last applied;
     ``design`` lists the configurations in the order they were started; ``measurements``
-    holds one record per (configuration, mix).
+    holds one record per measurement: ``repeats`` per (configuration, mix), taken in rounds
+    over the mixes, plus the re-measurements of the original at the end (``"phase":
+    "recheck"``, see :func:`recheck_original`).
     """
 
     engine: str
@@ -279,6 +281,7 @@ class CalibrationState:
     design: list[Config] = field(default_factory=list)
     measurements: list[dict[str, Any]] = field(default_factory=list)
     preloaded: bool = False
+    repeats: int = 1
     created_at: str = ""
     command: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
@@ -289,12 +292,18 @@ class CalibrationState:
             self.engine, {k: _ordered(self.engine, k, v) for k, v in self.levels.items()}
         )
 
-    def measured(self, config: Mapping[str, Any], mix: str) -> bool:
+    def count(self, config: Mapping[str, Any], mix: str, *, phase: str | None = None) -> int:
+        """Measurements of ``mix`` under ``config`` (of one ``phase`` only, when given)."""
         key = config_key(config)
-        return any(m["mix"] == mix and config_key(m["config"]) == key
-                   for m in self.measurements)
+        return sum(1 for m in self.measurements
+                   if m["mix"] == mix and config_key(m["config"]) == key
+                   and (phase is None or m.get("phase") == phase))
+
+    def measured(self, config: Mapping[str, Any], mix: str) -> bool:
+        return self.count(config, mix) >= self.repeats
 
     def missing_mixes(self, config: Mapping[str, Any]) -> list[str]:
+        """The mixes of ``config`` with fewer than ``repeats`` measurements (one round)."""
         return [name for name in self.mixes if not self.measured(config, name)]
 
     def pending(self) -> Config | None:
@@ -302,8 +311,9 @@ class CalibrationState:
         return next((c for c in self.design if self.missing_mixes(c)), None)
 
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
-                   mixes: Mapping[str, Mapping[str, float]]) -> None:
-        """Raise unless a resumed calibration asks for the same engine, levels and mixes."""
+                   mixes: Mapping[str, Mapping[str, float]], repeats: int = 1) -> None:
+        """Raise unless a resumed calibration asks for the same engine, levels, mixes and
+        repeats."""
         if engine != self.engine:
             raise ValidationError(f"state: made for {self.engine}, not {engine}")
         if set(levels) != set(self.levels) or \
@@ -316,6 +326,11 @@ class CalibrationState:
             raise ValidationError(
                 f"state: measures mixes {self.mixes} but {dict(mixes)} was asked; give the "
                 "same --mix options to resume, or a new --dir"
+            )
+        if repeats != self.repeats:
+            raise ValidationError(
+                f"state: measures every mix {self.repeats} time(s) but --repeats {repeats} "
+                "was asked; give the same --repeats to resume, or a new --dir"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -331,6 +346,7 @@ class CalibrationState:
             "design": self.design,
             "measurements": self.measurements,
             "preloaded": self.preloaded,
+            "repeats": self.repeats,
             "created_at": self.created_at,
             "command": self.command,
             "environment": self.environment,
@@ -354,6 +370,7 @@ class CalibrationState:
                 design=[dict(c) for c in data.get("design", [])],
                 measurements=[dict(m) for m in data.get("measurements", [])],
                 preloaded=bool(data.get("preloaded", False)),
+                repeats=int(data.get("repeats", 1)),
                 created_at=str(data.get("created_at", "")),
                 command=str(data.get("command", "")),
                 environment=dict(data.get("environment", {})),
@@ -361,6 +378,8 @@ class CalibrationState:
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None
         _ = state.space  # validates the levels against the engine's space
+        if state.repeats < 1:
+            raise ValidationError(f"state: repeats must be >= 1, got {state.repeats}")
         return state
 
     def save(self, path: str | Path) -> None:
@@ -430,19 +449,51 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _row_keys(df: pd.DataFrame, params: Sequence[str]) -> list[str]:
+    return [config_key({p: _plain(r[p]) for p in params}) for r in df.to_dict("records")]
+
+
+def config_means(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> pd.DataFrame:
+    """One row per (configuration, mix): the geometric mean of its measurements.
+
+    Geometric, because the model is fitted on log throughput. This is what a configuration
+    delivers under a mix as far as repeated runs can tell, and what the errors of
+    :func:`fit_observations` are measured against; with one run per pair it is the row.
+    """
+    cols = [*classes_for(engine), *params]
+    logged = df.assign(**{TARGET: np.log(df[TARGET].astype(float))})
+    means = logged.groupby(cols, sort=False, dropna=False)[TARGET].mean().reset_index()
+    return means.assign(**{TARGET: np.exp(means[TARGET])})
+
+
+def repeat_spread(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> float | None:
+    """Run-to-run noise: mean ``|run / its (configuration, mix) geometric mean - 1|`` over the
+    pairs measured more than once (None when none was). No model can predict a single run
+    better than this."""
+    cols = [*classes_for(engine), *params]
+    logged = np.log(df[TARGET].astype(float))
+    groups = logged.groupby([df[c] for c in cols], sort=False, dropna=False)
+    dev = [np.abs(np.exp(g - g.mean()) - 1) for _, g in groups if len(g) > 1]
+    return float(np.mean(np.concatenate(dev))) if dev else None
+
+
 def leave_one_config_out(
     df: pd.DataFrame, *, engine: str, design: str, params: Sequence[str],
     mix_only: bool = False,
 ) -> dict[str, Any]:
-    """Predict each configuration's rows from a model fitted on the other configurations.
+    """Predict each configuration from a model fitted on the other configurations' runs.
 
     ``params`` are the configuration columns (they define the groups). ``mix_only`` fits
-    without them: the baseline that says how much the configuration terms explain.
-    Returns ``{"mape": pooled MAPE over the predicted rows or None, "per_config": [...],
-    "skipped": [reasons]}``; a fold is skipped when its training rows cannot fit the design
-    (too few rows, or parameters that never vary independently there).
+    without them: the baseline that says how much the configuration terms explain. The
+    prediction is scored against the configuration's measured throughput per mix (the
+    geometric mean of its runs, :func:`config_means`). Returns ``{"mape": pooled MAPE over
+    the predicted (configuration, mix) pairs or None, "per_config": [...], "skipped":
+    [reasons]}``; a fold is skipped when its training rows cannot fit the design (too few
+    rows, or parameters that never vary independently there).
     """
-    keys = [config_key({p: _plain(r[p]) for p in params}) for r in df.to_dict("records")]
+    keys = _row_keys(df, params)
+    means = config_means(df, engine=engine, params=params)
+    mean_keys = _row_keys(means, params)
     fit_df = df.drop(columns=list(params)) if mix_only else df
     actual: list[float] = []
     predicted: list[float] = []
@@ -455,7 +506,7 @@ def leave_one_config_out(
         except ValidationError as exc:
             skipped.append(f"{key}: {exc}")
             continue
-        test = df[held]
+        test = means[np.array([k == key for k in mean_keys])]
         pred = _predict_rows(model, test, [] if mix_only else params)
         y = test[TARGET].to_numpy(dtype=float)
         actual.extend(y)
@@ -473,13 +524,13 @@ def fit_observations(
     Returns ``(model or None, report)``; the model is None (and ``report["error"]`` says why)
     when no design can be fitted on the rows. The report holds the held-out MAPE of the
     chosen design (None when no fold could be fitted), the in-sample MAPE, and the same two
-    figures for a mix-only baseline.
+    figures for a mix-only baseline, all against the (configuration, mix) geometric means of
+    the runs; and the runs' own spread around those means (``repeat_spread``).
     """
     classes = classes_for(engine)
     params = [c for c in df.columns if c not in (*classes, TARGET)]
     varying = [p for p in params if df[p].astype(str).nunique() > 1]
-    n_configs = len({config_key({p: _plain(r[p]) for p in params})
-                     for r in df.to_dict("records")})
+    n_configs = len(set(_row_keys(df, params)))
     report: dict[str, Any] = {
         "n_observations": len(df),
         "n_configurations": n_configs,
@@ -505,12 +556,13 @@ def fit_observations(
     # With a held-out figure the lower one wins; without, the smaller (additive) design.
     chosen = min(scored, key=lambda d: candidates[d]["mape"]) if scored else fittable[-1]
     model = fit_design(df, engine=engine, design=chosen, name=name or f"{engine}-calibrated")
-    y = df[TARGET].to_numpy(dtype=float)
+    means = config_means(df, engine=engine, params=params)
+    y = means[TARGET].to_numpy(dtype=float)
     baseline = leave_one_config_out(df, engine=engine, design="interaction", params=params,
                                     mix_only=True)
     try:
         mix_model = fit_design(df.drop(columns=params), engine=engine, design="interaction")
-        baseline_in_sample: float | None = _mape(y, _predict_rows(mix_model, df, []))
+        baseline_in_sample: float | None = _mape(y, _predict_rows(mix_model, means, []))
     except ValidationError:
         baseline_in_sample = None
     report.update({
@@ -518,7 +570,8 @@ def fit_observations(
         "heldout_mape": candidates[chosen]["mape"],
         "heldout_per_config": candidates[chosen]["per_config"],
         "heldout_skipped": candidates[chosen]["skipped"],
-        "in_sample_mape": _mape(y, _predict_rows(model, df, params)),
+        "in_sample_mape": _mape(y, _predict_rows(model, means, params)),
+        "repeat_spread": repeat_spread(df, engine=engine, params=params),
         "baseline_heldout_mape": baseline["mape"],
         "baseline_in_sample_mape": baseline_in_sample,
         "r_squared": model.info["fit"]["r_squared"],
@@ -528,21 +581,44 @@ def fit_observations(
     return model, report
 
 
+def _geomean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
 def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
-    """Per mix: the original configuration's and the best measured configuration's ops/s."""
+    """Per mix: the best measured configuration against the original.
+
+    Each configuration counts with the geometric mean of its runs; the original's are those
+    taken first (the start of the calibration). After :func:`recheck_original`, the
+    original's re-measured figure and its drift are given too: a gain smaller than that
+    drift is not one to stand behind.
+    """
     out: dict[str, dict[str, Any]] = {}
     original = config_key(state.original)
     for mix in state.mixes:
-        rows = [m for m in state.measurements if m["mix"] == mix and m.get("ops_per_s", 0) > 0]
-        if not rows:
+        runs: dict[str, list[float]] = {}
+        recheck: list[float] = []
+        for m in state.measurements:
+            if m["mix"] != mix or not m.get("ops_per_s", 0) > 0:
+                continue
+            if m.get("phase") == "recheck":
+                recheck.append(m["ops_per_s"])
+            else:
+                runs.setdefault(config_key(m["config"]), []).append(m["ops_per_s"])
+        if not runs:
             continue
-        best = max(rows, key=lambda m: m["ops_per_s"])
-        base = next((m for m in rows if config_key(m["config"]) == original), None)
+        means = {key: _geomean(v) for key, v in runs.items()}
+        best = max(means, key=lambda key: means[key])
+        base = means.get(original)
+        again = _geomean(recheck) if recheck else None
         out[mix] = {
-            "best_config": best["config"],
-            "best_ops_per_s": best["ops_per_s"],
-            "original_ops_per_s": base["ops_per_s"] if base else None,
-            "gain": best["ops_per_s"] / base["ops_per_s"] - 1 if base else None,
+            "best_config": json.loads(best),
+            "best_ops_per_s": round(means[best], 1),
+            "best_runs": len(runs[best]),
+            "original_ops_per_s": round(base, 1) if base else None,
+            "gain": means[best] / base - 1 if base else None,
+            "original_recheck_ops_per_s": round(again, 1) if again else None,
+            "original_drift": again / base - 1 if again and base else None,
         }
     return out
 
@@ -635,7 +711,8 @@ def run_calibration(
                 return f"every configuration of the grid measured ({len(state.design)})"
             if budget.minutes is not None:
                 left = budget.minutes * 60 - (clock() - began)
-                need = bench.expected_seconds(_changes(state, config), n_mixes)
+                need = bench.expected_seconds(_changes(state, config),
+                                             n_mixes * state.repeats)
                 if need > left:
                     return (f"time budget: {left / 60:.1f} min left, the next configuration "
                             f"needs about {need / 60:.1f}")
@@ -656,15 +733,31 @@ def run_calibration(
         if not state.preloaded:
             state.preloaded = True
             state.save(state_path)
-        for name in missing:
-            result = bench.measure(state.mixes[name])
-            record = {"config": dict(config), "mix": name, **result,
-                      "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat()}
-            state.measurements.append(record)
-            state.save(state_path)
-            write_observations(state, observations_path)
-            log(f"calibrate: {name}: {result['ops_per_s']:.0f} ops/s, "
-                f"{result.get('failed', 0)} failed")
+        # Rounds over the mixes (A B A B, not A A B B), so a slow drift of the cluster
+        # spreads over every mix instead of biasing the one measured last.
+        while missing:
+            for name in missing:
+                _measure(state, config, name, bench=bench, state_path=state_path,
+                         observations_path=observations_path, log=log)
+            missing = state.missing_mixes(config)
+
+
+def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, bench: Bench,
+             state_path: str | Path, observations_path: str | Path,
+             log: Callable[[str], None], phase: str | None = None) -> None:
+    """Measure ``mix`` once, record it and save the state and the observations."""
+    result = bench.measure(state.mixes[mix])
+    run = state.count(config, mix, phase=phase) + 1
+    record = {"config": dict(config), "mix": mix, **result, "run": run,
+              "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat()}
+    if phase:
+        record["phase"] = phase
+    state.measurements.append(record)
+    state.save(state_path)
+    write_observations(state, observations_path)
+    label = f"{phase} " if phase else ""
+    log(f"calibrate: {mix} ({label}run {run}/{state.repeats}): {result['ops_per_s']:.0f} "
+        f"ops/s, {result.get('failed', 0)} failed")
 
 
 def restore(state: CalibrationState, *, bench: Bench, state_path: str | Path,
@@ -677,6 +770,37 @@ def restore(state: CalibrationState, *, bench: Bench, state_path: str | Path,
         state.applied.update(changes)
         state.save(state_path)
     return changes
+
+
+def recheck_original(state: CalibrationState, *, bench: Bench, state_path: str | Path,
+                     observations_path: str | Path, log: Callable[[str], None]) -> int:
+    """Measure the original configuration again (``repeats`` runs per mix) after
+    :func:`restore`: the cluster's drift over the calibration, reported beside the gains.
+
+    The runs are observations of the original like the first ones (``"phase": "recheck"``);
+    a resumed recheck only takes the runs still missing. Returns the runs taken.
+    """
+    if config_key(state.applied) != config_key(state.original):
+        raise KairosError(f"recheck: the cluster runs {state.applied}, not the original "
+                          f"{state.original}; restore it first")
+
+    def missing() -> list[str]:
+        return [mix for mix in state.mixes
+                if state.count(state.original, mix, phase="recheck") < state.repeats]
+
+    todo = missing()
+    if not todo:
+        return 0
+    log(f"calibrate: measuring the original {state.original} again (drift check)")
+    bench.warm_up(state.mixes[todo[0]], preload=False)
+    taken = 0
+    while todo:
+        for mix in todo:
+            _measure(state, state.original, mix, bench=bench, state_path=state_path,
+                     observations_path=observations_path, log=log, phase="recheck")
+            taken += 1
+        todo = missing()
+    return taken
 
 
 # ------------------------------------------------------------ the real cluster

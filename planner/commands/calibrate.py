@@ -59,8 +59,14 @@ def register(subparsers: Any) -> None:
                      help="seconds of unmeasured load after each change (default 30)")
     run.add_argument("--seconds", type=float, default=60.0,
                      help="seconds measured per mix (default 60)")
+    run.add_argument("--repeats", type=int, default=1,
+                     help="runs per (configuration, mix), taken in rounds over the mixes; the "
+                     "errors are scored against their geometric mean (default 1)")
     run.add_argument("--keep-last", action="store_true",
                      help="leave the last measured configuration running (default: restore)")
+    run.add_argument("--no-recheck", action="store_true",
+                     help="after restoring, do not measure the original configuration again "
+                     "(default: measure it, to report the cluster's drift beside the gains)")
     run.add_argument("--fit-only", action="store_true",
                      help="refit from the directory's observations; touch no node")
     ex = p.add_argument_group("executor")
@@ -158,10 +164,14 @@ def _summary(report: dict[str, Any]) -> str:
             f"{pct(fit['in_sample_mape'])}; mix-only baseline held-out "
             f"{pct(fit['baseline_heldout_mape'])}"
         )
+        if fit.get("repeat_spread") is not None:
+            lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
     for mix, best in report["best_by_mix"].items():
         gain = "" if best["gain"] is None else f" ({best['gain']:+.1%} over the original)"
+        drift = ("" if best.get("original_drift") is None else
+                 f"; the original measured again at the end: {best['original_drift']:+.1%}")
         lines.append(f"{mix}: best {best['best_ops_per_s']:.0f} ops/s with "
-                     f"{best['best_config']}{gain}")
+                     f"{best['best_config']}{gain}{drift}")
     lines.extend(f"wrote {report['files'][k]}" for k in ("observations", "model", "report")
                  if k != "model" or not fit.get("error"))
     return "\n".join(lines)
@@ -181,6 +191,7 @@ def run_command(args: argparse.Namespace) -> int:
         parse_levels,
         parse_mixes,
         read_running_config,
+        recheck_original,
         restore,
         run_calibration,
         write_observations,
@@ -209,6 +220,8 @@ def run_command(args: argparse.Namespace) -> int:
         raise ValidationError(f"--initial: must be >= 1, got {args.initial}")
     if not args.seconds > 0 or not args.warmup >= 0:
         raise ValidationError("--seconds must be > 0 and --warmup >= 0")
+    if args.repeats < 1:
+        raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     load = LoadConfig(
         engine=engine, contact_points=hosts, port=args.port, cl=args.cl,
@@ -224,7 +237,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     if paths["state"].exists():
         state = CalibrationState.load(paths["state"])
-        state.compatible(engine=engine, levels=levels, mixes=mixes)
+        state.compatible(engine=engine, levels=levels, mixes=mixes, repeats=args.repeats)
         _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
              f"{len(state.measurements)} measurement(s) so far")
     else:
@@ -242,7 +255,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         state = CalibrationState(
             engine=engine, levels=space.to_dict(), mixes=mixes, seed=args.seed,
-            original=original, applied=dict(original),
+            original=original, applied=dict(original), repeats=args.repeats,
             created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
             command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
             environment=describe_environment(version),
@@ -261,16 +274,20 @@ def run_command(args: argparse.Namespace) -> int:
         stopped = run_calibration(state, bench=bench, budget=budget, initial=initial,
                                   state_path=paths["state"],
                                   observations_path=paths["observations"], log=_log)
+        _log(f"calibrate: stopped: {stopped}")
+        write_observations(state, paths["observations"])
+        report = _fit_and_write(state, paths, stopped)
+        if args.keep_last:
+            _log(f"calibrate: --keep-last: the cluster keeps {state.applied}")
+        else:
+            restore(state, bench=bench, state_path=paths["state"], log=_log)
+            if not args.no_recheck and recheck_original(
+                    state, bench=bench, state_path=paths["state"],
+                    observations_path=paths["observations"], log=_log):
+                report = _fit_and_write(state, paths, stopped)
     except KeyboardInterrupt:
         _log(f"calibrate: interrupted; everything measured is in {paths['state']}. The "
              f"cluster runs {state.applied}. Rerun the same command to resume.")
         return 130
-    _log(f"calibrate: stopped: {stopped}")
-    write_observations(state, paths["observations"])
-    report = _fit_and_write(state, paths, stopped)
-    if args.keep_last:
-        _log(f"calibrate: --keep-last: the cluster keeps {state.applied}")
-    else:
-        restore(state, bench=bench, state_path=paths["state"], log=_log)
     print(_summary(report))
     return 0
