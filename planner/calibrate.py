@@ -312,8 +312,8 @@ class CalibrationState:
 
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
                    mixes: Mapping[str, Mapping[str, float]], repeats: int = 1) -> None:
-        """Raise unless a resumed calibration asks for the same engine, levels, mixes and
-        repeats."""
+        """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
+        at least as many repeats (more top up every configuration measured so far)."""
         if engine != self.engine:
             raise ValidationError(f"state: made for {self.engine}, not {engine}")
         if set(levels) != set(self.levels) or \
@@ -327,10 +327,10 @@ class CalibrationState:
                 f"state: measures mixes {self.mixes} but {dict(mixes)} was asked; give the "
                 "same --mix options to resume, or a new --dir"
             )
-        if repeats != self.repeats:
+        if repeats < self.repeats:
             raise ValidationError(
                 f"state: measures every mix {self.repeats} time(s) but --repeats {repeats} "
-                "was asked; give the same --repeats to resume, or a new --dir"
+                "was asked; give at least as many to resume, or a new --dir"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -701,6 +701,14 @@ def run_calibration(
     while True:
         config = state.pending()
         if config is not None:
+            # An interrupted configuration, or one topped up after --repeats was raised.
+            if budget.minutes is not None:
+                left = budget.minutes * 60 - (clock() - began)
+                runs = sum(state.repeats - state.count(config, mix) for mix in state.mixes)
+                need = bench.expected_seconds(_changes(state, config), runs)
+                if need > left:
+                    return (f"time budget: {left / 60:.1f} min left, finishing {config} "
+                            f"needs about {need / 60:.1f}")
             log(f"calibrate: resuming {config} ({len(state.missing_mixes(config))} mix(es) "
                 "left)")
         else:

@@ -61,7 +61,8 @@ def register(subparsers: Any) -> None:
                      help="seconds measured per mix (default 60)")
     run.add_argument("--repeats", type=int, default=1,
                      help="runs per (configuration, mix), taken in rounds over the mixes; the "
-                     "errors are scored against their geometric mean (default 1)")
+                     "errors are scored against their geometric mean (default 1). Raising it "
+                     "on a resume tops up every configuration already measured")
     run.add_argument("--keep-last", action="store_true",
                      help="leave the last measured configuration running (default: restore)")
     run.add_argument("--no-recheck", action="store_true",
@@ -238,6 +239,11 @@ def run_command(args: argparse.Namespace) -> int:
     if paths["state"].exists():
         state = CalibrationState.load(paths["state"])
         state.compatible(engine=engine, levels=levels, mixes=mixes, repeats=args.repeats)
+        if args.repeats > state.repeats:
+            _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
+                 "measured so far gets the missing runs")
+            state.repeats = args.repeats
+            state.save(paths["state"])
         _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
              f"{len(state.measurements)} measurement(s) so far")
     else:

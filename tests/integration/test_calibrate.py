@@ -3,7 +3,8 @@
 `kairos calibrate` measures the running configuration and two other values of
 concurrent_reads (nodetool setconcurrency through playbooks/change_settings.yml, no
 restart), each under a read-heavy and a write-heavy mix, fits the model, reports its
-leave-one-configuration-out error and restores the running value. About 5 minutes.
+leave-one-configuration-out error, restores the running value and measures it again (the
+drift check). About 5 minutes.
 """
 
 from __future__ import annotations
@@ -58,10 +59,13 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert run.returncode == 0, run.stderr[-4000:]
 
     state = json.loads((tmp_path / "cal" / "state.json").read_text())
-    assert len(state["design"]) == 3 and len(state["measurements"]) == 6
+    # 3 configurations x 2 mixes, then the original again per mix after the restore
+    assert len(state["design"]) == 3 and len(state["measurements"]) == 8
     assert state["design"][0] == state["original"]  # the running configuration first
+    rechecks = [m for m in state["measurements"] if m.get("phase") == "recheck"]
+    assert [m["config"] for m in rechecks] == [state["original"]] * 2
     obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
-    assert len(obs) == 6 and (obs["ops_per_s"] > 0).all()
+    assert len(obs) == 8 and (obs["ops_per_s"] > 0).all()
     assert obs["concurrent_reads"].nunique() == 3
     assert all(m["failed"] == 0 for m in state["measurements"]), state["measurements"]
 
@@ -69,6 +73,11 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert report["failed_operations"] == 0
     assert isinstance(report["fit"]["heldout_mape"], float)
     assert report["fit"]["validation"] == "leave-one-configuration-out"
+    # the original measured twice (start, recheck): its spread and drift are reported
+    assert isinstance(report["fit"]["repeat_spread"], float)
+    for best in report["best_by_mix"].values():
+        assert best["original_drift"] == pytest.approx(
+            best["original_recheck_ops_per_s"] / best["original_ops_per_s"] - 1, abs=1e-3)
     model = load_model(tmp_path / "cal" / "model.json")
     assert model.model_type == "fitted" and "kairos calibrate" in model.provenance
     assert model.info["calibration"]["environment"]["cluster_version"].startswith("5.0")
