@@ -854,6 +854,12 @@ class ExecutorBench:
         The measurement run (hosts, CL, keys, concurrency); its mix and seconds are replaced
         per call.
     warmup_seconds, measure_seconds : float
+    warmup_max_seconds : float
+        Warm up in windows of ``warmup_seconds`` for as long as the throughput still rises
+        by more than ``warmup_tolerance`` from one window to the next, up to this many
+        seconds in all (0: one window). A node just restarted runs cold (JIT, caches) for
+        minutes: measured too early, a restart-class configuration looks worse than it is.
+    warmup_tolerance : float
     playbook, inventory : path
     rollout_cl : str
         Consistency level the executor keeps while restarting (its batching).
@@ -863,11 +869,14 @@ class ExecutorBench:
 
     def __init__(self, *, load: Any, warmup_seconds: float, measure_seconds: float,
                  playbook: str | Path, inventory: str | Path, rollout_cl: str,
+                 warmup_max_seconds: float = 0.0, warmup_tolerance: float = 0.05,
                  log_path: str | Path, ansible_playbook: str | None = None,
                  log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
                  playbook_timeout: float = 3600.0) -> None:
         self.load = load
         self.warmup_seconds = warmup_seconds
+        self.warmup_max_seconds = warmup_max_seconds
+        self.warmup_tolerance = warmup_tolerance
         self.measure_seconds = measure_seconds
         self.playbook = Path(playbook).resolve()
         self.inventory = Path(inventory).resolve()
@@ -916,9 +925,23 @@ class ExecutorBench:
     def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
         if self.warmup_seconds <= 0 and not preload:
             return
-        self.log(f"calibrate: warming up {self.warmup_seconds:g} s"
+        window = max(self.warmup_seconds, 1.0)
+        self.log(f"calibrate: warming up {window:g} s"
                  + (" (preloading every record first)" if preload else ""))
-        self._run(mix, max(self.warmup_seconds, 1.0), preload)
+        rate = measurement_from_result(self._run(mix, window, preload))["ops_per_s"]
+        spent = window
+        while spent + window <= self.warmup_max_seconds:
+            nxt = measurement_from_result(self._run(mix, window, False))["ops_per_s"]
+            spent += window
+            rising = nxt > rate * (1 + self.warmup_tolerance)
+            self.log(f"calibrate: warm-up {rate:.0f} -> {nxt:.0f} ops/s"
+                     + (", still rising" if rising else ", steady"))
+            if not rising:
+                return
+            rate = nxt
+        if self.warmup_max_seconds > window:
+            self.log(f"calibrate: warm-up stopped at --warmup-max ({spent:g} s) while the "
+                     "throughput was still rising")
 
     def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
         shown = ",".join(f"{c}={f:g}" for c, f in mix.items() if f)
@@ -931,8 +954,11 @@ class ExecutorBench:
         restart = space.restart_params(changes)
         apply = (ASSUMED_RESTART_APPLY_SECONDS if restart
                  else ASSUMED_LIVE_APPLY_SECONDS if changes else 0.0)
-        # ~10 s per load run for spawning workers and connecting
-        return apply + self.warmup_seconds + 10 + n_mixes * (self.measure_seconds + 10)
+        # ~10 s per load run for spawning workers and connecting; two warm-up windows
+        # (the least a warm-up past the first window takes)
+        windows = 2 if self.warmup_max_seconds >= 2 * self.warmup_seconds else 1
+        return (apply + windows * (self.warmup_seconds + 10)
+                + n_mixes * (self.measure_seconds + 10))
 
 
 def measurement_from_result(result: Any) -> dict[str, Any]:

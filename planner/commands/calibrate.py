@@ -56,7 +56,15 @@ def register(subparsers: Any) -> None:
                      "configuration starts that is not expected to finish in it")
     run = p.add_argument_group("each run")
     run.add_argument("--warmup", type=float, default=30.0,
-                     help="seconds of unmeasured load after each change (default 30)")
+                     help="seconds of unmeasured load after each change, in one window "
+                     "(default 30)")
+    run.add_argument("--warmup-max", type=float, default=None,
+                     help="keep warming up, window after window, while the throughput still "
+                     "rises by more than --warmup-tolerance, up to this many seconds in all "
+                     "(default 4 x --warmup; 0 or --warmup: one window)")
+    run.add_argument("--warmup-tolerance", type=float, default=0.05,
+                     help="a warm-up window this much faster than the one before counts as "
+                     "still rising (default 0.05)")
     run.add_argument("--seconds", type=float, default=60.0,
                      help="seconds measured per mix (default 60)")
     run.add_argument("--repeats", type=int, default=1,
@@ -221,6 +229,9 @@ def run_command(args: argparse.Namespace) -> int:
         raise ValidationError(f"--initial: must be >= 1, got {args.initial}")
     if not args.seconds > 0 or not args.warmup >= 0:
         raise ValidationError("--seconds must be > 0 and --warmup >= 0")
+    warmup_max = 4 * args.warmup if args.warmup_max is None else args.warmup_max
+    if not warmup_max >= 0 or not 0 <= args.warmup_tolerance < 1:
+        raise ValidationError("--warmup-max must be >= 0 and --warmup-tolerance in [0, 1)")
     if args.repeats < 1:
         raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
@@ -273,6 +284,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     bench = ExecutorBench(
         load=load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
+        warmup_max_seconds=warmup_max, warmup_tolerance=args.warmup_tolerance,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
         log_path=paths["executor_log"], ansible_playbook=ansible_playbook, log=_log,
     )

@@ -641,3 +641,49 @@ def test_a_load_run_cut_short_by_ctrl_c_is_not_recorded(monkeypatch: pytest.Monk
                               log_path="/tmp/x.log", ansible_playbook="ansible-playbook")
     with pytest.raises(KeyboardInterrupt):
         bench.measure(RH)
+
+
+def _windows(monkeypatch: pytest.MonkeyPatch, rates: list[float]) -> list[Any]:
+    """Load runs of 10 s at these successful ops/s, one per call (recorded)."""
+    import planner.loadgen
+
+    calls: list[Any] = []
+
+    def run(config: Any) -> Any:
+        rate = rates[len(calls)]
+        calls.append(config)
+        return SimpleNamespace(stopped_by="duration", seconds=10.0, ops=int(rate * 10),
+                               failed=0, failures={}, latency_ms={})
+
+    monkeypatch.setattr(planner.loadgen, "run_load", run)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("rates", "warmup_max", "windows", "said"),
+    [
+        # a restarted node warming up: rising, rising, then steady -> 4 windows
+        ([1000, 1500, 1800, 1850, 1900, 1900], 100, 4, "steady"),
+        # still rising when the cap is reached: 3 windows of 10 s fit in 30 s
+        ([1000, 1500, 2000, 2500, 3000], 30, 3, "still rising"),
+        # no cap: one window, as before
+        ([1000, 2000], 0, 1, "warming up 10 s"),
+    ],
+)
+def test_warm_up_goes_on_while_the_throughput_still_rises(
+    monkeypatch: pytest.MonkeyPatch, rates: list[float], warmup_max: float, windows: int,
+    said: str,
+) -> None:
+    import planner.loadgen
+
+    calls = _windows(monkeypatch, rates)
+    log: list[str] = []
+    bench = cal.ExecutorBench(load=planner.loadgen.LoadConfig(engine="cassandra"),
+                              warmup_seconds=10, warmup_max_seconds=warmup_max,
+                              warmup_tolerance=0.05, measure_seconds=10, playbook="p.yml",
+                              inventory="i.yml", rollout_cl="QUORUM", log_path="/tmp/x.log",
+                              ansible_playbook="ansible-playbook", log=log.append)
+    bench.warm_up(RH, preload=True)
+    assert len(calls) == windows
+    assert [c.preload for c in calls] == [True] + [False] * (windows - 1)  # preload once
+    assert said in log[-1]
