@@ -697,6 +697,7 @@ def run_calibration(
     if initial < 1:
         raise ValidationError(f"--initial: must be >= 1, got {initial}")
     began = clock()
+    first_of_run = len(state.design)  # configurations started before this invocation
     n_mixes = len(state.mixes)
     while True:
         config = state.pending()
@@ -726,8 +727,13 @@ def run_calibration(
                             f"needs about {need / 60:.1f}")
             state.design.append(config)
             state.save(state_path)
+            done_here = len(state.design) - 1 - first_of_run
+            eta = ""
+            if budget.runs and done_here > 0:
+                left = (clock() - began) / done_here * (budget.runs - len(state.design) + 1)
+                eta = f", about {left / 60:.0f} min left"
             log(f"calibrate: configuration {len(state.design)}"
-                + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why})")
+                + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why}{eta})")
         changes = _changes(state, config)
         if changes:
             t0 = clock()

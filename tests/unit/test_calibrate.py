@@ -687,3 +687,22 @@ def test_warm_up_goes_on_while_the_throughput_still_rises(
     assert len(calls) == windows
     assert [c.preload for c in calls] == [True] + [False] * (windows - 1)  # preload once
     assert said in log[-1]
+
+
+def test_progress_says_how_long_is_left(tmp_path: Path) -> None:
+    now = [0.0]
+
+    class TimedBench(SyntheticBench):
+        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+            now[0] += 60  # each run takes a minute
+            return super().measure(mix)
+
+    log: list[str] = []
+    cal.run_calibration(new_state(), bench=TimedBench(DEFAULTS), budget=cal.Budget(runs=3),
+                        initial=3, state_path=tmp_path / "s.json",
+                        observations_path=tmp_path / "o.csv", log=log.append,
+                        clock=lambda: now[0])
+    starts = [line for line in log if line.startswith("calibrate: configuration ")]
+    assert "min left" not in starts[0]
+    # 2 min per configuration so far, 2 configurations to go (this one included)
+    assert starts[1].endswith("about 4 min left)") and starts[2].endswith("about 2 min left)")
