@@ -215,13 +215,21 @@ def _min_distance(space: CalibrationSpace, config: Config, chosen: Sequence[Conf
     return min(float(np.linalg.norm(x - space.coordinates(c))) for c in chosen)
 
 
-def maximin_next(space: CalibrationSpace, chosen: Sequence[Config], seed: int) -> Config | None:
-    """The unchosen grid point farthest from every chosen one (None when the grid is done).
+def _unchosen(space: CalibrationSpace, chosen: Sequence[Config],
+              candidates: Sequence[Config] | None) -> list[Config]:
+    taken = {config_key(c) for c in chosen}
+    pool = space.grid() if candidates is None else candidates
+    return [c for c in pool if config_key(c) not in taken]
+
+
+def maximin_next(space: CalibrationSpace, chosen: Sequence[Config], seed: int,
+                 candidates: Sequence[Config] | None = None) -> Config | None:
+    """The unchosen grid point (of ``candidates``, default the whole grid) farthest from every
+    chosen one (None when none is left).
 
     Ties are broken by a seeded shuffle of the grid, so a seed gives one design.
     """
-    taken = {config_key(c) for c in chosen}
-    rest = [c for c in space.grid() if config_key(c) not in taken]
+    rest = _unchosen(space, chosen, candidates)
     if not rest:
         return None
     order = np.random.default_rng(seed).permutation(len(rest))
@@ -239,10 +247,11 @@ def uncertainty_next(
     model: PerformanceModel,
     mixes: Sequence[Mapping[str, float]],
     seed: int,
+    candidates: Sequence[Config] | None = None,
 ) -> Config | None:
-    """The unchosen grid point where ``model`` is least sure (see the module docstring)."""
-    taken = {config_key(c) for c in chosen}
-    rest = [c for c in space.grid() if config_key(c) not in taken]
+    """The unchosen grid point (of ``candidates``, default the whole grid) where ``model`` is
+    least sure (see the module docstring)."""
+    rest = _unchosen(space, chosen, candidates)
     if not rest:
         return None
     seen = {name: {c[name] for c in chosen} for name in space.params}
@@ -630,8 +639,9 @@ class Bench(Protocol):
     def apply(self, changes: Mapping[str, Any]) -> None:
         """Make the cluster run ``changes`` (only the keys that differ from now)."""
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
-        """Run load that is not measured (after a change; ``preload`` writes every record)."""
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
+        """Run load that is not measured (after a change; ``preload`` writes every record;
+        ``restarted``: the nodes were restarted, or the cluster is cold)."""
 
     def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
         """Measure one mix: ``{"ops_per_s": successful ops/s, "failed": n, ...}``."""
@@ -657,21 +667,43 @@ class Budget:
             raise ValidationError(f"--minutes: must be positive, got {self.minutes}")
 
 
-def choose_next(state: CalibrationState, *, initial: int) -> tuple[Config | None, str]:
-    """The next configuration to start and why (``None`` when the grid is exhausted)."""
+def same_restart_plot(state: CalibrationState) -> list[Config] | None:
+    """The unmeasured grid points the cluster can reach from where it is without a restart
+    (its restart-class values kept), or None when there is none or nothing needs a restart.
+
+    Measuring these first is a split-plot design: hard-to-change factors (a rolling restart,
+    then minutes of JIT warm-up) change as rarely as possible.
+    """
+    space = state.space
+    hard = get_space(state.engine).restart_params(space.params)
+    if not hard:
+        return None
+    plot = [c for c in space.grid() if all(c[k] == state.applied[k] for k in hard)]
+    return plot if _unchosen(space, state.design, plot) else None
+
+
+def choose_next(state: CalibrationState, *, initial: int,
+                group_restarts: bool = False) -> tuple[Config | None, str]:
+    """The next configuration to start and why (``None`` when the grid is exhausted).
+
+    With ``group_restarts``, the choice is made among :func:`same_restart_plot` while it has
+    any left.
+    """
     space = state.space
     if not state.design:
         return dict(state.original), "the configuration running before calibration"
+    plot = same_restart_plot(state) if group_restarts else None
+    where = ", no restart from here" if plot else ""
+    seed = state.seed + len(state.design)
     if len(state.design) < initial:
-        return maximin_next(space, state.design, state.seed + len(state.design)), "space-filling"
+        return maximin_next(space, state.design, seed, plot), "space-filling" + where
     df = observations_frame(state)
     model, report = fit_observations(df, engine=state.engine) if len(df) else (None, {})
     if model is None:
-        return (maximin_next(space, state.design, state.seed + len(state.design)),
-                "space-filling (too few observations to fit a model yet)")
-    nxt = uncertainty_next(space, state.design, model, list(state.mixes.values()),
-                           state.seed + len(state.design))
-    return nxt, f"most uncertain under the {report['design']} model"
+        return (maximin_next(space, state.design, seed, plot),
+                "space-filling (too few observations to fit a model yet)" + where)
+    nxt = uncertainty_next(space, state.design, model, list(state.mixes.values()), seed, plot)
+    return nxt, f"most uncertain under the {report['design']} model{where}"
 
 
 def _changes(state: CalibrationState, config: Mapping[str, Any]) -> Config:
@@ -688,11 +720,14 @@ def run_calibration(
     observations_path: str | Path,
     log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
     clock: Callable[[], float] = time.monotonic,
+    group_restarts: bool = False,
 ) -> str:
     """Measure configurations until the budget or the grid is used up; returns why it stopped.
 
     The state is saved after every change and measurement; on an exception (a failed
     rollout, Ctrl-C) it holds everything measured so far and the call can be repeated.
+    ``group_restarts``: see :func:`choose_next`. The warm-up after a restart-class change,
+    and the very first one (a cluster started moments ago is as cold), is a restart's.
     """
     if initial < 1:
         raise ValidationError(f"--initial: must be >= 1, got {initial}")
@@ -715,7 +750,7 @@ def run_calibration(
         else:
             if budget.runs is not None and len(state.design) >= budget.runs:
                 return f"run budget reached ({len(state.design)} configurations)"
-            config, why = choose_next(state, initial=initial)
+            config, why = choose_next(state, initial=initial, group_restarts=group_restarts)
             if config is None:
                 return f"every configuration of the grid measured ({len(state.design)})"
             if budget.minutes is not None:
@@ -735,6 +770,7 @@ def run_calibration(
             log(f"calibrate: configuration {len(state.design)}"
                 + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why}{eta})")
         changes = _changes(state, config)
+        restarted = bool(get_space(state.engine).restart_params(changes)) or not state.preloaded
         if changes:
             t0 = clock()
             log(f"calibrate: applying {changes} through the executor")
@@ -743,7 +779,8 @@ def run_calibration(
             state.save(state_path)
             log(f"calibrate: applied in {clock() - t0:.0f} s")
         missing = state.missing_mixes(config)
-        bench.warm_up(state.mixes[missing[0]], preload=not state.preloaded)
+        bench.warm_up(state.mixes[missing[0]], preload=not state.preloaded,
+                      restarted=restarted)
         if not state.preloaded:
             state.preloaded = True
             state.save(state_path)
@@ -787,12 +824,14 @@ def restore(state: CalibrationState, *, bench: Bench, state_path: str | Path,
 
 
 def recheck_original(state: CalibrationState, *, bench: Bench, state_path: str | Path,
-                     observations_path: str | Path, log: Callable[[str], None]) -> int:
+                     observations_path: str | Path, log: Callable[[str], None],
+                     restarted: bool = False) -> int:
     """Measure the original configuration again (``repeats`` runs per mix) after
     :func:`restore`: the cluster's drift over the calibration, reported beside the gains.
 
     The runs are observations of the original like the first ones (``"phase": "recheck"``);
-    a resumed recheck only takes the runs still missing. Returns the runs taken.
+    a resumed recheck only takes the runs still missing. ``restarted``: the restore
+    restarted nodes (a restart's warm-up). Returns the runs taken.
     """
     if config_key(state.applied) != config_key(state.original):
         raise KairosError(f"recheck: the cluster runs {state.applied}, not the original "
@@ -806,7 +845,7 @@ def recheck_original(state: CalibrationState, *, bench: Bench, state_path: str |
     if not todo:
         return 0
     log(f"calibrate: measuring the original {state.original} again (drift check)")
-    bench.warm_up(state.mixes[todo[0]], preload=False)
+    bench.warm_up(state.mixes[todo[0]], preload=False, restarted=restarted)
     taken = 0
     while todo:
         for mix in todo:
@@ -861,11 +900,14 @@ class ExecutorBench:
         per call.
     warmup_seconds, measure_seconds : float
     warmup_max_seconds : float
-        Warm up in windows of ``warmup_seconds`` for as long as the throughput still rises
-        by more than ``warmup_tolerance`` from one window to the next, up to this many
-        seconds in all (0: one window). A node just restarted runs cold (JIT, caches) for
-        minutes: measured too early, a restart-class configuration looks worse than it is.
+        After the first window, warm up in further windows of ``warmup_seconds`` for as long
+        as the throughput still rises by more than ``warmup_tolerance`` from one window to
+        the next, up to this many seconds of further windows (0: the first window only).
+        A node just restarted runs cold (JIT, caches) for minutes: measured too early, a
+        restart-class configuration looks worse than it is.
     warmup_tolerance : float
+    restart_warmup_seconds : float
+        The first window after a restart (and of the calibration) lasts at least this long.
     playbook, inventory : path
     rollout_cl : str
         Consistency level the executor keeps while restarting (its batching).
@@ -876,6 +918,7 @@ class ExecutorBench:
     def __init__(self, *, load: Any, warmup_seconds: float, measure_seconds: float,
                  playbook: str | Path, inventory: str | Path, rollout_cl: str,
                  warmup_max_seconds: float = 0.0, warmup_tolerance: float = 0.05,
+                 restart_warmup_seconds: float = 0.0,
                  log_path: str | Path, ansible_playbook: str | None = None,
                  log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
                  playbook_timeout: float = 3600.0) -> None:
@@ -883,6 +926,7 @@ class ExecutorBench:
         self.warmup_seconds = warmup_seconds
         self.warmup_max_seconds = warmup_max_seconds
         self.warmup_tolerance = warmup_tolerance
+        self.restart_warmup_seconds = restart_warmup_seconds
         self.measure_seconds = measure_seconds
         self.playbook = Path(playbook).resolve()
         self.inventory = Path(inventory).resolve()
@@ -928,26 +972,30 @@ class ExecutorBench:
             raise KeyboardInterrupt
         return result
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
-        if self.warmup_seconds <= 0 and not preload:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool = False
+                ) -> None:
+        first = max(self.warmup_seconds, self.restart_warmup_seconds if restarted else 0.0)
+        if first <= 0 and not preload:
             return
         window = max(self.warmup_seconds, 1.0)
-        self.log(f"calibrate: warming up {window:g} s"
+        first = max(first, 1.0)
+        self.log(f"calibrate: warming up {first:g} s"
+                 + (" (after a restart)" if restarted and first > window else "")
                  + (" (preloading every record first)" if preload else ""))
-        rate = measurement_from_result(self._run(mix, window, preload))["ops_per_s"]
-        spent = window
-        while spent + window <= self.warmup_max_seconds:
+        rate = measurement_from_result(self._run(mix, first, preload))["ops_per_s"]
+        extra = 0.0
+        while extra + window <= self.warmup_max_seconds:
             nxt = measurement_from_result(self._run(mix, window, False))["ops_per_s"]
-            spent += window
+            extra += window
             rising = nxt > rate * (1 + self.warmup_tolerance)
             self.log(f"calibrate: warm-up {rate:.0f} -> {nxt:.0f} ops/s"
                      + (", still rising" if rising else ", steady"))
             if not rising:
                 return
             rate = nxt
-        if self.warmup_max_seconds > window:
-            self.log(f"calibrate: warm-up stopped at --warmup-max ({spent:g} s) while the "
-                     "throughput was still rising")
+        if extra:
+            self.log(f"calibrate: warm-up stopped at --warmup-max ({first + extra:g} s in all) "
+                     "while the throughput was still rising")
 
     def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
         shown = ",".join(f"{c}={f:g}" for c, f in mix.items() if f)
@@ -962,9 +1010,11 @@ class ExecutorBench:
                  else ASSUMED_LIVE_APPLY_SECONDS if changes else 0.0)
         # ~10 s per load run for spawning workers and connecting; two warm-up windows
         # (the least a warm-up past the first window takes)
-        windows = 2 if self.warmup_max_seconds >= 2 * self.warmup_seconds else 1
-        return (apply + windows * (self.warmup_seconds + 10)
-                + n_mixes * (self.measure_seconds + 10))
+        windows = 2 if self.warmup_max_seconds >= self.warmup_seconds else 1
+        warm = windows * (self.warmup_seconds + 10)
+        if restart:
+            warm += max(self.restart_warmup_seconds - self.warmup_seconds, 0.0)
+        return apply + warm + n_mixes * (self.measure_seconds + 10)
 
 
 def measurement_from_result(result: Any) -> dict[str, Any]:

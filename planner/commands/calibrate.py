@@ -59,9 +59,13 @@ def register(subparsers: Any) -> None:
                      help="seconds of unmeasured load after each change, in one window "
                      "(default 30)")
     run.add_argument("--warmup-max", type=float, default=None,
-                     help="keep warming up, window after window, while the throughput still "
-                     "rises by more than --warmup-tolerance, up to this many seconds in all "
-                     "(default 4 x --warmup; 0 or --warmup: one window)")
+                     help="after the first window, keep warming up window after window while "
+                     "the throughput still rises by more than --warmup-tolerance, up to this "
+                     "many seconds more (default 3 x --warmup; 0: the first window only)")
+    run.add_argument("--restart-warmup", type=float, default=240.0,
+                     help="the first warm-up window after a rolling restart, and of the "
+                     "calibration, lasts at least this long: restarted JVMs run cold for "
+                     "minutes (default 240)")
     run.add_argument("--warmup-tolerance", type=float, default=0.05,
                      help="a warm-up window this much faster than the one before counts as "
                      "still rising (default 0.05)")
@@ -207,6 +211,7 @@ def run_command(args: argparse.Namespace) -> int:
     )
     from planner.errors import ValidationError
     from planner.loadgen import LoadConfig, parse_mix
+    from planner.spaces import get_space
 
     engine = args.engine
     root = Path(args.dir)
@@ -229,9 +234,11 @@ def run_command(args: argparse.Namespace) -> int:
         raise ValidationError(f"--initial: must be >= 1, got {args.initial}")
     if not args.seconds > 0 or not args.warmup >= 0:
         raise ValidationError("--seconds must be > 0 and --warmup >= 0")
-    warmup_max = 4 * args.warmup if args.warmup_max is None else args.warmup_max
-    if not warmup_max >= 0 or not 0 <= args.warmup_tolerance < 1:
-        raise ValidationError("--warmup-max must be >= 0 and --warmup-tolerance in [0, 1)")
+    warmup_max = 3 * args.warmup if args.warmup_max is None else args.warmup_max
+    if not warmup_max >= 0 or not args.restart_warmup >= 0 or \
+            not 0 <= args.warmup_tolerance < 1:
+        raise ValidationError("--warmup-max and --restart-warmup must be >= 0, "
+                              "--warmup-tolerance in [0, 1)")
     if args.repeats < 1:
         raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
@@ -285,23 +292,32 @@ def run_command(args: argparse.Namespace) -> int:
     bench = ExecutorBench(
         load=load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
         warmup_max_seconds=warmup_max, warmup_tolerance=args.warmup_tolerance,
+        restart_warmup_seconds=args.restart_warmup,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
         log_path=paths["executor_log"], ansible_playbook=ansible_playbook, log=_log,
     )
+    # Split-plot order (restart-class values changed as rarely as possible) when the budget
+    # covers the whole grid: the order then changes nothing of what is measured.
+    group = budget.runs is not None and budget.runs >= len(state.space.grid())
+    if group:
+        _log("calibrate: the budget covers the grid: configurations that need no restart "
+             "from where the cluster is come first")
     try:
         stopped = run_calibration(state, bench=bench, budget=budget, initial=initial,
                                   state_path=paths["state"],
-                                  observations_path=paths["observations"], log=_log)
+                                  observations_path=paths["observations"], log=_log,
+                                  group_restarts=group)
         _log(f"calibrate: stopped: {stopped}")
         write_observations(state, paths["observations"])
         report = _fit_and_write(state, paths, stopped)
         if args.keep_last:
             _log(f"calibrate: --keep-last: the cluster keeps {state.applied}")
         else:
-            restore(state, bench=bench, state_path=paths["state"], log=_log)
+            restored = restore(state, bench=bench, state_path=paths["state"], log=_log)
             if not args.no_recheck and recheck_original(
                     state, bench=bench, state_path=paths["state"],
-                    observations_path=paths["observations"], log=_log):
+                    observations_path=paths["observations"], log=_log,
+                    restarted=bool(get_space(engine).restart_params(restored))):
                 report = _fit_and_write(state, paths, stopped)
     except KeyboardInterrupt:
         _log(f"calibrate: interrupted; everything measured is in {paths['state']}. The "

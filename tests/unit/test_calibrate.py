@@ -8,6 +8,7 @@ the same code against the lab.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping
@@ -54,6 +55,7 @@ class SyntheticBench:
         self.applied: list[dict[str, Any]] = []
         self.measured: list[tuple[dict[str, Any], dict[str, float]]] = []
         self.warmups: list[bool] = []
+        self.restarted: list[bool] = []
         self.apply_seconds = apply_seconds
         self.truth_factor = 1.0  # a drift of the whole cluster
 
@@ -68,8 +70,9 @@ class SyntheticBench:
         self.applied.append(dict(changes))
         self.running.update(changes)
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
         self.warmups.append(preload)
+        self.restarted.append(restarted)
 
     def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
         if self.fail_after is not None and len(self.measured) >= self.fail_after:
@@ -664,8 +667,8 @@ def _windows(monkeypatch: pytest.MonkeyPatch, rates: list[float]) -> list[Any]:
     [
         # a restarted node warming up: rising, rising, then steady -> 4 windows
         ([1000, 1500, 1800, 1850, 1900, 1900], 100, 4, "steady"),
-        # still rising when the cap is reached: 3 windows of 10 s fit in 30 s
-        ([1000, 1500, 2000, 2500, 3000], 30, 3, "still rising"),
+        # still rising when the cap is reached: 2 more windows of 10 s fit in 20 s
+        ([1000, 1500, 2000, 2500, 3000], 20, 3, "still rising"),
         # no cap: one window, as before
         ([1000, 2000], 0, 1, "warming up 10 s"),
     ],
@@ -706,3 +709,46 @@ def test_progress_says_how_long_is_left(tmp_path: Path) -> None:
     assert "min left" not in starts[0]
     # 2 min per configuration so far, 2 configurations to go (this one included)
     assert starts[1].endswith("about 4 min left)") and starts[2].endswith("about 2 min left)")
+
+
+def test_a_full_grid_is_measured_with_as_few_restarts_as_possible(tmp_path: Path) -> None:
+    """Split-plot order: memtable_cleanup_threshold (restart) changes once, the live
+    concurrent_reads around it; the warm-ups after a restart (and the first) are a restart's."""
+    levels = {"concurrent_reads": [16, 64], "memtable_cleanup_threshold": [0.11]}
+    original = {"concurrent_reads": 32, "memtable_cleanup_threshold": 0.33}
+    bench = SyntheticBench(original)
+    state = new_state(levels, original=original)
+    cal.run_calibration(state, bench=bench, budget=cal.Budget(runs=6), initial=3,
+                        state_path=tmp_path / "s.json", observations_path=tmp_path / "o.csv",
+                        log=lambda _m: None, group_restarts=True)
+    thresholds = [c["memtable_cleanup_threshold"] for c in state.design]
+    assert len(state.design) == 6
+    assert sum(a != b for a, b in itertools.pairwise(thresholds)) == 1
+    assert bench.restarted == [True, False, False, True, False, False]
+    # without grouping the same grid costs more restarts
+    bench2 = SyntheticBench(original)
+    state2 = new_state(levels, original=original)
+    calibrate(state2, bench2, tmp_path / "ungrouped", runs=6, initial=3)
+    thresholds2 = [c["memtable_cleanup_threshold"] for c in state2.design]
+    assert sum(a != b for a, b in itertools.pairwise(thresholds2)) > 1
+
+
+def test_the_first_warm_up_after_a_restart_lasts_the_restart_warm_up(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import planner.loadgen
+
+    calls = _windows(monkeypatch, [1000, 1000, 1000, 1000])
+    bench = cal.ExecutorBench(load=planner.loadgen.LoadConfig(engine="cassandra"),
+                              warmup_seconds=10, warmup_max_seconds=30,
+                              restart_warmup_seconds=240, measure_seconds=10,
+                              playbook="p.yml", inventory="i.yml", rollout_cl="QUORUM",
+                              log_path="/tmp/x.log", ansible_playbook="ansible-playbook",
+                              log=lambda _m: None)
+    bench.warm_up(RH, preload=False, restarted=True)
+    bench.warm_up(RH, preload=False, restarted=False)
+    assert [c.seconds for c in calls] == [240, 10, 10, 10]  # steady after one more window
+    # the budget counts the restart's warm-up
+    live = bench.expected_seconds({"concurrent_reads": 64}, 2)
+    restart = bench.expected_seconds({"memtable_cleanup_threshold": 0.2}, 2)
+    assert restart - live >= 230
