@@ -752,3 +752,22 @@ def test_the_first_warm_up_after_a_restart_lasts_the_restart_warm_up(
     live = bench.expected_seconds({"concurrent_reads": 64}, 2)
     restart = bench.expected_seconds({"memtable_cleanup_threshold": 0.2}, 2)
     assert restart - live >= 230
+
+
+def test_the_committed_lab_model_is_the_lab_default_and_reports_its_held_out_error() -> None:
+    """inventories/local/calibration: the model the lab plans with, and what it says of itself."""
+    from planner.perfmodel import load_model
+
+    group_vars = (REPO / "inventories/local/group_vars/all.yml").read_text()
+    assert "calibration/cassandra-model.json" in group_vars
+    calib = REPO / "inventories/local/calibration"
+    model = load_model(calib / "cassandra-model.json")
+    assert model.engine == "cassandra" and model.model_type == "fitted"
+    fit = model.info["calibration"]["fit"]
+    assert fit["validation"] == "leave-one-configuration-out"
+    assert 0 < fit["heldout_mape"] < 1 and 0 < fit["baseline_heldout_mape"] < 1
+    # the observations beside it refit to the same held-out figure
+    _, report = cal.fit_observations(pd.read_csv(calib / "cassandra-observations.csv"),
+                                     engine="cassandra")
+    assert report["heldout_mape"] == pytest.approx(fit["heldout_mape"], rel=1e-6)
+    assert report["design"] == fit["design"]
