@@ -628,6 +628,7 @@ def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
             "gain": means[best] / base - 1 if base else None,
             "original_recheck_ops_per_s": round(again, 1) if again else None,
             "original_drift": again / base - 1 if again and base else None,
+            "gain_over_recheck": means[best] / again - 1 if again else None,
         }
     return out
 

@@ -182,7 +182,8 @@ def _summary(report: dict[str, Any]) -> str:
     for mix, best in report["best_by_mix"].items():
         gain = "" if best["gain"] is None else f" ({best['gain']:+.1%} over the original)"
         drift = ("" if best.get("original_drift") is None else
-                 f"; the original measured again at the end: {best['original_drift']:+.1%}")
+                 f"; {best['gain_over_recheck']:+.1%} over the original measured again at "
+                 f"the end, which drifted {best['original_drift']:+.1%}")
         lines.append(f"{mix}: best {best['best_ops_per_s']:.0f} ops/s with "
                      f"{best['best_config']}{gain}{drift}")
     lines.extend(f"wrote {report['files'][k]}" for k in ("observations", "model", "report")

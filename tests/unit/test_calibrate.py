@@ -471,6 +471,9 @@ def test_recheck_measures_the_original_again_and_reports_the_drift(tmp_path: Pat
     best = cal.best_by_mix(state)["read-heavy"]
     assert best["original_ops_per_s"] == pytest.approx(bench.truth(DEFAULTS, RH), rel=1e-3)
     assert best["original_drift"] == pytest.approx(0.25, abs=1e-3)
+    # the best against the original re-measured: the gain net of the drift
+    assert best["gain_over_recheck"] == pytest.approx(
+        (1 + best["gain"]) / (1 + best["original_drift"]) - 1, rel=1e-6)
     assert cal.recheck_original(state, bench=bench, **paths) == 0  # done: a resume adds none
     assert len(pd.read_csv(tmp_path / "obs.csv")) == 3 * 2 * 2 + 4
 
