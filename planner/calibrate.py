@@ -291,6 +291,7 @@ class CalibrationState:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     preloaded: bool = False
     repeats: int = 1
+    sweeps: int = 1
     created_at: str = ""
     command: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
@@ -301,28 +302,53 @@ class CalibrationState:
             self.engine, {k: _ordered(self.engine, k, v) for k, v in self.levels.items()}
         )
 
-    def count(self, config: Mapping[str, Any], mix: str, *, phase: str | None = None) -> int:
-        """Measurements of ``mix`` under ``config`` (of one ``phase`` only, when given)."""
+    def count(self, config: Mapping[str, Any], mix: str, *, phase: str | None = None,
+              sweep: int | None = None) -> int:
+        """Measurements of ``mix`` under ``config`` (of one ``phase``, or of one ``sweep``
+        of the design, when given)."""
         key = config_key(config)
         return sum(1 for m in self.measurements
                    if m["mix"] == mix and config_key(m["config"]) == key
-                   and (phase is None or m.get("phase") == phase))
+                   and (phase is None or m.get("phase") == phase)
+                   and (sweep is None or sweep_of(m) == sweep))
 
-    def measured(self, config: Mapping[str, Any], mix: str) -> bool:
-        return self.count(config, mix) >= self.repeats
+    def measured(self, config: Mapping[str, Any], mix: str, sweep: int = 1) -> bool:
+        return self.count(config, mix, sweep=sweep) >= self.repeats
 
-    def missing_mixes(self, config: Mapping[str, Any]) -> list[str]:
-        """The mixes of ``config`` with fewer than ``repeats`` measurements (one round)."""
-        return [name for name in self.mixes if not self.measured(config, name)]
+    def missing_mixes(self, config: Mapping[str, Any], sweep: int = 1) -> list[str]:
+        """The mixes of ``config`` with fewer than ``repeats`` measurements in ``sweep``, in
+        the sweep's order (even sweeps take the mixes in reverse, mirroring the odd ones)."""
+        names = list(self.mixes) if sweep % 2 else list(reversed(self.mixes))
+        return [name for name in names if not self.measured(config, name, sweep)]
 
     def pending(self) -> Config | None:
-        """The first started configuration with a mix still to measure (an interrupted run)."""
+        """The first started configuration with a mix still to measure in the first sweep
+        (an interrupted run, or a top-up after ``repeats`` was raised)."""
         return next((c for c in self.design if self.missing_mixes(c)), None)
 
+    @property
+    def design_closed(self) -> bool:
+        """A later sweep has begun: the design is fixed (no configuration is added)."""
+        return any((sweep_of(m) or 1) > 1 for m in self.measurements)
+
+    def sweep_order(self, sweep: int) -> list[Config]:
+        """The design in the order ``sweep`` visits it: forward in odd sweeps, backward in
+        even ones (A B C, C B A, A B C, ...)."""
+        return list(self.design) if sweep % 2 else list(reversed(self.design))
+
+    def revisit(self) -> tuple[Config, int] | None:
+        """The next (configuration, sweep) of the later sweeps with a run still missing."""
+        for sweep in range(2, self.sweeps + 1):
+            for config in self.sweep_order(sweep):
+                if self.missing_mixes(config, sweep):
+                    return config, sweep
+        return None
+
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
-                   mixes: Mapping[str, Mapping[str, float]], repeats: int = 1) -> None:
+                   mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
+                   sweeps: int = 1) -> None:
         """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
-        at least as many repeats (more top up every configuration measured so far)."""
+        at least as many repeats and sweeps (more top up what was measured so far)."""
         if engine != self.engine:
             raise ValidationError(f"state: made for {self.engine}, not {engine}")
         if set(levels) != set(self.levels) or \
@@ -341,6 +367,11 @@ class CalibrationState:
                 f"state: measures every mix {self.repeats} time(s) but --repeats {repeats} "
                 "was asked; give at least as many to resume, or a new --dir"
             )
+        if sweeps < self.sweeps:
+            raise ValidationError(
+                f"state: measures the design in {self.sweeps} sweep(s) but --sweeps {sweeps} "
+                "was asked; give at least as many to resume, or a new --dir"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -356,6 +387,7 @@ class CalibrationState:
             "measurements": self.measurements,
             "preloaded": self.preloaded,
             "repeats": self.repeats,
+            "sweeps": self.sweeps,
             "created_at": self.created_at,
             "command": self.command,
             "environment": self.environment,
@@ -380,6 +412,7 @@ class CalibrationState:
                 measurements=[dict(m) for m in data.get("measurements", [])],
                 preloaded=bool(data.get("preloaded", False)),
                 repeats=int(data.get("repeats", 1)),
+                sweeps=int(data.get("sweeps", 1)),
                 created_at=str(data.get("created_at", "")),
                 command=str(data.get("command", "")),
                 environment=dict(data.get("environment", {})),
@@ -387,8 +420,9 @@ class CalibrationState:
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None
         _ = state.space  # validates the levels against the engine's space
-        if state.repeats < 1:
-            raise ValidationError(f"state: repeats must be >= 1, got {state.repeats}")
+        if state.repeats < 1 or state.sweeps < 1:
+            raise ValidationError(f"state: repeats and sweeps must be >= 1, got "
+                                  f"{state.repeats} and {state.sweeps}")
         return state
 
     def save(self, path: str | Path) -> None:
@@ -403,6 +437,14 @@ class CalibrationState:
         except json.JSONDecodeError as exc:
             raise ValidationError(f"state: {path}: not valid JSON ({exc})") from None
         return cls.from_dict(data)
+
+
+def sweep_of(measurement: Mapping[str, Any]) -> int | None:
+    """The sweep a measurement belongs to (records from before sweeps existed: the first);
+    None for the final re-measurement of the original (``phase: recheck``)."""
+    if measurement.get("phase") == "recheck":
+        return None
+    return int(measurement.get("sweep", 1))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -597,40 +639,82 @@ def _geomean(values: Sequence[float]) -> float:
 def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
     """Per mix: the best measured configuration against the original.
 
-    Each configuration counts with the geometric mean of its runs; the original's are those
-    taken first (the start of the calibration). After :func:`recheck_original`, the
-    original's re-measured figure and its drift are given too: a gain smaller than that
-    drift is not one to stand behind.
+    Each configuration counts with the geometric mean of its runs (every sweep; the final
+    re-measurement excluded). With one sweep, the original's runs are those taken first (the
+    start of the calibration); after :func:`recheck_original`, its re-measured figure and
+    its drift are given too: a gain smaller than that drift is not one to stand behind. With
+    several sweeps the original's runs span the calibration like every other
+    configuration's, so the gain is free of a linear drift; its drift is then its last sweep
+    against its first (``original_first_sweep_ops_per_s``, ``original_last_sweep_ops_per_s``).
     """
     out: dict[str, dict[str, Any]] = {}
     original = config_key(state.original)
+    last = state.sweeps
     for mix in state.mixes:
         runs: dict[str, list[float]] = {}
         recheck: list[float] = []
+        by_sweep: dict[int, list[float]] = {}
         for m in state.measurements:
             if m["mix"] != mix or not m.get("ops_per_s", 0) > 0:
                 continue
-            if m.get("phase") == "recheck":
+            sweep = sweep_of(m)
+            if sweep is None:
                 recheck.append(m["ops_per_s"])
-            else:
-                runs.setdefault(config_key(m["config"]), []).append(m["ops_per_s"])
+                continue
+            key = config_key(m["config"])
+            runs.setdefault(key, []).append(m["ops_per_s"])
+            if key == original:
+                by_sweep.setdefault(sweep, []).append(m["ops_per_s"])
         if not runs:
             continue
         means = {key: _geomean(v) for key, v in runs.items()}
         best = max(means, key=lambda key: means[key])
         base = means.get(original)
-        again = _geomean(recheck) if recheck else None
-        out[mix] = {
+        entry: dict[str, Any] = {
             "best_config": json.loads(best),
             "best_ops_per_s": round(means[best], 1),
             "best_runs": len(runs[best]),
             "original_ops_per_s": round(base, 1) if base else None,
             "gain": means[best] / base - 1 if base else None,
-            "original_recheck_ops_per_s": round(again, 1) if again else None,
-            "original_drift": again / base - 1 if again and base else None,
-            "gain_over_recheck": means[best] / again - 1 if again else None,
         }
+        if last > 1:
+            first_s = _geomean(by_sweep[1]) if by_sweep.get(1) else None
+            last_s = _geomean(by_sweep[last]) if by_sweep.get(last) else None
+            entry.update({
+                "original_first_sweep_ops_per_s": round(first_s, 1) if first_s else None,
+                "original_last_sweep_ops_per_s": round(last_s, 1) if last_s else None,
+                "original_drift": last_s / first_s - 1 if first_s and last_s else None,
+            })
+        again = _geomean(recheck) if recheck else None
+        entry.update({
+            "original_recheck_ops_per_s": round(again, 1) if again else None,
+            "gain_over_recheck": means[best] / again - 1 if again else None,
+        })
+        if last == 1:
+            entry["original_drift"] = again / base - 1 if again and base else None
+        out[mix] = entry
     return out
+
+
+def sweep_drift(state: CalibrationState) -> dict[str, Any] | None:
+    """How far the whole cluster moved between the first and the last sweep: the geometric
+    mean over every (configuration, mix) measured in both of last / first (None with one
+    sweep, or before the last sweep measured anything)."""
+    if state.sweeps < 2:
+        return None
+    runs: dict[tuple[str, str, int], list[float]] = {}
+    for m in state.measurements:
+        sweep = sweep_of(m)
+        if sweep in (1, state.sweeps) and m.get("ops_per_s", 0) > 0:
+            runs.setdefault((config_key(m["config"]), m["mix"], sweep), []).append(
+                m["ops_per_s"])
+    ratios = [_geomean(runs[(c, mix, state.sweeps)]) / _geomean(v)
+              for (c, mix, sweep), v in runs.items()
+              if sweep == 1 and (c, mix, state.sweeps) in runs]
+    if not ratios:
+        return None
+    return {"first_to_last": _geomean(ratios) - 1, "pairs": len(ratios),
+            "per_pair_range": [min(ratios) - 1, max(ratios) - 1]}
 
 
 # ------------------------------------------------------------------------ bench
@@ -725,6 +809,11 @@ def run_calibration(
 ) -> str:
     """Measure configurations until the budget or the grid is used up; returns why it stopped.
 
+    The first sweep builds the design (one configuration after another, ``repeats`` runs per
+    mix each). With ``state.sweeps`` > 1 the design is then measured again, backward, forward,
+    ... (:meth:`CalibrationState.sweep_order`): every configuration's runs are centred on the
+    same moment, so a linear drift of the cluster biases no configuration against another.
+
     The state is saved after every change and measurement; on an exception (a failed
     rollout, Ctrl-C) it holds everything measured so far and the call can be repeated.
     ``group_restarts``: see :func:`choose_next`. The warm-up after a restart-class change,
@@ -733,43 +822,74 @@ def run_calibration(
     if initial < 1:
         raise ValidationError(f"--initial: must be >= 1, got {initial}")
     began = clock()
-    first_of_run = len(state.design)  # configurations started before this invocation
+    visits_here = 0  # configurations started in this invocation (for the time left)
     n_mixes = len(state.mixes)
+    designed = ""  # why the first sweep ended, once it has
+    if state.design_closed:
+        designed = f"design fixed at {len(state.design)} configurations"
+
+    def time_left() -> float:
+        return math.inf if budget.minutes is None else budget.minutes * 60 - (clock() - began)
+
     while True:
+        sweep = 1
         config = state.pending()
         if config is not None:
             # An interrupted configuration, or one topped up after --repeats was raised.
-            if budget.minutes is not None:
-                left = budget.minutes * 60 - (clock() - began)
-                runs = sum(state.repeats - state.count(config, mix) for mix in state.mixes)
-                need = bench.expected_seconds(_changes(state, config), runs)
-                if need > left:
-                    return (f"time budget: {left / 60:.1f} min left, finishing {config} "
-                            f"needs about {need / 60:.1f}")
+            runs = sum(state.repeats - state.count(config, mix, sweep=1)
+                       for mix in state.mixes)
+            need = bench.expected_seconds(_changes(state, config), runs)
+            if need > time_left():
+                return (f"time budget: {time_left() / 60:.1f} min left, finishing {config} "
+                        f"needs about {need / 60:.1f}")
             log(f"calibrate: resuming {config} ({len(state.missing_mixes(config))} mix(es) "
                 "left)")
-        else:
+        elif not designed:
+            config, why = None, ""
             if budget.runs is not None and len(state.design) >= budget.runs:
-                return f"run budget reached ({len(state.design)} configurations)"
-            config, why = choose_next(state, initial=initial, group_restarts=group_restarts)
+                designed = f"run budget reached ({len(state.design)} configurations)"
+            else:
+                config, why = choose_next(state, initial=initial, group_restarts=group_restarts)
+                if config is None:
+                    designed = f"every configuration of the grid measured ({len(state.design)})"
+            if config is not None:
+                # Time for this configuration in every sweep and for the later sweeps of
+                # those already chosen, so the mirrored sweeps can finish.
+                need = (state.sweeps * bench.expected_seconds(_changes(state, config),
+                                                              n_mixes * state.repeats)
+                        + _later_sweeps_seconds(state, bench))
+                if need > time_left():
+                    designed = (f"time budget: {time_left() / 60:.1f} min left, the next "
+                                f"configuration needs about {need / 60:.1f}")
+                    config = None
             if config is None:
-                return f"every configuration of the grid measured ({len(state.design)})"
-            if budget.minutes is not None:
-                left = budget.minutes * 60 - (clock() - began)
-                need = bench.expected_seconds(_changes(state, config),
-                                             n_mixes * state.repeats)
-                if need > left:
-                    return (f"time budget: {left / 60:.1f} min left, the next configuration "
-                            f"needs about {need / 60:.1f}")
+                if state.sweeps == 1:
+                    return designed
+                log(f"calibrate: design complete ({designed}); measuring it again in "
+                    f"{state.sweeps - 1} mirrored sweep(s)")
+                continue
             state.design.append(config)
             state.save(state_path)
-            done_here = len(state.design) - 1 - first_of_run
-            eta = ""
-            if budget.runs and done_here > 0:
-                left = (clock() - began) / done_here * (budget.runs - len(state.design) + 1)
-                eta = f", about {left / 60:.0f} min left"
             log(f"calibrate: configuration {len(state.design)}"
-                + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why}{eta})")
+                + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why}"
+                + _eta(began, clock(), visits_here, _visits_left(state, budget)) + ")")
+        if config is None:
+            nxt = state.revisit()
+            if nxt is None:
+                return designed + (f"; {state.sweeps} sweeps measured" if state.sweeps > 1
+                                   else "")
+            config, sweep = nxt
+            runs = sum(state.repeats - state.count(config, mix, sweep=sweep)
+                       for mix in state.mixes)
+            need = bench.expected_seconds(_changes(state, config), runs)
+            if need > time_left():
+                return (f"time budget: {time_left() / 60:.1f} min left, sweep {sweep} of "
+                        f"{config} needs about {need / 60:.1f}")
+            position = state.sweep_order(sweep).index(config) + 1
+            eta = _eta(began, clock(), visits_here, _visits_left(state, budget))
+            log(f"calibrate: sweep {sweep}/{state.sweeps}, configuration {position}/"
+                f"{len(state.design)} {config}" + (f" ({eta.lstrip(', ')})" if eta else ""))
+        visits_here += 1
         changes = _changes(state, config)
         restarted = bool(get_space(state.engine).restart_params(changes)) or not state.preloaded
         if changes:
@@ -779,7 +899,7 @@ def run_calibration(
             state.applied.update(changes)
             state.save(state_path)
             log(f"calibrate: applied in {clock() - t0:.0f} s")
-        missing = state.missing_mixes(config)
+        missing = state.missing_mixes(config, sweep)
         bench.warm_up(state.mixes[missing[0]], preload=not state.preloaded,
                       restarted=restarted)
         if not state.preloaded:
@@ -790,24 +910,59 @@ def run_calibration(
         while missing:
             for name in missing:
                 _measure(state, config, name, bench=bench, state_path=state_path,
-                         observations_path=observations_path, log=log)
-            missing = state.missing_mixes(config)
+                         observations_path=observations_path, log=log, sweep=sweep)
+            missing = state.missing_mixes(config, sweep)
+
+
+def _later_sweeps_seconds(state: CalibrationState, bench: Bench) -> float:
+    """Expected wall time of the runs the later sweeps still owe the current design."""
+    total, at = 0.0, dict(state.applied)
+    for sweep in range(2, state.sweeps + 1):
+        for config in state.sweep_order(sweep):
+            runs = sum(state.repeats - state.count(config, mix, sweep=sweep)
+                       for mix in state.mixes)
+            if runs > 0:
+                total += bench.expected_seconds(
+                    {k: v for k, v in config.items() if at.get(k) != v}, runs)
+                at = dict(config)
+    return total
+
+
+def _visits_left(state: CalibrationState, budget: Budget) -> int | None:
+    """Configuration visits still to start (every sweep), when the run budget tells."""
+    if budget.runs is None:
+        return None
+    planned = max(budget.runs, len(state.design))
+    done = sum(1 for s in range(1, state.sweeps + 1) for c in state.sweep_order(s)
+               if not state.missing_mixes(c, s))
+    return planned * state.sweeps - done
+
+
+def _eta(began: float, now: float, visits_here: int, left: int | None) -> str:
+    if not visits_here or not left:
+        return ""
+    return f", about {(now - began) / visits_here * left / 60:.0f} min left"
 
 
 def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, bench: Bench,
              state_path: str | Path, observations_path: str | Path,
-             log: Callable[[str], None], phase: str | None = None) -> None:
+             log: Callable[[str], None], phase: str | None = None, sweep: int = 1) -> None:
     """Measure ``mix`` once, record it and save the state and the observations."""
     result = bench.measure(state.mixes[mix])
-    run = state.count(config, mix, phase=phase) + 1
+    if phase:
+        run = state.count(config, mix, phase=phase) + 1
+    else:
+        run = state.count(config, mix, sweep=sweep) + 1
     record = {"config": dict(config), "mix": mix, **result, "run": run,
               "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat()}
     if phase:
         record["phase"] = phase
+    else:
+        record["sweep"] = sweep
     state.measurements.append(record)
     state.save(state_path)
     write_observations(state, observations_path)
-    label = f"{phase} " if phase else ""
+    label = f"{phase} " if phase else (f"sweep {sweep}, " if state.sweeps > 1 else "")
     log(f"calibrate: {mix} ({label}run {run}/{state.repeats}): {result['ops_per_s']:.0f} "
         f"ops/s, {result.get('failed', 0)} failed")
 

@@ -75,6 +75,12 @@ def register(subparsers: Any) -> None:
                      help="runs per (configuration, mix), taken in rounds over the mixes; the "
                      "errors are scored against their geometric mean (default 1). Raising it "
                      "on a resume tops up every configuration already measured")
+    run.add_argument("--sweeps", type=int, default=1,
+                     help="measure the whole design this many times, in mirrored order "
+                     "(forward, backward, ...), so every configuration's runs are centred on "
+                     "the same moment and a linear drift of the cluster favours none; with 2 "
+                     "or more the original's last sweep is its re-measurement (no separate "
+                     "recheck). Default 1")
     run.add_argument("--keep-last", action="store_true",
                      help="leave the last measured configuration running (default: restore)")
     run.add_argument("--no-recheck", action="store_true",
@@ -124,7 +130,7 @@ def _read_current(path: str, engine: str) -> dict[str, Any]:
 
 
 def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str, Any]:
-    from planner.calibrate import best_by_mix, fit_observations, observations_frame
+    from planner.calibrate import best_by_mix, fit_observations, observations_frame, sweep_drift
     from planner.perfmodel import save_model
 
     df = observations_frame(state)
@@ -139,6 +145,8 @@ def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str
         "failed_operations": sum(int(m.get("failed", 0)) for m in state.measurements),
         "fit": fit,
         "best_by_mix": best_by_mix(state),
+        "sweeps": state.sweeps,
+        "sweep_drift": sweep_drift(state),
         "original": state.original,
         "levels": state.levels,
         "mixes": state.mixes,
@@ -179,11 +187,20 @@ def _summary(report: dict[str, Any]) -> str:
         )
         if fit.get("repeat_spread") is not None:
             lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
+    drift_all = report.get("sweep_drift")
+    if drift_all:
+        lines.append(f"the cluster moved {drift_all['first_to_last']:+.1%} from the first sweep "
+                     f"to the last ({drift_all['pairs']} configuration-mix pairs); every "
+                     "configuration's runs are centred on the same moment")
     for mix, best in report["best_by_mix"].items():
         gain = "" if best["gain"] is None else f" ({best['gain']:+.1%} over the original)"
-        drift = ("" if best.get("original_drift") is None else
-                 f"; {best['gain_over_recheck']:+.1%} over the original measured again at "
-                 f"the end, which drifted {best['original_drift']:+.1%}")
+        drift = ""
+        if best.get("gain_over_recheck") is not None:
+            drift = (f"; {best['gain_over_recheck']:+.1%} over the original measured again "
+                     f"at the end, which drifted {best['original_drift']:+.1%}")
+        elif best.get("original_drift") is not None:
+            drift = (f"; the original itself moved {best['original_drift']:+.1%} from its "
+                     "first sweep to its last")
         lines.append(f"{mix}: best {best['best_ops_per_s']:.0f} ops/s with "
                      f"{best['best_config']}{gain}{drift}")
     lines.extend(f"wrote {report['files'][k]}" for k in ("observations", "model", "report")
@@ -242,6 +259,8 @@ def run_command(args: argparse.Namespace) -> int:
                               "--warmup-tolerance in [0, 1)")
     if args.repeats < 1:
         raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
+    if args.sweeps < 1:
+        raise ValidationError(f"--sweeps: must be >= 1, got {args.sweeps}")
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     load = LoadConfig(
         engine=engine, contact_points=hosts, port=args.port, cl=args.cl,
@@ -257,11 +276,17 @@ def run_command(args: argparse.Namespace) -> int:
 
     if paths["state"].exists():
         state = CalibrationState.load(paths["state"])
-        state.compatible(engine=engine, levels=levels, mixes=mixes, repeats=args.repeats)
+        state.compatible(engine=engine, levels=levels, mixes=mixes, repeats=args.repeats,
+                         sweeps=args.sweeps)
         if args.repeats > state.repeats:
             _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
                  "measured so far gets the missing runs")
             state.repeats = args.repeats
+            state.save(paths["state"])
+        if args.sweeps > state.sweeps:
+            _log(f"calibrate: --sweeps {state.sweeps} -> {args.sweeps}: the design is measured "
+                 "again in mirrored order")
+            state.sweeps = args.sweeps
             state.save(paths["state"])
         _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
              f"{len(state.measurements)} measurement(s) so far")
@@ -281,6 +306,7 @@ def run_command(args: argparse.Namespace) -> int:
         state = CalibrationState(
             engine=engine, levels=space.to_dict(), mixes=mixes, seed=args.seed,
             original=original, applied=dict(original), repeats=args.repeats,
+            sweeps=args.sweeps,
             created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
             command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
             environment=describe_environment(version),
@@ -315,7 +341,8 @@ def run_command(args: argparse.Namespace) -> int:
             _log(f"calibrate: --keep-last: the cluster keeps {state.applied}")
         else:
             restored = restore(state, bench=bench, state_path=paths["state"], log=_log)
-            if not args.no_recheck and recheck_original(
+            # With sweeps the original's last sweep already re-measured it.
+            if not args.no_recheck and state.sweeps == 1 and recheck_original(
                     state, bench=bench, state_path=paths["state"],
                     observations_path=paths["observations"], log=_log,
                     restarted=bool(get_space(engine).restart_params(restored))):

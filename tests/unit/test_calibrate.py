@@ -774,3 +774,156 @@ def test_the_committed_lab_model_is_the_lab_default_and_reports_its_held_out_err
                                      engine="cassandra")
     assert report["heldout_mape"] == pytest.approx(fit["heldout_mape"], rel=1e-6)
     assert report["design"] == fit["design"]
+
+
+# ------------------------------------------------------------------ sweeps
+class DriftingBench(SyntheticBench):
+    """The synthetic cluster speeding up by ``rate`` (log scale) at every measurement: the
+    drift a warming or growing lab shows over a calibration (SYNTHETIC)."""
+
+    def __init__(self, running: Mapping[str, Any], *, rate: float, **kw: Any) -> None:
+        super().__init__(running, noise=0.0, **kw)
+        self.rate = rate
+
+    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+        self.truth_factor = math.exp(self.rate * len(self.measured))
+        return super().measure(mix)
+
+
+def _pair_means(state: cal.CalibrationState) -> dict[tuple[str, str], float]:
+    runs: dict[tuple[str, str], list[float]] = {}
+    for m in state.measurements:
+        runs.setdefault((cal.config_key(m["config"]), m["mix"]), []).append(m["ops_per_s"])
+    return {k: float(np.exp(np.mean(np.log(v)))) for k, v in runs.items()}
+
+
+def _ratio_errors(state: cal.CalibrationState, bench: SyntheticBench) -> list[float]:
+    """|measured ratio / true ratio - 1| of every configuration against the original."""
+    means = _pair_means(state)
+    orig = cal.config_key(state.original)
+    out = []
+    for (key, mix), value in means.items():
+        truth = bench.truth(json.loads(key), MIXES[mix]) / bench.truth(state.original, MIXES[mix])
+        out.append(abs(value / means[(orig, mix)] / truth - 1))
+    return out
+
+
+def test_a_second_sweep_mirrors_the_design_and_cancels_a_linear_drift(tmp_path: Path) -> None:
+    levels = {"concurrent_reads": [64, 128], "concurrent_writes": [64]}
+    drifting = DriftingBench(DEFAULTS, rate=0.02)
+    once = new_state(levels)
+    calibrate(once, drifting, tmp_path / "once", runs=6)
+    # one sweep: the configurations measured later look faster than they are
+    assert max(_ratio_errors(once, drifting)) > 0.15
+
+    bench = DriftingBench(DEFAULTS, rate=0.02)
+    state = new_state(levels)
+    state.sweeps = 2
+    stopped = calibrate(state, bench, tmp_path / "twice", runs=6)
+    assert stopped == "run budget reached (6 configurations); 2 sweeps measured"
+    assert len(state.design) == 6 and len(state.measurements) == 6 * 2 * 2
+    # sweep 2 visits the design backward, its mixes backward too: A B C | C B A
+    second = [(m["config"], m["mix"]) for m in state.measurements if m["sweep"] == 2]
+    expected = [(c, mix) for c in reversed(state.design) for mix in reversed(MIXES)]
+    assert second == expected
+    assert all(m["run"] == 1 for m in state.measurements)
+    # every pair's runs are centred on the same moment: the drift favours none
+    assert max(_ratio_errors(state, bench)) < 1e-3
+    # and the calibration ends where it began: restoring changes nothing
+    assert state.applied == state.original
+    assert cal.restore(state, bench=bench, state_path=tmp_path / "s.json",
+                       log=lambda _m: None) == {}
+    # the drift is reported: the original's last sweep against its first, and the cluster's
+    best = cal.best_by_mix(state)["read-heavy"]
+    assert best["original_drift"] == pytest.approx(math.exp(0.02 * 23) - 1, rel=1e-3)
+    assert best["gain_over_recheck"] is None
+    drift = cal.sweep_drift(state)
+    assert drift is not None and drift["pairs"] == 12
+    # pair i of 12 runs at measurements p and 47 - p... here 23 - p: mean ratio exp(0.02*12)
+    assert drift["first_to_last"] > 0.2
+
+
+def test_the_fit_on_mirrored_sweeps_recovers_the_truth_despite_the_drift(
+    tmp_path: Path
+) -> None:
+    levels = {"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64]}
+    errors = {}
+    for sweeps in (1, 2):
+        bench = DriftingBench(DEFAULTS, rate=0.01)
+        state = new_state(levels)
+        state.sweeps = sweeps
+        calibrate(state, bench, tmp_path / str(sweeps), runs=6)
+        _, report = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+        errors[sweeps] = report["heldout_mape"]
+    assert errors[2] < errors[1] / 2
+
+
+def test_a_full_grid_in_two_sweeps_restarts_twice_and_ends_on_the_original(
+    tmp_path: Path
+) -> None:
+    """Split-plot and mirrored: A-plot, restart, B-plot, B-plot backward, restart, A-plot
+    backward; the restarts' warm-ups are a restart's."""
+    levels = {"concurrent_reads": [64], "memtable_cleanup_threshold": [0.11]}
+    original = {"concurrent_reads": 32, "memtable_cleanup_threshold": 0.33}
+    bench = SyntheticBench(original)
+    state = new_state(levels, original=original)
+    state.sweeps = 2
+    cal.run_calibration(state, bench=bench, budget=cal.Budget(runs=4), initial=3,
+                        state_path=tmp_path / "s.json", observations_path=tmp_path / "o.csv",
+                        log=lambda _m: None, group_restarts=True)
+    visited = [dict(m["config"]) for m in state.measurements[::2]]
+    thresholds = [c["memtable_cleanup_threshold"] for c in visited]
+    assert sum(a != b for a, b in itertools.pairwise(thresholds)) == 2
+    assert visited[0] == visited[-1] == original
+    # A1 A2 | B1 B2 || B2 B1 | A2 A1
+    assert bench.restarted == [True, False, True, False, False, False, True, False]
+
+
+def test_an_interrupted_second_sweep_resumes_without_adding_configurations(
+    tmp_path: Path
+) -> None:
+    state = new_state()
+    state.sweeps = 2
+    with pytest.raises(Interrupted):
+        calibrate(state, SyntheticBench(DEFAULTS, fail_after=9), tmp_path, runs=4)
+    again = cal.CalibrationState.load(tmp_path / "state.json")
+    assert again.design_closed and len(again.measurements) == 9
+    # a larger run budget on the resume: the design is fixed once sweep 2 began
+    stopped = calibrate(again, SyntheticBench(again.applied), tmp_path, runs=6)
+    assert stopped.endswith("2 sweeps measured") and len(again.design) == 4
+    assert len(again.measurements) == 4 * 2 * 2
+    per_pair = {(cal.config_key(m["config"]), m["mix"], m["sweep"])
+                for m in again.measurements}
+    assert len(per_pair) == 16  # no pair measured twice in a sweep
+
+
+def test_raising_the_sweeps_on_a_resume_measures_the_design_again_backward(
+    tmp_path: Path
+) -> None:
+    state = new_state()
+    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=3)
+    again = cal.CalibrationState.load(tmp_path / "state.json")
+    with pytest.raises(ValidationError, match="--sweeps 1 was asked"):
+        cal.CalibrationState.from_dict({**again.to_dict(), "sweeps": 2}).compatible(
+            engine="cassandra", levels=again.levels, mixes=MIXES, sweeps=1)
+    again.sweeps = 2
+    calibrate(again, SyntheticBench(again.applied), tmp_path, runs=3)
+    assert [m["config"] for m in again.measurements[6::2]] == list(reversed(again.design))
+
+
+def test_the_minutes_budget_keeps_time_for_every_sweep(tmp_path: Path) -> None:
+    now = [0.0]
+
+    class Timed(SyntheticBench):
+        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+            now[0] += 10
+            return super().measure(mix)
+
+    state = new_state()
+    state.sweeps = 2
+    stopped = calibrate(state, Timed(DEFAULTS, apply_seconds=0), tmp_path, minutes=2,
+                        clock=lambda: now[0])
+    # 120 s: each configuration needs 2 x 20 s; three fit, and their second sweep finishes
+    assert stopped.startswith("time budget") and stopped.endswith("2 sweeps measured")
+    assert len(state.design) == 3 and len(state.measurements) == 12
+    assert now[0] <= 120
