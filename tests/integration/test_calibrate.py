@@ -2,9 +2,11 @@
 
 `kairos calibrate` measures the running configuration and two other values of
 concurrent_reads (nodetool setconcurrency through playbooks/change_settings.yml, no
-restart), each under a read-heavy and a write-heavy mix, fits the model, reports its
-leave-one-configuration-out error, restores the running value and measures it again (the
-drift check). About 5 minutes.
+restart), each under a read-heavy and a write-heavy mix, then the three again in reverse
+order (``--sweeps 2``: every configuration's runs centred on the same moment), fits the
+model and reports its leave-one-configuration-out error and the drift between the sweeps.
+The second sweep ends on the running configuration: nothing is left to restore. About 6
+minutes.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ def calibrate(directory: Path) -> subprocess.CompletedProcess[str]:
          "--mix", "read-heavy:read=0.9,update=0.1",
          "--mix", "write-heavy:read=0.1,update=0.9",
          # the lab is warm from the tests before: a short first warm-up, not a restart's
-         "--runs", "3", "--warmup", "5", "--restart-warmup", "10", "--seconds", "10",
+         "--runs", "3", "--sweeps", "2", "--warmup", "5", "--restart-warmup", "10",
+         "--seconds", "10",
          "--keys", "5000", "--concurrency", "32", "--rollout-cl", "ONE"],
         cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
     )
@@ -60,13 +63,16 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert run.returncode == 0, run.stderr[-4000:]
 
     state = json.loads((tmp_path / "cal" / "state.json").read_text())
-    # 3 configurations x 2 mixes, then the original again per mix after the restore
-    assert len(state["design"]) == 3 and len(state["measurements"]) == 8
+    # 3 configurations x 2 mixes x 2 sweeps, the second backward; no separate recheck
+    assert len(state["design"]) == 3 and len(state["measurements"]) == 12
     assert state["design"][0] == state["original"]  # the running configuration first
-    rechecks = [m for m in state["measurements"] if m.get("phase") == "recheck"]
-    assert [m["config"] for m in rechecks] == [state["original"]] * 2
+    visits = [(m["config"], m["sweep"]) for m in state["measurements"][::2]]
+    assert visits == [(c, 1) for c in state["design"]] + [
+        (c, 2) for c in reversed(state["design"])]
+    assert not [m for m in state["measurements"] if m.get("phase") == "recheck"]
+    assert state["applied"] == state["original"]
     obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
-    assert len(obs) == 8 and (obs["ops_per_s"] > 0).all()
+    assert len(obs) == 12 and (obs["ops_per_s"] > 0).all()
     assert obs["concurrent_reads"].nunique() == 3
     assert all(m["failed"] == 0 for m in state["measurements"]), state["measurements"]
 
@@ -74,11 +80,14 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert report["failed_operations"] == 0
     assert isinstance(report["fit"]["heldout_mape"], float)
     assert report["fit"]["validation"] == "leave-one-configuration-out"
-    # the original measured twice (start, recheck): its spread and drift are reported
+    # every pair measured twice (one run per sweep): spread and drift are reported
     assert isinstance(report["fit"]["repeat_spread"], float)
+    assert report["sweep_drift"]["pairs"] == 6
     for best in report["best_by_mix"].values():
         assert best["original_drift"] == pytest.approx(
-            best["original_recheck_ops_per_s"] / best["original_ops_per_s"] - 1, abs=1e-3)
+            best["original_last_sweep_ops_per_s"] / best["original_first_sweep_ops_per_s"]
+            - 1, abs=1e-3)
+    assert "from the first sweep to the last" in run.stdout
     model = load_model(tmp_path / "cal" / "model.json")
     assert model.model_type == "fitted" and "kairos calibrate" in model.provenance
     assert model.info["calibration"]["environment"]["cluster_version"].startswith("5.0")
@@ -94,6 +103,6 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     # the same command again resumes: the budget is spent, nothing is measured twice
     again = calibrate(tmp_path / "cal")
     assert again.returncode == 0, again.stderr[-4000:]
-    assert "run budget reached (3 configurations)" in again.stderr
+    assert "run budget reached (3 configurations); 2 sweeps measured" in again.stderr
     state2 = json.loads((tmp_path / "cal" / "state.json").read_text())
     assert state2["measurements"] == state["measurements"]

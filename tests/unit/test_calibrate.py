@@ -577,6 +577,7 @@ def test_measurement_counts_successful_operations_only() -> None:
         ([], "give --runs, --minutes or both"),
         (["--runs", "2", "--seconds", "0"], "--seconds must be > 0"),
         (["--runs", "2", "--repeats", "0"], "--repeats: must be >= 1"),
+        (["--runs", "2", "--sweeps", "0"], "--sweeps: must be >= 1"),
         (["--runs", "2", "--inventory", "nope.yml"], "--inventory: nope.yml: no such file"),
         (["--runs", "2", "--param", "heap_size=512M,1G", "--hosts", "10.255.255.1",
           *EXECUTOR], "heap_size: cannot be read over CQL"),
@@ -604,6 +605,20 @@ def test_cli_fit_only_refits_a_calibration_directory(
     model = json.loads((tmp_path / "model.json").read_text())
     assert model["model_type"] == "fitted" and "kairos calibrate" in model["provenance"]
     assert model["info"]["calibration"]["fit"]["heldout_mape"] == report["fit"]["heldout_mape"]
+
+
+def test_cli_summary_of_a_swept_calibration_gives_the_drift_between_sweeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = new_state()
+    state.sweeps = 2
+    calibrate(state, DriftingBench(DEFAULTS, rate=0.01), tmp_path, runs=6, initial=4)
+    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    out = capsys.readouterr().out
+    assert "from the first sweep to the last (12 configuration-mix pairs)" in out
+    assert "the original itself moved" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["sweeps"] == 2 and report["sweep_drift"]["first_to_last"] > 0.1
 
 
 def test_kairos_plan_takes_the_calibrated_model_and_refuses_another_engines(
