@@ -22,9 +22,11 @@ measurement.
 
 Fit and error: :func:`fit_observations` scores each design by leave-one-configuration-out
 MAPE (every configuration predicted by a model that never saw it: the error a plan meets
-when it moves to a configuration), keeps the better design, refits it on every row with
+when it moves to a configuration), keeps the best design, refits it on every row with
 :func:`planner.perfmodel.fit_design`, and reports the held-out and in-sample MAPE next to
-a mix-only baseline (no configuration terms).
+the mix-only baseline (no configuration terms). The baseline is a candidate too: when it
+predicts unseen configurations best, the configuration terms are noise and the model
+claims no configuration effect.
 
 The cluster side is a :class:`Bench` (apply changes, warm up, measure): :class:`ExecutorBench`
 drives the executor playbook and :func:`planner.loadgen.run_load`; tests use a synthetic one.
@@ -57,6 +59,8 @@ from planner.spaces import get_space
 from planner.workload import classes_for
 
 STATE_KIND = "kairos-calibration"
+#: The design without configuration terms (the mix alone), scored beside the others.
+MIX_ONLY = "mix-only"
 #: Mixes measured when none are given (SOPHIA's read-heavy and write-heavy workloads).
 DEFAULT_MIXES: dict[str, dict[str, float]] = {
     "read-heavy": {"read": 0.9, "update": 0.1},
@@ -597,20 +601,32 @@ def fit_observations(
             continue
         candidates[design] = leave_one_config_out(df, engine=engine, design=design,
                                                   params=params)
-    report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
     fittable = [d for d, c in candidates.items() if "error" not in c]
     if not fittable:
+        report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
         report["error"] = "; ".join(c["error"] for c in candidates.values())
         report["heldout_mape"] = None
         return None, report
-    scored = [d for d in fittable if candidates[d]["mape"] is not None]
-    # With a held-out figure the lower one wins; without, the smaller (additive) design.
-    chosen = min(scored, key=lambda d: candidates[d]["mape"]) if scored else fittable[-1]
-    model = fit_design(df, engine=engine, design=chosen, name=name or f"{engine}-calibrated")
-    means = config_means(df, engine=engine, params=params)
-    y = means[TARGET].to_numpy(dtype=float)
+    # The mix-only model competes too: configuration terms that predict an unseen
+    # configuration worse than the mix alone are fitted noise, and a planner must not
+    # restart nodes for them.
     baseline = leave_one_config_out(df, engine=engine, design="interaction", params=params,
                                     mix_only=True)
+    candidates[MIX_ONLY] = baseline
+    report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
+    scored = [d for d in [*fittable, MIX_ONLY] if candidates[d]["mape"] is not None]
+    # With a held-out figure the lowest wins (a configuration design on a tie); without,
+    # the smaller (additive) configuration design.
+    chosen = min(scored, key=lambda d: (candidates[d]["mape"], d == MIX_ONLY)) if scored \
+        else fittable[-1]
+    model_name = name or f"{engine}-calibrated"
+    if chosen == MIX_ONLY:
+        model = fit_design(df, engine=engine, design="interaction", params=[],
+                           name=model_name)
+    else:
+        model = fit_design(df, engine=engine, design=chosen, name=model_name)
+    means = config_means(df, engine=engine, params=params)
+    y = means[TARGET].to_numpy(dtype=float)
     try:
         mix_model = fit_design(df.drop(columns=params), engine=engine, design="interaction")
         baseline_in_sample: float | None = _mape(y, _predict_rows(mix_model, means, []))

@@ -185,6 +185,12 @@ def _summary(report: dict[str, Any]) -> str:
             f"{pct(fit['in_sample_mape'])}; mix-only baseline held-out "
             f"{pct(fit['baseline_heldout_mape'])}"
         )
+        if fit["design"] == "mix-only":
+            others = ", ".join(f"{d} {pct(m)}" for d, m in fit["candidates"].items()
+                               if d != "mix-only")
+            lines.append(f"the configuration designs predicted unseen configurations worse "
+                         f"({others}): the model claims no configuration effect, and plans "
+                         "made with it change nothing")
         if fit.get("repeat_spread") is not None:
             lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
     drift_all = report.get("sweep_drift")

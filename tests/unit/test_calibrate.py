@@ -789,6 +789,31 @@ def test_the_committed_lab_model_is_the_lab_default_and_reports_its_held_out_err
                                      engine="cassandra")
     assert report["heldout_mape"] == pytest.approx(fit["heldout_mape"], rel=1e-6)
     assert report["design"] == fit["design"]
+    assert fit["heldout_mape"] <= 0.10  # the issue's target (RAFIKI: 7.5 %)
+
+
+class FlatBench(SyntheticBench):
+    """The synthetic cluster on which no calibrated setting matters, only the mix and noise."""
+
+    def truth(self, config: Mapping[str, Any], mix: Mapping[str, float]) -> float:
+        return math.exp(mix.get("read", 0) * math.log(5000) + mix.get("update", 0)
+                        * math.log(8000))
+
+
+def test_settings_that_do_not_matter_give_a_model_that_claims_no_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = new_state(repeats=2)
+    calibrate(state, FlatBench(DEFAULTS, noise=0.08, seed=3), tmp_path, runs=6, initial=4)
+    model, report = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
+    assert report["design"] == "mix-only"
+    assert report["heldout_mape"] == report["baseline_heldout_mape"]
+    assert report["candidates"]["mix-only"] < report["candidates"]["additive"]
+    assert model is not None and model.features == ()
+    same = {model.predict(RH, c).ops_per_s for c in state.space.grid()}
+    assert len(same) == 1  # every configuration predicted alike: nothing to plan for
+    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    assert "the model claims no configuration effect" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ sweeps
