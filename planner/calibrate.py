@@ -842,7 +842,13 @@ def run_calibration(
     n_mixes = len(state.mixes)
     designed = ""  # why the first sweep ended, once it has
     if state.design_closed:
-        designed = f"design fixed at {len(state.design)} configurations"
+        if budget.runs is not None and len(state.design) >= budget.runs:
+            designed = f"run budget reached ({len(state.design)} configurations)"
+        elif len(state.design) == len(state.space.grid()):
+            designed = f"every configuration of the grid measured ({len(state.design)})"
+        else:
+            designed = (f"design fixed at {len(state.design)} configurations (a later sweep "
+                        "had begun)")
 
     def time_left() -> float:
         return math.inf if budget.minutes is None else budget.minutes * 60 - (clock() - began)

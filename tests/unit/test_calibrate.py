@@ -930,7 +930,8 @@ def test_an_interrupted_second_sweep_resumes_without_adding_configurations(
     assert again.design_closed and len(again.measurements) == 9
     # a larger run budget on the resume: the design is fixed once sweep 2 began
     stopped = calibrate(again, SyntheticBench(again.applied), tmp_path, runs=6)
-    assert stopped.endswith("2 sweeps measured") and len(again.design) == 4
+    assert stopped == "design fixed at 4 configurations (a later sweep had begun); 2 sweeps " \
+        "measured" and len(again.design) == 4
     assert len(again.measurements) == 4 * 2 * 2
     per_pair = {(cal.config_key(m["config"]), m["mix"], m["sweep"])
                 for m in again.measurements}
@@ -949,6 +950,10 @@ def test_raising_the_sweeps_on_a_resume_measures_the_design_again_backward(
     again.sweeps = 2
     calibrate(again, SyntheticBench(again.applied), tmp_path, runs=3)
     assert [m["config"] for m in again.measurements[6::2]] == list(reversed(again.design))
+    # a completed calibration run again measures nothing and says why it stopped
+    assert calibrate(again, SyntheticBench(again.applied), tmp_path, runs=3) == \
+        "run budget reached (3 configurations); 2 sweeps measured"
+    assert len(again.measurements) == 12
 
 
 def test_the_minutes_budget_keeps_time_for_every_sweep(tmp_path: Path) -> None:
