@@ -35,6 +35,7 @@ drives the executor playbook and :func:`planner.loadgen.run_load`; tests use a s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import math
@@ -318,6 +319,11 @@ class CalibrationState:
 
     def measured(self, config: Mapping[str, Any], mix: str, sweep: int = 1) -> bool:
         return self.count(config, mix, sweep=sweep) >= self.repeats
+
+    def runs_missing(self, config: Mapping[str, Any], sweep: int) -> int:
+        """Runs ``sweep`` still owes ``config`` over every mix."""
+        return sum(max(self.repeats - self.count(config, mix, sweep=sweep), 0)
+                   for mix in self.mixes)
 
     def missing_mixes(self, config: Mapping[str, Any], sweep: int = 1) -> list[str]:
         """The mixes of ``config`` with fewer than ``repeats`` measurements in ``sweep``, in
@@ -619,19 +625,18 @@ def fit_observations(
     # the smaller (additive) configuration design.
     chosen = min(scored, key=lambda d: (candidates[d]["mape"], d == MIX_ONLY)) if scored \
         else fittable[-1]
-    model_name = name or f"{engine}-calibrated"
-    if chosen == MIX_ONLY:
-        model = fit_design(df, engine=engine, design="interaction", params=[],
-                           name=model_name)
-    else:
-        model = fit_design(df, engine=engine, design=chosen, name=model_name)
     means = config_means(df, engine=engine, params=params)
     y = means[TARGET].to_numpy(dtype=float)
-    try:
-        mix_model = fit_design(df.drop(columns=params), engine=engine, design="interaction")
-        baseline_in_sample: float | None = _mape(y, _predict_rows(mix_model, means, []))
-    except ValidationError:
-        baseline_in_sample = None
+    mix_model: PerformanceModel | None = None
+    baseline_in_sample: float | None = None
+    with contextlib.suppress(ValidationError):
+        mix_model = fit_design(df, engine=engine, design="interaction", params=[])
+        baseline_in_sample = _mape(y, _predict_rows(mix_model, means, []))
+    model_name = name or f"{engine}-calibrated"
+    if chosen == MIX_ONLY and mix_model is not None:
+        model = dataclasses.replace(mix_model, name=model_name)
+    else:
+        model = fit_design(df, engine=engine, design=chosen, name=model_name)
     report.update({
         "design": chosen,
         "heldout_mape": candidates[chosen]["mape"],
@@ -693,6 +698,11 @@ def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
             "original_ops_per_s": round(base, 1) if base else None,
             "gain": means[best] / base - 1 if base else None,
         }
+        again = _geomean(recheck) if recheck else None
+        entry.update({
+            "original_recheck_ops_per_s": round(again, 1) if again else None,
+            "gain_over_recheck": means[best] / again - 1 if again else None,
+        })
         if last > 1:
             first_s = _geomean(by_sweep[1]) if by_sweep.get(1) else None
             last_s = _geomean(by_sweep[last]) if by_sweep.get(last) else None
@@ -701,12 +711,7 @@ def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
                 "original_last_sweep_ops_per_s": round(last_s, 1) if last_s else None,
                 "original_drift": last_s / first_s - 1 if first_s and last_s else None,
             })
-        again = _geomean(recheck) if recheck else None
-        entry.update({
-            "original_recheck_ops_per_s": round(again, 1) if again else None,
-            "gain_over_recheck": means[best] / again - 1 if again else None,
-        })
-        if last == 1:
+        else:
             entry["original_drift"] = again / base - 1 if again and base else None
         out[mix] = entry
     return out
@@ -807,8 +812,13 @@ def choose_next(state: CalibrationState, *, initial: int,
     return nxt, f"most uncertain under the {report['design']} model{where}"
 
 
+def _diff(base: Mapping[str, Any], config: Mapping[str, Any]) -> Config:
+    """The keys of ``config`` whose value differs from ``base`` (what a change must apply)."""
+    return {k: v for k, v in config.items() if base.get(k) != v}
+
+
 def _changes(state: CalibrationState, config: Mapping[str, Any]) -> Config:
-    return {k: v for k, v in config.items() if state.applied.get(k) != v}
+    return _diff(state.applied, config)
 
 
 def run_calibration(
@@ -842,13 +852,8 @@ def run_calibration(
     n_mixes = len(state.mixes)
     designed = ""  # why the first sweep ended, once it has
     if state.design_closed:
-        if budget.runs is not None and len(state.design) >= budget.runs:
-            designed = f"run budget reached ({len(state.design)} configurations)"
-        elif len(state.design) == len(state.space.grid()):
-            designed = f"every configuration of the grid measured ({len(state.design)})"
-        else:
-            designed = (f"design fixed at {len(state.design)} configurations (a later sweep "
-                        "had begun)")
+        designed = _design_ended(state, budget) or (
+            f"design fixed at {len(state.design)} configurations (a later sweep had begun)")
 
     def time_left() -> float:
         return math.inf if budget.minutes is None else budget.minutes * 60 - (clock() - began)
@@ -858,22 +863,17 @@ def run_calibration(
         config = state.pending()
         if config is not None:
             # An interrupted configuration, or one topped up after --repeats was raised.
-            runs = sum(state.repeats - state.count(config, mix, sweep=1)
-                       for mix in state.mixes)
-            need = bench.expected_seconds(_changes(state, config), runs)
+            need = bench.expected_seconds(_changes(state, config),
+                                          state.runs_missing(config, 1))
             if need > time_left():
                 return (f"time budget: {time_left() / 60:.1f} min left, finishing {config} "
                         f"needs about {need / 60:.1f}")
             log(f"calibrate: resuming {config} ({len(state.missing_mixes(config))} mix(es) "
                 "left)")
         elif not designed:
-            config, why = None, ""
-            if budget.runs is not None and len(state.design) >= budget.runs:
-                designed = f"run budget reached ({len(state.design)} configurations)"
-            else:
-                config, why = choose_next(state, initial=initial, group_restarts=group_restarts)
-                if config is None:
-                    designed = f"every configuration of the grid measured ({len(state.design)})"
+            designed = _design_ended(state, budget)
+            config, why = (None, "") if designed else choose_next(
+                state, initial=initial, group_restarts=group_restarts)
             if config is not None:
                 # Time for this configuration in every sweep and for the later sweeps of
                 # those already chosen, so the mirrored sweeps can finish.
@@ -892,25 +892,25 @@ def run_calibration(
                 continue
             state.design.append(config)
             state.save(state_path)
+            eta = _eta(began, clock(), visits_here, _visits_left(state, budget))
             log(f"calibrate: configuration {len(state.design)}"
                 + (f"/{budget.runs}" if budget.runs else "") + f" {config} ({why}"
-                + _eta(began, clock(), visits_here, _visits_left(state, budget)) + ")")
+                + (f", {eta}" if eta else "") + ")")
         if config is None:
             nxt = state.revisit()
             if nxt is None:
                 return designed + (f"; {state.sweeps} sweeps measured" if state.sweeps > 1
                                    else "")
             config, sweep = nxt
-            runs = sum(state.repeats - state.count(config, mix, sweep=sweep)
-                       for mix in state.mixes)
-            need = bench.expected_seconds(_changes(state, config), runs)
+            need = bench.expected_seconds(_changes(state, config),
+                                          state.runs_missing(config, sweep))
             if need > time_left():
                 return (f"time budget: {time_left() / 60:.1f} min left, sweep {sweep} of "
                         f"{config} needs about {need / 60:.1f}")
             position = state.sweep_order(sweep).index(config) + 1
             eta = _eta(began, clock(), visits_here, _visits_left(state, budget))
             log(f"calibrate: sweep {sweep}/{state.sweeps}, configuration {position}/"
-                f"{len(state.design)} {config}" + (f" ({eta.lstrip(', ')})" if eta else ""))
+                f"{len(state.design)} {config}" + (f" ({eta})" if eta else ""))
         visits_here += 1
         changes = _changes(state, config)
         restarted = bool(get_space(state.engine).restart_params(changes)) or not state.preloaded
@@ -938,16 +938,24 @@ def run_calibration(
 
 def _later_sweeps_seconds(state: CalibrationState, bench: Bench) -> float:
     """Expected wall time of the runs the later sweeps still owe the current design."""
-    total, at = 0.0, dict(state.applied)
+    total, at = 0.0, state.applied
     for sweep in range(2, state.sweeps + 1):
         for config in state.sweep_order(sweep):
-            runs = sum(state.repeats - state.count(config, mix, sweep=sweep)
-                       for mix in state.mixes)
+            runs = state.runs_missing(config, sweep)
             if runs > 0:
-                total += bench.expected_seconds(
-                    {k: v for k, v in config.items() if at.get(k) != v}, runs)
-                at = dict(config)
+                total += bench.expected_seconds(_diff(at, config), runs)
+                at = config
     return total
+
+
+def _design_ended(state: CalibrationState, budget: Budget) -> str:
+    """Why the first sweep adds no further configuration ("" while it may)."""
+    n = len(state.design)
+    if budget.runs is not None and n >= budget.runs:
+        return f"run budget reached ({n} configurations)"
+    if n >= len(state.space.grid()):
+        return f"every configuration of the grid measured ({n})"
+    return ""
 
 
 def _visits_left(state: CalibrationState, budget: Budget) -> int | None:
@@ -963,7 +971,7 @@ def _visits_left(state: CalibrationState, budget: Budget) -> int | None:
 def _eta(began: float, now: float, visits_here: int, left: int | None) -> str:
     if not visits_here or not left:
         return ""
-    return f", about {(now - began) / visits_here * left / 60:.0f} min left"
+    return f"about {(now - began) / visits_here * left / 60:.0f} min left"
 
 
 def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, bench: Bench,
@@ -971,16 +979,11 @@ def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, be
              log: Callable[[str], None], phase: str | None = None, sweep: int = 1) -> None:
     """Measure ``mix`` once, record it and save the state and the observations."""
     result = bench.measure(state.mixes[mix])
-    if phase:
-        run = state.count(config, mix, phase=phase) + 1
-    else:
-        run = state.count(config, mix, sweep=sweep) + 1
+    # A recheck counts its runs apart from the sweeps; every other run belongs to a sweep.
+    where: dict[str, Any] = {"phase": phase} if phase else {"sweep": sweep}
+    run = state.count(config, mix, **where) + 1
     record = {"config": dict(config), "mix": mix, **result, "run": run,
-              "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat()}
-    if phase:
-        record["phase"] = phase
-    else:
-        record["sweep"] = sweep
+              "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(), **where}
     state.measurements.append(record)
     state.save(state_path)
     write_observations(state, observations_path)

@@ -130,7 +130,12 @@ def _read_current(path: str, engine: str) -> dict[str, Any]:
 
 
 def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str, Any]:
-    from planner.calibrate import best_by_mix, fit_observations, observations_frame, sweep_drift
+    from planner.calibrate import (
+        best_by_mix,
+        fit_observations,
+        observations_frame,
+        sweep_drift,
+    )
     from planner.perfmodel import save_model
 
     df = observations_frame(state)
@@ -169,6 +174,8 @@ def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str
 
 
 def _summary(report: dict[str, Any]) -> str:
+    from planner.calibrate import MIX_ONLY
+
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.1%}"
 
@@ -185,9 +192,9 @@ def _summary(report: dict[str, Any]) -> str:
             f"{pct(fit['in_sample_mape'])}; mix-only baseline held-out "
             f"{pct(fit['baseline_heldout_mape'])}"
         )
-        if fit["design"] == "mix-only":
+        if fit["design"] == MIX_ONLY:
             others = ", ".join(f"{d} {pct(m)}" for d, m in fit["candidates"].items()
-                               if d != "mix-only")
+                               if d != MIX_ONLY)
             lines.append(f"the configuration designs predicted unseen configurations worse "
                          f"({others}): the model claims no configuration effect, and plans "
                          "made with it change nothing")
