@@ -16,6 +16,10 @@ description:
     unreachable node.
   - C(hints) the peer holds at most I(max_hint_files) hint files for the node in
     I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted).
+  - Fails fast, without waiting for I(timeout), when a node outside the batch is down:
+    the peer sees another node (not I(node), not in I(expected_down)) DN, or the peer itself does
+    not answer, for I(down_grace) seconds in a row. Waiting on would only delay the
+    rescue, and the message names the dead node.
   - Read-only: never reports changed.
 options:
   nodetool:
@@ -34,6 +38,21 @@ options:
     description: Hint files for the node the peer may still hold.
     type: int
     default: 0
+  peer:
+    description: Listen address of the peer this runs on (to tell a dead peer from a slow one).
+    type: str
+    default: ""
+  expected_down:
+    description:
+      - Listen addresses whose being down is expected - the batch being restarted, and the
+        nodes the batch's guard already counted as down.
+    type: list
+    elements: str
+    default: []
+  down_grace:
+    description: Seconds a node outside the batch may look down before the gate fails fast.
+    type: float
+    default: 5
   timeout:
     description: Seconds before failing.
     type: int
@@ -69,6 +88,11 @@ conditions:
   description: The last state of each condition (true when met).
   returned: always
   type: dict
+down:
+  description: Addresses of nodes outside the batch seen down (set when the gate failed fast).
+  returned: failure
+  type: list
+  elements: str
 """
 
 import glob
@@ -80,11 +104,20 @@ from ansible.module_utils.kairos_nodetool import parse_schema_versions, parse_st
 
 
 def check(module, params):
-    """One poll: (conditions, details) for the node as this peer sees it."""
+    """One poll: (conditions, details, down) for the node as this peer sees it.
+
+    ``down`` lists the nodes outside the batch this peer sees down now (the peer itself
+    when its nodetool does not answer).
+    """
     node = params["node"]
     conditions, details = {}, {}
     rc, out, err, _ = run_nodetool(module, params["nodetool"], ["status"], check_rc=False)
     nodes = {n["address"]: n for n in parse_status(out)} if rc == 0 else {}
+    expected = set(params["expected_down"]) | {node}
+    if rc != 0:
+        down = [params["peer"]] if params["peer"] and params["peer"] not in expected else []
+    else:
+        down = sorted(a for a, n in nodes.items() if a not in expected and n["code"][0] == "D")
     seen = nodes.get(node)
     conditions["up_normal"] = bool(seen and seen["code"] == "UN")
     details["up_normal"] = (
@@ -105,7 +138,7 @@ def check(module, params):
         )
         conditions["hints"] = host_id is not None and len(files) <= params["max_hint_files"]
         details["hints"] = f"{len(files)} hint file(s) for {node}" if host_id else "host id unknown"
-    return conditions, details
+    return conditions, details, down
 
 
 def main():
@@ -115,6 +148,9 @@ def main():
             node=dict(type="str", required=True),
             hints_directory=dict(type="path", default=""),
             max_hint_files=dict(type="int", default=0),
+            peer=dict(type="str", default=""),
+            expected_down=dict(type="list", elements="str", default=[]),
+            down_grace=dict(type="float", default=5),
             timeout=dict(type="int", default=180),
             interval=dict(type="float", default=1),
         ),
@@ -122,9 +158,21 @@ def main():
     )
     params = module.params
     began = time.monotonic()
+    down_since = {}  # node -> when it was first seen down in this run of polls
     while True:
-        conditions, details = check(module, params)
-        elapsed = round(time.monotonic() - began, 1)
+        conditions, details, down = check(module, params)
+        now = time.monotonic()
+        down_since = {a: down_since.get(a, now) for a in down}
+        elapsed = round(now - began, 1)
+        dead = sorted(a for a, since in down_since.items() if now - since >= params["down_grace"])
+        if dead:
+            module.fail_json(
+                msg=f"{', '.join(dead)} down outside the batch (seen from this peer for "
+                f"{params['down_grace']:g}s or more) while waiting for node {params['node']}",
+                waited_seconds=elapsed,
+                conditions=conditions,
+                down=dead,
+            )
         if all(conditions.values()):
             module.exit_json(changed=False, waited_seconds=elapsed, conditions=conditions)
         if elapsed >= params["timeout"]:

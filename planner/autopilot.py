@@ -346,24 +346,6 @@ def decide(
     )
 
 
-def running_config(
-    current: Mapping[str, Any],
-    steps: Sequence[tuple[str, Mapping[str, Any]]],
-    applied: Sequence[str],
-) -> dict[str, Any]:
-    """The configuration the cluster runs after the ``applied`` steps of a plan.
-
-    The plan's ``current_config`` with the targets of the applied steps merged in plan
-    order: what the next plan starts from.
-    """
-    config = dict(current)
-    done = set(applied)
-    for sid, target in steps:
-        if sid in done:
-            config.update(target)
-    return config
-
-
 # ------------------------------------------------------------- file inputs
 def plan_view(path: str | Path) -> PlanView:
     """The :class:`PlanView` of a plan file (validated by planner.plan)."""
@@ -417,13 +399,12 @@ def state_path(state_dir: str | Path, cluster: str, engine: str) -> Path:
 
 def load_autopilot_state(path: str | Path) -> dict[str, Any]:
     """Read the autopilot state; an absent file is an empty state."""
+    from planner import inputs
+
     p = Path(path)
     if not p.exists():
         return {"version": STATE_VERSION}
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValidationError(f"{p}: unreadable autopilot state: {exc}") from None
+    data = inputs.load_json(p, kind=inputs.FileKind("autopilot state", inputs.STATE.max_bytes))
     if not isinstance(data, dict):
         raise ValidationError(f"{p}: autopilot state must be a JSON object")
     return data

@@ -440,13 +440,12 @@ class CalibrationState:
 
     @classmethod
     def load(cls, path: str | Path) -> CalibrationState:
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ValidationError(f"state: {path}: no such file") from None
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"state: {path}: not valid JSON ({exc})") from None
-        return cls.from_dict(data)
+        from planner import inputs
+
+        kind = inputs.FileKind("calibration state", inputs.STATE.max_bytes)
+        data = inputs.load_json(path, kind=kind)
+        with inputs.in_file(path):
+            return cls.from_dict(data)
 
 
 def sweep_of(measurement: Mapping[str, Any]) -> int | None:
@@ -1134,7 +1133,8 @@ class ExecutorBench:
                                   stderr=subprocess.STDOUT, timeout=self.playbook_timeout,
                                   check=False)
         if proc.returncode != 0:
-            tail = self.log_path.read_text().splitlines()[-25:]
+            # A log of subprocess output, shown not parsed: odd bytes are replaced.
+            tail = self.log_path.read_text(errors="replace").splitlines()[-25:]
             raise KairosError(
                 f"the executor failed (rc {proc.returncode}) applying {dict(changes)}; the "
                 f"calibration state is saved, rerun the same command to resume. Last lines of "

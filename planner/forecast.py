@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from planner import inputs
 from planner.errors import KairosError, ValidationError
 from planner.workload import WorkloadSeries, classes_for
 
@@ -381,33 +382,76 @@ class Forecast:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Forecast:
+    def from_dict(cls, data: Any) -> Forecast:
+        """Inverse of :meth:`to_dict`; every field is checked (closed schema)."""
         if not isinstance(data, Mapping) or data.get("kind") != FORECAST_KIND:
             raise ValidationError(f"kind: not a {FORECAST_KIND} document")
         if data.get("schema_version") != 1:
             raise ValidationError(f"schema_version: unsupported {data.get('schema_version')!r}")
-        try:
-            mix = data["mix"]
-            bt = data.get("backtest")
-            return cls(
-                engine=str(data["engine"]),
-                timestamps=np.asarray(data["timestamps"], dtype=float),
-                load_mean=np.asarray(data["load"]["mean"], dtype=float),
-                load_lower=np.asarray(data["load"]["lower"], dtype=float),
-                load_upper=np.asarray(data["load"]["upper"], dtype=float),
-                mix_mean={c: np.asarray(v["mean"], dtype=float) for c, v in mix.items()},
-                mix_lower={c: np.asarray(v["lower"], dtype=float) for c, v in mix.items()},
-                mix_upper={c: np.asarray(v["upper"], dtype=float) for c, v in mix.items()},
-                level=float(data["level"]),
-                model=str(data["model"]),
-                step_seconds=float(data["step_seconds"]),
-                backtest=None if bt is None else tuple(BacktestResult.from_dict(b) for b in bt),
-                season_length=data.get("season_length"),
-                scope=str(data.get("scope", "cluster")),
-                info=dict(data.get("info", {})),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValidationError(f"forecast: malformed document ({exc!r})") from None
+        inputs.closed_keys(data, "", allowed=_FORECAST_KEYS, required=_FORECAST_REQUIRED)
+        engine = inputs.string(data["engine"], "engine")
+        load = inputs.mapping(data["load"], "load")
+        inputs.closed_keys(load, "load", allowed=_BANDS, required=_BANDS)
+        mix = inputs.mapping(data["mix"], "mix")
+        bands: dict[str, dict[str, np.ndarray]] = {b: {} for b in _BANDS}
+        for c, v in mix.items():
+            inputs.closed_keys(inputs.mapping(v, f"mix.{c}"), f"mix.{c}", allowed=_BANDS,
+                               required=_BANDS)
+            for b in _BANDS:
+                bands[b][str(c)] = inputs.number_array(v[b], f"mix.{c}.{b}")
+        bt = data.get("backtest")
+        season = data.get("season_length")
+        return cls(
+            engine=engine,
+            timestamps=inputs.number_array(data["timestamps"], "timestamps"),
+            load_mean=inputs.number_array(load["mean"], "load.mean"),
+            load_lower=inputs.number_array(load["lower"], "load.lower"),
+            load_upper=inputs.number_array(load["upper"], "load.upper"),
+            mix_mean=bands["mean"],
+            mix_lower=bands["lower"],
+            mix_upper=bands["upper"],
+            level=inputs.number(data["level"], "level"),
+            model=inputs.string(data["model"], "model"),
+            step_seconds=inputs.number(data["step_seconds"], "step_seconds", lo=0.0),
+            backtest=None if bt is None else tuple(
+                _backtest_from_dict(b, f"backtest[{i}]")
+                for i, b in enumerate(inputs.sequence(bt, "backtest"))
+            ),
+            season_length=None if season is None else inputs.integer(
+                season, "season_length", lo=1
+            ),
+            scope=inputs.string(data.get("scope", "cluster"), "scope"),
+            info=dict(inputs.mapping(data.get("info", {}), "info")),
+        )
+
+
+_FORECAST_REQUIRED = ("kind", "schema_version", "engine", "model", "level", "step_seconds",
+                      "timestamps", "load", "mix")
+_FORECAST_KEYS = (*_FORECAST_REQUIRED, "scope", "season_length", "backtest", "info")
+_BANDS = ("mean", "lower", "upper")
+
+
+def _backtest_from_dict(data: Any, field: str) -> BacktestResult:
+    """A backtest entry of a forecast file; malformed entries name their index."""
+    try:
+        return BacktestResult.from_dict(inputs.mapping(data, field))
+    except ValidationError as exc:
+        raise ValidationError(f"{field}: {exc}") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(f"{field}: malformed backtest entry ({exc!r})") from None
+
+
+def check_forecast_units(fc: Forecast) -> Forecast:
+    """Refuse millisecond timestamps and absurd loads (see :mod:`planner.inputs`)."""
+    inputs.check_epoch_seconds(fc.timestamps, "timestamps")
+    for name in ("load_mean", "load_lower", "load_upper"):
+        inputs.check_loads(getattr(fc, name), name.replace("_", "."))
+    if fc.step_seconds <= 0 or fc.step_seconds > inputs.MAX_STEP_SECONDS:
+        raise ValidationError(
+            f"step_seconds: {fc.step_seconds:g} is out of range: must be in "
+            f"(0, {inputs.MAX_STEP_SECONDS:g}]"
+        )
+    return fc
 
 
 def save_forecast(fc: Forecast, path: str | Path) -> None:
@@ -416,14 +460,10 @@ def save_forecast(fc: Forecast, path: str | Path) -> None:
 
 
 def load_forecast(path: str | Path) -> Forecast:
-    """Read a forecast written by :func:`save_forecast`."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValidationError(f"forecast: {path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"forecast: {path}: not valid JSON ({exc})") from None
-    return Forecast.from_dict(data)
+    """Read a forecast written by :func:`save_forecast` (through :mod:`planner.inputs`)."""
+    data = inputs.load_json(path, kind=inputs.FORECAST)
+    with inputs.in_file(path):
+        return check_forecast_units(Forecast.from_dict(data))
 
 
 # ========================================================== transformations

@@ -35,11 +35,22 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from planner import inputs
 from planner.errors import ValidationError
 from planner.spaces import ConfigSpace, get_space
 from planner.workload import classes_for
 
 MODEL_KIND = "kairos-perfmodel"
+_MODEL_REQUIRED = ("kind", "schema_version", "engine", "name", "version", "model_type",
+                   "classes", "features", "coef", "cov", "sigma")
+_MODEL_KEYS = (*_MODEL_REQUIRED, "provenance", "info")
+#: Bound on |coefficient| (log ops/s): exp(100) ~ 1e43 ops/s is already no real
+#: cluster, and near 709 exp() overflows to inf.
+COEF_BOUND = 100.0
+#: Bound on |covariance| entries: a standard deviation of 100 on the log scale.
+COV_BOUND = 1e4
+#: Bound on the residual sigma (log scale): e^10 ~ 22,000x run-to-run noise.
+SIGMA_BOUND = 10.0
 TARGET = "ops_per_s"
 FeatureKind = Literal["level", "linear"]
 
@@ -102,19 +113,30 @@ class Feature:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Feature:
-        try:
-            return cls(
-                param=str(data["param"]),
-                kind=data["kind"],
-                level=data.get("level"),
-                ref=float(data.get("ref", 0.0)),
-                scale=float(data.get("scale", 1.0)),
-                lo=data.get("lo"),
-                hi=data.get("hi"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValidationError(f"features: malformed feature {dict(data)!r} ({exc})") from None
+    def from_dict(cls, data: Any, *, field: str = "features") -> Feature:
+        """Inverse of :meth:`to_dict`; ``field`` names the feature in messages."""
+        raw = inputs.mapping(data, field)
+        inputs.closed_keys(
+            raw, field, allowed=("param", "kind", "level", "ref", "scale", "lo", "hi"),
+            required=("param", "kind"),
+        )
+        kind = raw["kind"]
+        if kind not in ("level", "linear"):
+            raise ValidationError(f"{field}.kind: {kind!r} is not level or linear")
+
+        def bound(key: str) -> float | None:
+            value = raw.get(key)
+            return None if value is None else inputs.number(value, f"{field}.{key}")
+
+        return cls(
+            param=inputs.string(raw["param"], f"{field}.param"),
+            kind=kind,
+            level=raw.get("level"),
+            ref=inputs.number(raw.get("ref", 0.0), f"{field}.ref"),
+            scale=inputs.number(raw.get("scale", 1.0), f"{field}.scale"),
+            lo=bound("lo"),
+            hi=bound("hi"),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,31 +291,40 @@ class PerformanceModel:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PerformanceModel:
+    def from_dict(cls, data: Any) -> PerformanceModel:
+        """Inverse of :meth:`to_dict`; every field is checked (closed schema)."""
         if not isinstance(data, Mapping) or data.get("kind") != MODEL_KIND:
             raise ValidationError(f"kind: not a {MODEL_KIND} document")
+        inputs.closed_keys(data, "", allowed=_MODEL_KEYS, required=_MODEL_REQUIRED)
         if data.get("schema_version") != 1:
             raise ValidationError(f"schema_version: unsupported {data.get('schema_version')!r}")
-        try:
-            engine = str(data["engine"])
-            if list(data["classes"]) != list(classes_for(engine)):
-                raise ValidationError(
-                    f"classes: {data['classes']} do not match {engine} {classes_for(engine)}"
-                )
-            return cls(
-                engine=engine,
-                name=str(data["name"]),
-                version=int(data["version"]),
-                model_type=data["model_type"],
-                features=tuple(Feature.from_dict(f) for f in data["features"]),
-                coef=np.asarray(data["coef"], dtype=float),
-                cov=np.asarray(data["cov"], dtype=float),
-                sigma=float(data["sigma"]),
-                provenance=str(data.get("provenance", "")),
-                info=dict(data.get("info", {})),
+        engine = inputs.string(data["engine"], "engine")
+        classes = inputs.sequence(data["classes"], "classes")
+        if classes != list(classes_for(engine)):
+            raise ValidationError(
+                f"classes: {data['classes']} do not match {engine} {classes_for(engine)}"
             )
-        except KeyError as exc:
-            raise ValidationError(f"{exc.args[0]}: missing from the model file") from None
+        model_type = data["model_type"]
+        if model_type not in ("prior", "fitted"):
+            raise ValidationError(f"model_type: {model_type!r} is not prior or fitted")
+        features = inputs.sequence(data["features"], "features")
+        return cls(
+            engine=engine,
+            name=inputs.string(data["name"], "name"),
+            version=inputs.integer(data["version"], "version", lo=0),
+            model_type=model_type,
+            features=tuple(
+                Feature.from_dict(f, field=f"features[{i}]") for i, f in enumerate(features)
+            ),
+            # Coefficients are on the log scale of ops/s: |coef| <= COEF_BOUND keeps
+            # exp() finite; a larger value is a corrupt or mis-scaled file.
+            coef=inputs.number_array(data["coef"], "coef", ndim=2, lo=-COEF_BOUND,
+                                     hi=COEF_BOUND),
+            cov=inputs.number_array(data["cov"], "cov", ndim=2, lo=-COV_BOUND, hi=COV_BOUND),
+            sigma=inputs.number(data["sigma"], "sigma", lo=0.0, hi=SIGMA_BOUND),
+            provenance=inputs.string(data.get("provenance", ""), "provenance", empty=True),
+            info=dict(inputs.mapping(data.get("info", {}), "info")),
+        )
 
 
 def save_model(model: PerformanceModel, path: str | Path) -> None:
@@ -302,14 +333,10 @@ def save_model(model: PerformanceModel, path: str | Path) -> None:
 
 
 def load_model(path: str | Path) -> PerformanceModel:
-    """Read a model written by :func:`save_model`."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ValidationError(f"model: {path}: no such file") from None
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"model: {path}: not valid JSON ({exc})") from None
-    return PerformanceModel.from_dict(data)
+    """Read a model written by :func:`save_model` (through :mod:`planner.inputs`)."""
+    data = inputs.load_json(path, kind=inputs.MODEL)
+    with inputs.in_file(path):
+        return PerformanceModel.from_dict(data)
 
 
 def default_model_path(engine: str) -> Path:
@@ -483,14 +510,7 @@ class FitReport:
 def _read_observations(obs: str | Path | pd.DataFrame) -> pd.DataFrame:
     if isinstance(obs, pd.DataFrame):
         return obs.copy()
-    path = Path(obs)
-    try:
-        df = pd.read_csv(path, skipinitialspace=True)
-    except FileNotFoundError:
-        raise ValidationError(f"observations: {path}: no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise ValidationError(f"observations: {path}: not a readable CSV ({exc})") from None
-    return df
+    return inputs.load_csv(obs, kind=inputs.OBSERVATIONS)
 
 
 def _features_for(

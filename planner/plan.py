@@ -9,6 +9,7 @@ and returns a :class:`Plan`; :func:`save_plan` writes one (validating it first).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,12 +23,14 @@ __all__ = [
     "ENGINES",
     "KIND",
     "SCHEMA_VERSION",
+    "TABLE_NAME",
     "Availability",
     "Expected",
     "Horizon",
     "Plan",
     "SpaceLike",
     "Step",
+    "check_tables",
     "load_plan",
     "plan_from_dict",
     "save_plan",
@@ -39,6 +42,8 @@ KIND = "kairos-plan"
 ENGINES = ("cassandra", "redis")
 #: Relative tolerance for ``net_ops == benefit_ops - cost_ops``.
 NET_TOLERANCE = 1e-6
+#: ``keyspace.table`` with Cassandra's unquoted identifiers (letters, digits, underscores).
+TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 
 
 class SpaceLike(Protocol):
@@ -98,6 +103,8 @@ class Step:
     batches: tuple[tuple[str, ...], ...]
     expected: Expected
     per_node: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: ``keyspace.table`` names a table-level change (``compaction``) applies to.
+    tables: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -147,6 +154,7 @@ class Plan:
                     "until": s.until.isoformat(),
                     "target": _plain(dict(s.target)),
                     "per_node": _plain({h: dict(v) for h, v in s.per_node.items()}),
+                    **({"tables": list(s.tables)} if s.tables else {}),
                     "live": list(s.live),
                     "restart": list(s.restart),
                     "batches": [list(b) for b in s.batches],
@@ -300,6 +308,57 @@ def plan_from_dict(
         Naming the first failing field path and why.
     """
     doc = _mapping(data, "plan")
+    engine, cluster, created_at = _header(doc)
+    horizon = _horizon(doc)
+    provenance = _provenance(doc)
+    availability = _availability(doc)
+    if space is None:
+        space = _space_for(engine)
+    current = dict(_mapping(_require(doc, "current_config", ""), "current_config"))
+    prev = _check_config(space, {**dict(space.defaults()), **current}, "current_config")
+    prev0 = prev
+    hosts = {str(h) for h in known_hosts} if known_hosts is not None else None
+
+    raw_steps = _require(doc, "steps", "")
+    if not isinstance(raw_steps, list):
+        raise _fail("steps", f"expected a list, got {type(raw_steps).__name__}")
+    steps: list[Step] = []
+    ids: set[str] = set()
+    for i, raw in enumerate(raw_steps):
+        step, prev = _parse_step(
+            raw,
+            f"steps[{i}]",
+            space=space,
+            hosts=hosts,
+            horizon=horizon,
+            ids=ids,
+            prev=prev,
+            prev_nodes=steps[-1].per_node if steps else {},
+            last_due=steps[-1].due if steps else None,
+        )
+        ids.add(step.id)
+        steps.append(step)
+    for i, s in enumerate(steps):
+        nxt = steps[i + 1].due if i + 1 < len(steps) else horizon.end
+        if s.until != nxt:
+            what = "the next step's due time" if i + 1 < len(steps) else "the end of the horizon"
+            raise _fail(
+                f"steps[{i}].until", f"{s.until.isoformat()} must equal {what} ({nxt.isoformat()})"
+            )
+    return Plan(
+        cluster=cluster,
+        engine=engine,
+        created_at=created_at,
+        horizon=horizon,
+        provenance=provenance,
+        availability=availability,
+        current_config={k: prev0[k] for k in current},
+        steps=tuple(steps),
+    )
+
+
+def _header(doc: Mapping[str, Any]) -> tuple[str, str, datetime]:
+    """``schema_version``, ``kind``, ``engine``, ``cluster`` and ``created_at``."""
     version = _require(doc, "schema_version", "")
     if version != SCHEMA_VERSION:
         raise _fail(
@@ -314,8 +373,10 @@ def plan_from_dict(
     cluster = _require(doc, "cluster", "")
     if not isinstance(cluster, str) or not cluster:
         raise _fail("cluster", "expected a non-empty string")
-    created_at = _time(_require(doc, "created_at", ""), "created_at")
+    return str(engine), cluster, _time(_require(doc, "created_at", ""), "created_at")
 
+
+def _horizon(doc: Mapping[str, Any]) -> Horizon:
     hz = _mapping(_require(doc, "horizon", ""), "horizon")
     horizon = Horizon(
         start=_time(_require(hz, "start", "horizon"), "horizon.start"),
@@ -324,14 +385,29 @@ def plan_from_dict(
     )
     if horizon.step_seconds <= 0:
         raise _fail("horizon.step_seconds", f"must be > 0, got {horizon.step_seconds:g}")
+    # Bounds of `kairos plan` (planner.inputs): beyond them the horizon's end overflows
+    # datetime (a traceback, not a message).
+    from planner import inputs
 
+    if horizon.step_seconds > inputs.MAX_STEP_SECONDS:
+        raise _fail("horizon.step_seconds",
+                    f"{horizon.step_seconds:g} is over {inputs.MAX_STEP_SECONDS:g} (a week)")
+    if horizon.steps > inputs.MAX_HORIZON:
+        raise _fail("horizon.steps", f"{horizon.steps} is over {inputs.MAX_HORIZON}")
+    return horizon
+
+
+def _provenance(doc: Mapping[str, Any]) -> dict[str, Any]:
     provenance = _mapping(doc.get("provenance", {}), "provenance")
     opt = provenance.get("optimiser")
     if opt is not None:
         opt = _mapping(opt, "provenance.optimiser")
         if "seed" in opt and opt["seed"] is not None:
             _int(opt["seed"], "provenance.optimiser.seed", minimum=0)
+    return dict(provenance)
 
+
+def _availability(doc: Mapping[str, Any]) -> Availability:
     av = _mapping(_require(doc, "availability", ""), "availability")
     cl = _require(av, "consistency_level", "availability")
     if not isinstance(cl, str) or cl.upper() not in CONSISTENCY_LEVELS:
@@ -342,7 +418,7 @@ def plan_from_dict(
     aggressive = av.get("aggressive", False)
     if not isinstance(aggressive, bool):
         raise _fail("availability.aggressive", f"expected true or false, got {aggressive!r}")
-    availability = Availability(
+    return Availability(
         consistency_level=cl.upper(),
         tolerated_failures=_int(
             av.get("tolerated_failures", 0), "availability.tolerated_failures", minimum=0
@@ -350,149 +426,217 @@ def plan_from_dict(
         aggressive=aggressive,
     )
 
-    if space is None:
-        space = _space_for(engine)
-    current = dict(_mapping(_require(doc, "current_config", ""), "current_config"))
-    prev = _check_config(space, {**dict(space.defaults()), **current}, "current_config")
-    prev0 = prev
 
-    hosts: set[str] | None = None
-    if known_hosts is not None:
-        hosts = {str(h) for h in known_hosts}
+def _parse_step(
+    raw: Any,
+    p: str,
+    *,
+    space: SpaceLike,
+    hosts: set[str] | None,
+    horizon: Horizon,
+    ids: set[str],
+    prev: Mapping[str, Any],
+    prev_nodes: Mapping[str, Mapping[str, Any]],
+    last_due: datetime | None,
+) -> tuple[Step, dict[str, Any]]:
+    """One step at path ``p``, checked against the configuration before it.
 
-    raw_steps = _require(doc, "steps", "")
-    if not isinstance(raw_steps, list):
-        raise _fail("steps", f"expected a list, got {type(raw_steps).__name__}")
-    steps: list[Step] = []
-    ids: set[str] = set()
-    prev_nodes: dict[str, dict[str, Any]] = {}
-    last_due: datetime | None = None
-    for i, raw in enumerate(raw_steps):
-        p = f"steps[{i}]"
-        st = _mapping(raw, p)
-        sid = _require(st, "id", p)
-        if not isinstance(sid, str) or not sid:
-            raise _fail(f"{p}.id", f"expected a non-empty string, got {sid!r}")
-        if sid in ids:
-            raise _fail(f"{p}.id", f"duplicate step id {sid!r}")
-        ids.add(sid)
-        due = _time(_require(st, "due", p), f"{p}.due")
-        until = _time(_require(st, "until", p), f"{p}.until")
-        if due < horizon.start or due >= horizon.end:
-            raise _fail(
-                f"{p}.due",
-                f"{due.isoformat()} is outside the horizon "
-                f"[{horizon.start.isoformat()}, {horizon.end.isoformat()})",
-            )
-        if last_due is not None and due <= last_due:
-            raise _fail(f"{p}.due", f"{due.isoformat()} is not after the previous step's due time")
-        last_due = due
-        if until <= due:
-            raise _fail(f"{p}.until", "must be after due")
-        if until > horizon.end:
-            raise _fail(f"{p}.until", "is after the end of the horizon")
-
-        target_raw = dict(_mapping(_require(st, "target", p), f"{p}.target"))
-        config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
-        per_node_raw = _mapping(st.get("per_node", {}) or {}, f"{p}.per_node")
-        per_node: dict[str, dict[str, Any]] = {}
-        for host, overrides in per_node_raw.items():
-            hp = f"{p}.per_node.{host}"
-            if hosts is not None and host not in hosts:
-                raise _fail(hp, f"unknown host {host!r}")
-            node_cfg = _check_config(space, {**config, **dict(_mapping(overrides, hp))}, hp)
-            per_node[str(host)] = {k: node_cfg[k] for k in overrides}
-
-        # (before, after) per node kind: the cluster-wide config and each overridden host
-        pairs = [(prev, config)] + [
-            ({**prev, **prev_nodes.get(h, {})}, {**config, **per_node.get(h, {})})
-            for h in sorted(set(per_node) | set(prev_nodes))
-        ]
-        changed: set[str] = set()
-        needs_restart: set[str] = set()
-        for before, after in pairs:
-            diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-            changed |= set(diff)
-            needs_restart |= _restart_keys(space, diff, before, after)
-
-        live = _str_list(st.get("live", []), f"{p}.live")
-        restart = _str_list(st.get("restart", []), f"{p}.restart")
-        both = set(live) & set(restart)
-        if both:
-            raise _fail(f"{p}.live", f"{sorted(both)[0]!r} is listed as both live and restart")
-        listed = set(live) | set(restart)
-        if not changed:
-            raise _fail(f"{p}.target", "changes nothing relative to the previous configuration")
-        missing = sorted(changed - listed)
-        if missing:
-            raise _fail(f"{p}", f"changed parameter {missing[0]!r} is in neither live nor restart")
-        for j, key in enumerate(live):
-            if key not in changed:
-                raise _fail(f"{p}.live[{j}]", f"{key!r} does not change in this step")
-        for j, key in enumerate(restart):
-            if key not in changed:
-                raise _fail(f"{p}.restart[{j}]", f"{key!r} does not change in this step")
-        for j, key in enumerate(live):
-            if key in needs_restart:
-                raise _fail(f"{p}.live[{j}]", f"{key!r} needs a restart and cannot change live")
-        for j, key in enumerate(restart):
-            if key not in needs_restart:
-                raise _fail(f"{p}.restart[{j}]", f"{key!r} changes live; list it under live")
-
-        batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
-        if restart and not batches:
-            raise _fail(f"{p}.batches", "empty, but the step restarts parameters")
-        if batches and not restart:
-            raise _fail(f"{p}.batches", "must be empty when nothing needs a restart")
-        if batches and hosts is not None:
-            seen = {h for b in batches for h in b}
-            absent = sorted(hosts - seen)
-            if absent:
-                raise _fail(f"{p}.batches", f"host {absent[0]!r} is in no batch")
-
-        ex = _mapping(_require(st, "expected", p), f"{p}.expected")
-        benefit = _number(_require(ex, "benefit_ops", f"{p}.expected"), f"{p}.expected.benefit_ops")
-        cost = _number(
-            _require(ex, "cost_ops", f"{p}.expected"), f"{p}.expected.cost_ops", minimum=0.0
-        )
-        net = _number(_require(ex, "net_ops", f"{p}.expected"), f"{p}.expected.net_ops")
-        if abs(net - (benefit - cost)) > NET_TOLERANCE * max(1.0, abs(benefit), abs(cost)):
-            raise _fail(
-                f"{p}.expected.net_ops",
-                f"{net:g} is not benefit_ops - cost_ops = {benefit - cost:g}",
-            )
-        steps.append(
-            Step(
-                id=sid,
-                due=due,
-                until=until,
-                target={k: config[k] for k in target_raw},
-                per_node=per_node,
-                live=live,
-                restart=restart,
-                batches=batches,
-                expected=Expected(benefit_ops=benefit, cost_ops=cost, net_ops=net),
-            )
-        )
-        prev = config
-        prev_nodes = per_node
-    for i, s in enumerate(steps):
-        nxt = steps[i + 1].due if i + 1 < len(steps) else horizon.end
-        if s.until != nxt:
-            what = "the next step's due time" if i + 1 < len(steps) else "the end of the horizon"
-            raise _fail(
-                f"steps[{i}].until", f"{s.until.isoformat()} must equal {what} ({nxt.isoformat()})"
-            )
-    return Plan(
-        cluster=cluster,
-        engine=engine,
-        created_at=created_at,
-        horizon=horizon,
-        provenance=dict(provenance),
-        availability=availability,
-        current_config={k: prev0[k] for k in current},
-        steps=tuple(steps),
+    Returns the step and the cluster-wide configuration after it (the next step's ``prev``).
+    """
+    st = _mapping(raw, p)
+    sid = _require(st, "id", p)
+    if not isinstance(sid, str) or not sid:
+        raise _fail(f"{p}.id", f"expected a non-empty string, got {sid!r}")
+    if sid in ids:
+        raise _fail(f"{p}.id", f"duplicate step id {sid!r}")
+    due, until = _step_times(st, p, horizon, last_due)
+    target_raw = dict(_mapping(_require(st, "target", p), f"{p}.target"))
+    config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
+    per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
+    changed, needs_restart = _changes(space, prev, config, prev_nodes, per_node)
+    live, restart = _live_restart(st, p, changed, needs_restart)
+    batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
+    if restart and not batches:
+        raise _fail(f"{p}.batches", "empty, but the step restarts parameters")
+    if batches and not restart:
+        raise _fail(f"{p}.batches", "must be empty when nothing needs a restart")
+    if batches and hosts is not None:
+        absent = sorted(hosts - {h for b in batches for h in b})
+        if absent:
+            raise _fail(f"{p}.batches", f"host {absent[0]!r} is in no batch")
+    step = Step(
+        id=sid,
+        due=due,
+        until=until,
+        target={k: config[k] for k in target_raw},
+        per_node=per_node,
+        live=live,
+        restart=restart,
+        batches=batches,
+        expected=_expected(st, p),
+        tables=_step_tables(st, p, space, changed),
     )
+    return step, config
+
+
+def _step_times(
+    st: Mapping[str, Any], p: str, horizon: Horizon, last_due: datetime | None
+) -> tuple[datetime, datetime]:
+    due = _time(_require(st, "due", p), f"{p}.due")
+    until = _time(_require(st, "until", p), f"{p}.until")
+    if due < horizon.start or due >= horizon.end:
+        raise _fail(
+            f"{p}.due",
+            f"{due.isoformat()} is outside the horizon "
+            f"[{horizon.start.isoformat()}, {horizon.end.isoformat()})",
+        )
+    if last_due is not None and due <= last_due:
+        raise _fail(f"{p}.due", f"{due.isoformat()} is not after the previous step's due time")
+    if until <= due:
+        raise _fail(f"{p}.until", "must be after due")
+    if until > horizon.end:
+        raise _fail(f"{p}.until", "is after the end of the horizon")
+    return due, until
+
+
+def _per_node(
+    st: Mapping[str, Any],
+    p: str,
+    *,
+    space: SpaceLike,
+    config: Mapping[str, Any],
+    hosts: set[str] | None,
+) -> dict[str, dict[str, Any]]:
+    """The step's per-host overrides, each checked on top of the step's configuration."""
+    per_node_raw = _mapping(st.get("per_node", {}) or {}, f"{p}.per_node")
+    per_node: dict[str, dict[str, Any]] = {}
+    for host, overrides in per_node_raw.items():
+        hp = f"{p}.per_node.{host}"
+        if hosts is not None and host not in hosts:
+            raise _fail(hp, f"unknown host {host!r}")
+        node_cfg = _check_config(space, {**config, **dict(_mapping(overrides, hp))}, hp)
+        # A table option lives in the schema, which every node shares: one value per table.
+        table = _table_keys(space, overrides)
+        if table:
+            raise _fail(
+                f"{hp}.{table[0]}",
+                "a table setting is cluster-wide (the nodes share the tables' schema); "
+                "set it in target, not per node",
+            )
+        per_node[str(host)] = {k: node_cfg[k] for k in overrides}
+    return per_node
+
+
+def _changes(
+    space: SpaceLike,
+    prev: Mapping[str, Any],
+    config: Mapping[str, Any],
+    prev_nodes: Mapping[str, Mapping[str, Any]],
+    per_node: Mapping[str, Mapping[str, Any]],
+) -> tuple[set[str], set[str]]:
+    """The keys that change in a step, and those of them that need a restart.
+
+    A step's ``per_node`` overrides hold for that step only: a host overridden by the
+    previous step and not by this one returns to the cluster-wide value, which is a change.
+    """
+    pairs = [(prev, config)] + [
+        ({**prev, **prev_nodes.get(h, {})}, {**config, **per_node.get(h, {})})
+        for h in sorted(set(per_node) | set(prev_nodes))
+    ]
+    changed: set[str] = set()
+    needs_restart: set[str] = set()
+    for before, after in pairs:
+        diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        changed |= set(diff)
+        needs_restart |= _restart_keys(space, diff, before, after)
+    return changed, needs_restart
+
+
+def _live_restart(
+    st: Mapping[str, Any], p: str, changed: set[str], needs_restart: set[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``live`` and ``restart``: together exactly the changed keys, each in its right list."""
+    live = _str_list(st.get("live", []), f"{p}.live")
+    restart = _str_list(st.get("restart", []), f"{p}.restart")
+    both = set(live) & set(restart)
+    if both:
+        raise _fail(f"{p}.live", f"{sorted(both)[0]!r} is listed as both live and restart")
+    if not changed:
+        raise _fail(f"{p}.target", "changes nothing relative to the previous configuration")
+    missing = sorted(changed - set(live) - set(restart))
+    if missing:
+        raise _fail(f"{p}", f"changed parameter {missing[0]!r} is in neither live nor restart")
+    for name, keys in (("live", live), ("restart", restart)):
+        for j, key in enumerate(keys):
+            if key not in changed:
+                raise _fail(f"{p}.{name}[{j}]", f"{key!r} does not change in this step")
+    for j, key in enumerate(live):
+        if key in needs_restart:
+            raise _fail(f"{p}.live[{j}]", f"{key!r} needs a restart and cannot change live")
+    for j, key in enumerate(restart):
+        if key not in needs_restart:
+            raise _fail(f"{p}.restart[{j}]", f"{key!r} changes live; list it under live")
+    return live, restart
+
+
+def _expected(st: Mapping[str, Any], p: str) -> Expected:
+    ex = _mapping(_require(st, "expected", p), f"{p}.expected")
+    benefit = _number(_require(ex, "benefit_ops", f"{p}.expected"), f"{p}.expected.benefit_ops")
+    cost = _number(
+        _require(ex, "cost_ops", f"{p}.expected"), f"{p}.expected.cost_ops", minimum=0.0
+    )
+    net = _number(_require(ex, "net_ops", f"{p}.expected"), f"{p}.expected.net_ops")
+    if abs(net - (benefit - cost)) > NET_TOLERANCE * max(1.0, abs(benefit), abs(cost)):
+        raise _fail(
+            f"{p}.expected.net_ops",
+            f"{net:g} is not benefit_ops - cost_ops = {benefit - cost:g}",
+        )
+    return Expected(benefit_ops=benefit, cost_ops=cost, net_ops=net)
+
+
+def _table_keys(space: SpaceLike, keys: Iterable[str]) -> list[str]:
+    """The ``keys`` that are table options (``location: table``), sorted."""
+    params = getattr(space, "parameters", None)
+    if not isinstance(params, Mapping):
+        return []
+    return sorted(k for k in keys if getattr(params.get(k), "location", None) == "table")
+
+
+def check_tables(value: Any, path: str) -> tuple[str, ...]:
+    """Validate a list of ``keyspace.table`` names (no duplicates) and return it.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``path`` (or the item) and why.
+    """
+    names = _str_list(value, path)
+    for j, name in enumerate(names):
+        if not TABLE_NAME.match(name):
+            raise _fail(
+                f"{path}[{j}]", f"{name!r} is not keyspace.table (letters, digits and _ only)"
+            )
+    return names
+
+
+def _step_tables(
+    st: Mapping[str, Any], p: str, space: SpaceLike, changed: set[str]
+) -> tuple[str, ...]:
+    """The tables a step's table-level change applies to; required iff there is one."""
+    raw = st.get("tables")
+    tables = () if raw is None else check_tables(raw, f"{p}.tables")
+    table_changes = _table_keys(space, changed)
+    # A table option has no cluster-wide home: without names the executor cannot know
+    # which tables to ALTER, so the plan must say.
+    if table_changes and not tables:
+        raise _fail(
+            f"{p}.tables",
+            f"none given: {', '.join(table_changes)} changes a table setting; "
+            "name the tables (keyspace.table)",
+        )
+    if tables and not table_changes:
+        raise _fail(f"{p}.tables", "the step changes no table setting; leave tables out")
+    return tables
 
 
 def _batches(value: Any, path: str, hosts: set[str] | None) -> tuple[tuple[str, ...], ...]:
@@ -543,20 +687,14 @@ def load_plan(
     Raises
     ------
     ValidationError
-        The file is unreadable, not YAML, or breaks a rule (the message names the field).
+        The file is unreadable, too large, not UTF-8 text, not YAML, or breaks a rule
+        (the message names the file and the field).
     """
-    import yaml
+    from planner import inputs
 
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ValidationError(f"{p}: cannot read plan: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"{p}: not valid YAML: {exc}") from None
-    return plan_from_dict(data, known_hosts=known_hosts, space=space)
+    data = inputs.load_yaml(path, kind=inputs.PLAN)
+    with inputs.in_file(path):
+        return plan_from_dict(data, known_hosts=known_hosts, space=space)
 
 
 def save_plan(

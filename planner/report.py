@@ -8,13 +8,18 @@ from elsewhere), so the page can be mailed, archived or opened offline. Sections
    steps green).
 2. **Operation mix** — the observed mix and the forecast mix, stacked.
 3. **Plan** — each step: when, what changes (live / restart), batches, expected gain and
-   cost, and its outcome from the rollout state file.
+   cost, and its outcome from the rollout state file: applied, failed, "superseded by s2",
+   "interrupted after cass1, cass2 verified" (verified nodes, no final status) or planned.
 4. **Configuration per node** — the configuration each node ran after each step: the
-   plan's current configuration, then each step's target (plus per-node overrides), marked
-   applied / failed / planned from ``<plan>.state.json``.
-5. **Expected vs observed** — per step, the load the forecast expected during
+   plan's current configuration, then the targets so far with that step's own per-node
+   overrides (an override holds for its step only, as ``planner.rollout.compose``), marked
+   from ``<plan>.state.json`` per node.
+5. **Read back** — per step with ``verified`` nodes, one row per node: when it was verified
+   and what the executor read back from it (running values from system_views.settings,
+   cassandra.yaml, the tables' compaction class from system_schema.tables, the heap).
+6. **Expected vs observed** — per step, the load the forecast expected during
    ``[due, until)`` against the load observed then, and the plan's expected net gain.
-6. **Rollout timelines** — per applied (or failed) step, one row per node with its
+7. **Rollout timelines** — per step in the state file, one row per node with its
    drain / stop / start / sync phases. The state file records durations and when the step
    finished, not when each phase began: batches are laid out one after the other ending at
    ``finished_at`` (the waits between batches are not recorded and are not drawn).
@@ -555,18 +560,118 @@ def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-# ----------------------------------------------------------------------- tables
-def _config_text(config: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(config.items())) or "—"
+def rollout_timelines(inputs: ReportInputs) -> str:
+    """Every step in the state file: its outcome, then its nodes' phases.
 
-
-def _step_status(state: Mapping[str, Any] | None, step_id: str) -> tuple[str, Mapping[str, Any]]:
+    An interrupted step's timings are its verified nodes' (no final record has them yet).
+    """
+    plan, state = inputs.plan, inputs.state
     if not state:
-        return "planned", {}
-    entry = (state.get("steps") or {}).get(step_id)
-    if not entry:
-        return "planned", {}
-    return str(entry.get("status", "planned")), entry
+        return _no_data(inputs.notes.get("state") or "no rollout state file")
+    steps = state.get("steps") or {}
+    if not steps:
+        return _no_data("the rollout state records no step yet")
+    out: list[str] = []
+    for sid in _state_order(plan, steps):
+        entry = _step_entry(state, sid)
+        css, label = step_outcome(plan, state, sid)
+        attempts = entry.get("attempts")
+        note = f' <span class="s">attempt(s): {_esc(attempts)}</span>' if attempts else ""
+        out.append(f"<h3>Step {_esc(sid)} {_badge(css, label)}{note}</h3>")
+        if css == "superseded":
+            by = entry.get("superseded_by") or "a later step"
+            out.append(f'<p class="note">Its changes were rolled out with {_esc(by)}.</p>')
+            continue
+        nodes = {h: r["timings"] for h, r in _verified(entry).items() if r.get("timings")}
+        nodes.update(entry.get("nodes") or {})
+        out.append(rollout_timeline(plan, sid, {**entry, "nodes": nodes}))
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------- tables
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _config_text(config: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_plain(v)}" for k, v in sorted(config.items())) or "—"
+
+
+def _badge(css: str, label: str) -> str:
+    return f'<span class="status {_esc(css)}">{_esc(label)}</span>'
+
+
+def _step_entry(state: Mapping[str, Any] | None, step_id: str) -> Mapping[str, Any]:
+    entry = ((state or {}).get("steps") or {}).get(step_id)
+    return entry if isinstance(entry, Mapping) else {}
+
+
+def _verified(entry: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    """Host -> ``{verified_at, readback, timings}``: the nodes read back after their change."""
+    verified = entry.get("verified")
+    if not isinstance(verified, Mapping):
+        return {}
+    return {str(h): r for h, r in verified.items() if isinstance(r, Mapping)}
+
+
+def _plan_step(plan: Any, step_id: str) -> Any:
+    if plan is None:
+        return None
+    return next((s for s in plan.steps if s.id == step_id), None)
+
+
+def _verified_hosts(plan: Any, step_id: str, entry: Mapping[str, Any]) -> list[str]:
+    """The hosts read back for a step: in the step's batch order, then by name."""
+    verified = _verified(entry)
+    step = _plan_step(plan, step_id)
+    order = [h for b in step.batches for h in b] if step is not None else []
+    return [h for h in order if h in verified] + sorted(h for h in verified if h not in order)
+
+
+def _state_order(plan: Any, steps: Mapping[str, Any]) -> list[str]:
+    """The state file's step ids: in plan order, then the others by id."""
+    order = [s.id for s in plan.steps] if plan is not None else []
+    return sorted(steps, key=lambda k: (order.index(k) if k in order else len(order), k))
+
+
+def step_outcome(plan: Any, state: Mapping[str, Any] | None, step_id: str) -> tuple[str, str]:
+    """``(css class, label)`` of a step's outcome in the rollout state.
+
+    ``applied``, ``failed``, ``superseded`` ("superseded by s2"), ``interrupted`` (nodes
+    verified and no status: "interrupted after cass1, cass2 verified"), else ``planned``.
+    """
+    entry = _step_entry(state, step_id)
+    status = entry.get("status")
+    if status == "superseded":
+        return "superseded", f"superseded by {entry.get('superseded_by') or 'a later step'}"
+    if status in ("applied", "failed"):
+        return str(status), str(status)
+    if status is not None:
+        return "unknown", str(status)
+    hosts = _verified_hosts(plan, step_id, entry)
+    if hosts:
+        return "interrupted", f"interrupted after {', '.join(hosts)} verified"
+    return "planned", "planned"
+
+
+def _change_text(
+    keys: Sequence[str], cluster: Mapping[str, Any], per_node: Mapping[str, Mapping[str, Any]]
+) -> str:
+    """``key=value`` per changed key: the cluster's value, then each node's override.
+
+    A step also lists a key whose override the previous step had and it has not (the node
+    returns to the cluster value), so a key need not be in the step's own target.
+    """
+    parts = []
+    for k in sorted(keys):
+        nodes = [f"{h}: {_plain(o[k])}" for h, o in sorted(per_node.items()) if k in o]
+        text = f"{k}={_plain(cluster.get(k, 'default'))}"
+        parts.append(text + (f" ({', '.join(nodes)})" if nodes else ""))
+    return ", ".join(parts) or "—"
 
 
 def plan_table(inputs: ReportInputs) -> str:
@@ -576,21 +681,27 @@ def plan_table(inputs: ReportInputs) -> str:
     if not plan.steps:
         return "<p>The plan keeps the current configuration: it has no steps.</p>"
     rows = []
+    cluster = dict(plan.current_config)
     for s in plan.steps:
-        status, entry = _step_status(inputs.state, s.id)
+        cluster.update(s.target)
+        css, label = step_outcome(plan, inputs.state, s.id)
+        entry = _step_entry(inputs.state, s.id)
         batches = " → ".join("[" + ", ".join(b) + "]" for b in s.batches) or "—"
         err = f'<div class="err">{_esc(entry.get("error"))}</div>' if entry.get("error") else ""
+        verified = _verified_hosts(plan, s.id, entry)
+        if css == "failed" and verified:
+            err += f'<div class="note">{_esc(", ".join(verified))} verified</div>'
         rows.append(
             "<tr>"
             f"<td><b>{_esc(s.id)}</b></td><td>{_esc(_fmt_short(s.due))}</td>"
             f"<td>{_esc(_fmt_short(s.until))}</td>"
-            f"<td>{_esc(_config_text({k: s.target[k] for k in s.live})) if s.live else '—'}</td>"
-            f"<td>{_esc(_config_text({k: s.target[k] for k in s.restart})) if s.restart else '—'}"
-            f"</td><td>{_esc(batches)}</td>"
+            f"<td>{_esc(_change_text(s.live, cluster, s.per_node))}</td>"
+            f"<td>{_esc(_change_text(s.restart, cluster, s.per_node))}</td>"
+            f"<td>{_esc(batches)}</td>"
             f'<td class="num">{_esc(_fmt_num(s.expected.benefit_ops))}</td>'
             f'<td class="num">{_esc(_fmt_num(s.expected.cost_ops))}</td>'
             f'<td class="num">{_esc(_fmt_num(s.expected.net_ops))}</td>'
-            f'<td><span class="status {_esc(status)}">{_esc(status)}</span>{err}</td>'
+            f"<td>{_badge(css, label)}{err}</td>"
             "</tr>"
         )
     head = (
@@ -601,41 +712,162 @@ def plan_table(inputs: ReportInputs) -> str:
     return f'<table class="data" data-table="plan">{head}{"".join(rows)}</table>'
 
 
+def _report_hosts(inputs: ReportInputs) -> list[str]:
+    """Every host the plan or the state names, in order of appearance."""
+    hosts: list[str] = []
+    for s in inputs.plan.steps:
+        for b in s.batches:
+            hosts += [h for h in b if h not in hosts]
+        hosts += [h for h in s.per_node if h not in hosts]
+    for entry in ((inputs.state or {}).get("steps") or {}).values():
+        if isinstance(entry, Mapping):
+            named = [*(entry.get("nodes") or {}), *_verified(entry)]
+            hosts += [h for h in dict.fromkeys(named) if h not in hosts]
+    return hosts or ["all nodes"]
+
+
+def node_changes(plan: Any, host: str) -> list[dict[str, Any]]:
+    """Per step, what changes on ``host`` (a key back to its default reads ``default``).
+
+    A node runs the cluster's configuration (``current_config`` and the targets so far)
+    with the overrides of the current step's ``per_node`` only: an override holds for its
+    own step, and the next step returns the node to the cluster value unless it overrides
+    again (as the plan validator and :func:`planner.rollout.compose` read it).
+    """
+    cluster = dict(plan.current_config)
+    before = dict(cluster)
+    changes: list[dict[str, Any]] = []
+    for s in plan.steps:
+        cluster.update(s.target)
+        after = {**cluster, **dict(s.per_node.get(host, {}))}
+        keys = sorted(set(before) | set(after), key=str)
+        changes.append({k: after.get(k, "default") for k in keys if before.get(k) != after.get(k)})
+        before = after
+    return changes
+
+
+def _node_outcome(css: str, label: str, entry: Mapping[str, Any], host: str) -> tuple[str, str]:
+    """A step's outcome on one node: a failed or interrupted step applied on some nodes."""
+    if css == "failed":
+        done = host in (entry.get("nodes") or {}) or host in _verified(entry)
+        return ("applied", "applied") if done else ("not-applied", "not applied")
+    if css == "interrupted":
+        if host in _verified(entry):
+            return "applied", "applied"
+        return "interrupted", "not applied (interrupted)"
+    return css, label
+
+
 def node_config_table(inputs: ReportInputs) -> str:
     plan = inputs.plan
     if plan is None:
         return _no_data(inputs.notes.get("plan") or "no plan given")
-    hosts: list[str] = []
-    for s in plan.steps:
-        for b in s.batches:
-            hosts += [h for h in b if h not in hosts]
-        hosts += [h for h in s.per_node if h not in hosts]
-    if inputs.state:
-        for entry in (inputs.state.get("steps") or {}).values():
-            hosts += [h for h in (entry.get("nodes") or {}) if h not in hosts]
-    if not hosts:
-        hosts = ["all nodes"]
     header = "<tr><th>node</th><th>before the plan</th>" + "".join(
         f"<th>after {_esc(s.id)}</th>" for s in plan.steps
     ) + "</tr>"
+    outcomes = [step_outcome(plan, inputs.state, s.id) for s in plan.steps]
+    entries = [_step_entry(inputs.state, s.id) for s in plan.steps]
+    before = f"<td>{_esc(_config_text(plan.current_config))}</td>"
     rows = []
-    for h in hosts:
-        config = dict(plan.current_config)
-        cells = [f"<td><b>{_esc(h)}</b></td>", f"<td>{_esc(_config_text(config))}</td>"]
-        for s in plan.steps:
-            changed = {**dict(s.target), **dict(s.per_node.get(h, {}))}
-            changed = {k: v for k, v in changed.items() if config.get(k) != v}
-            config.update(changed)
-            status, entry = _step_status(inputs.state, s.id)
-            if status == "failed":
-                status = "applied" if h in (entry.get("nodes") or {}) else "not applied"
+    for h in _report_hosts(inputs):
+        cells = [f"<td><b>{_esc(h)}</b></td>", before]
+        for changed, (css, label), entry in zip(node_changes(plan, h), outcomes, entries,
+                                                strict=True):
+            css, label = _node_outcome(css, label, entry, h)
             diff = _config_text(changed) if changed else "no change"
-            cells.append(
-                f'<td><span class="status {_esc(status.replace(" ", "-"))}">{_esc(status)}'
-                f"</span> {_esc(diff)}</td>"
-            )
+            cells.append(f"<td>{_badge(css, label)} {_esc(diff)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="data" data-table="nodes">{header}{"".join(rows)}</table>'
+
+
+#: What ``cassandra_settings_readback`` reads back, by source: readback key -> header.
+READBACK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("running", "running (system_views.settings)"),
+    ("file", "cassandra.yaml"),
+    ("tables", "tables (system_schema.tables)"),
+    ("heap_mb", "heap (MB)"),
+)
+
+
+_NUM = ' class="num"'
+
+
+def _readback_cell(key: str, readback: Mapping[str, Any]) -> str:
+    """One source's values, escaped: ``key=value`` per line (``table: class`` for tables)."""
+    if key not in readback:
+        return "—"
+    value = readback[key]
+    if value is None:
+        return "not read"
+    if not isinstance(value, Mapping):
+        return _esc(_plain(value))
+    sep = ": " if key == "tables" else "="
+    lines = [
+        f"{k}{sep}{'(absent)' if v is None else _plain(v)}"
+        for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+    ]
+    return "<br>".join(_esc(line) for line in lines) or "—"
+
+
+def _fmt_stamp(value: Any) -> str:
+    """An ISO 8601 time from the state file, as UTC (as given when it is not one)."""
+    try:
+        stamp = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value) if value else "—"
+    return _fmt_dt(stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC))
+
+
+def _readback_rows(plan: Any, step_id: str, entry: Mapping[str, Any], outcome: tuple[str, str]
+                   ) -> list[str]:
+    """One row per node verified for the step; one row saying why when none was."""
+    hosts = _verified_hosts(plan, step_id, entry)
+    step_cell = f"<b>{_esc(step_id)}</b> {_badge(*outcome)}"
+    if not hosts:
+        css = outcome[0]
+        why = {
+            "applied": "not read back",
+            "failed": "no node read back",
+            "superseded": f"not read back: rolled out with {entry.get('superseded_by')}",
+        }.get(css)
+        if why is None:
+            return []
+        return [f'<tr data-step="{_esc(step_id)}"><td>{step_cell}</td>'
+                f'<td colspan="{len(READBACK_COLUMNS) + 2}" class="muted">{_esc(why)}</td></tr>']
+    rows = []
+    verified = _verified(entry)
+    for i, h in enumerate(hosts):
+        readback = verified[h].get("readback")
+        readback = readback if isinstance(readback, Mapping) else {}
+        first = f'<td rowspan="{len(hosts)}">{step_cell}</td>' if i == 0 else ""
+        cells = "".join(
+            f"<td{_NUM if key == 'heap_mb' else ''}>{_readback_cell(key, readback)}</td>"
+            for key, _ in READBACK_COLUMNS
+        )
+        rows.append(
+            f'<tr data-step="{_esc(step_id)}" data-node="{_esc(h)}">{first}'
+            f"<td><b>{_esc(h)}</b></td><td>{_esc(_fmt_stamp(verified[h].get('verified_at')))}</td>"
+            f"{cells}</tr>"
+        )
+    return rows
+
+
+def readback_table(inputs: ReportInputs) -> str:
+    """Per step, what each node read back after its change (``verified`` in the state)."""
+    state = inputs.state
+    if not state:
+        return _no_data(inputs.notes.get("state") or "no rollout state file")
+    steps = state.get("steps") or {}
+    rows: list[str] = []
+    for sid in _state_order(inputs.plan, steps):
+        entry = _step_entry(state, sid)
+        rows += _readback_rows(inputs.plan, sid, entry, step_outcome(inputs.plan, state, sid))
+    if not rows:
+        return _no_data("no step has been rolled out yet")
+    head = "<tr><th>step</th><th>node</th><th>verified at</th>" + "".join(
+        f"<th>{_esc(title)}</th>" for _, title in READBACK_COLUMNS
+    ) + "</tr>"
+    return f'<table class="data" data-table="readback">{head}{"".join(rows)}</table>'
 
 
 def _eo_table(rows: list[dict[str, Any]]) -> str:
@@ -700,6 +932,10 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 .status.applied {{ background: #D9F2E6; color: #0B6B3A; }}
 .status.failed, .status.not-applied {{ background: #FBE0D6; color: #9A2F0B; }}
 .status.planned {{ background: #E4EDF8; color: #1F4E8C; }}
+.status.superseded {{ background: #ECE6F3; color: #5B3E84; }}
+.status.interrupted {{ background: #FDF0D5; color: #8A5A00; }}
+.note {{ color: #5B6776; font-size: 12px; margin-top: 3px; }}
+td.muted {{ color: #7A8694; font-style: italic; }}
 .err {{ color: #9A2F0B; font-size: 12px; margin-top: 3px; }}
 .nodata {{ color: #7A8694; font-style: italic; background: #F7F8FA; border: 1px dashed #D5DBE1;
   border-radius: 6px; padding: 14px; margin: 6px 0; }}
@@ -729,9 +965,12 @@ def _cards(inputs: ReportInputs) -> str:
     else:
         cards.append(("plan", "—", "no plan"))
     steps = (state or {}).get("steps") or {}
-    applied = sum(1 for e in steps.values() if e.get("status") == "applied")
-    failed = sum(1 for e in steps.values() if e.get("status") == "failed")
-    detail = f"{failed} failed" if steps else "none recorded"
+    kinds = [step_outcome(plan, state, sid)[0] for sid in steps]
+    applied = kinds.count("applied")
+    detail = ", ".join(
+        [f"{kinds.count('failed')} failed"]
+        + [f"{kinds.count(k)} {k}" for k in ("superseded", "interrupted") if k in kinds]
+    ) if steps else "none recorded"
     cards.append(("rollouts", f"{applied} applied", detail))
     return '<div class="cards">' + "".join(
         f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
@@ -742,7 +981,7 @@ def _cards(inputs: ReportInputs) -> str:
 
 def render(inputs: ReportInputs) -> str:
     """The whole HTML page."""
-    plan, state = inputs.plan, inputs.state
+    plan = inputs.plan
     engine = (
         plan.engine if plan is not None else
         inputs.history.engine if inputs.history is not None else
@@ -757,23 +996,6 @@ def render(inputs: ReportInputs) -> str:
         ) if x
     )
     eo_svg, eo_rows = expected_vs_observed(inputs)
-    timelines: list[str] = []
-    steps = (state or {}).get("steps") or {}
-    if not state:
-        timelines.append(_no_data(inputs.notes.get("state") or "no rollout state file"))
-    elif not steps:
-        timelines.append(_no_data("the rollout state records no step yet"))
-    else:
-        order = [s.id for s in plan.steps] if plan is not None else []
-        for sid in sorted(steps, key=lambda k: (order.index(k) if k in order else len(order), k)):
-            entry = steps[sid]
-            status = entry.get("status", "?")
-            attempts = entry.get("attempts", 1)
-            timelines.append(
-                f'<h3>Step {_esc(sid)} <span class="status {_esc(status)}">{_esc(status)}</span> '
-                f'<span class="s">attempt(s): {_esc(attempts)}</span></h3>'
-            )
-            timelines.append(rollout_timeline(plan, sid, entry))
     sources = "".join(
         f"<li>{_esc(k)}: <code>{_esc(v)}</code></li>"
         for k, v in inputs.sources.items() if k != "cluster"
@@ -789,12 +1011,16 @@ def render(inputs: ReportInputs) -> str:
         ("nodes", "Configuration per node",
          "The configuration each node runs after each step (changes only), from the plan and "
          "the rollout state.", node_config_table(inputs)),
+        ("readback", "Read back",
+         "What each node reported after its change, read from the node itself: running "
+         "values (system_views.settings), its cassandra.yaml, the tables' compaction class "
+         "(system_schema.tables) and the JVM's heap.", readback_table(inputs)),
         ("expected", "Expected vs observed",
          "Mean load the forecast expected while each step was in force, and the load observed "
          "then.", eo_svg + _eo_table(eo_rows)),
         ("rollouts", "Rollout timelines",
          "Per node: drain, stop, start and sync durations from the rollout state; batches "
-         "back to back, ending when the step finished.", "".join(timelines)),
+         "back to back, ending when the step finished.", rollout_timelines(inputs)),
     ]
     body = "".join(
         f'<section id="{sid}"><h2>{_esc(title)}</h2><p class="lead">{_esc(lead)}</p>{content}'
@@ -832,7 +1058,6 @@ def build_inputs(
     A plan or forecast file that is given but invalid is an error (a person asked for it);
     a store without enough samples only leaves the history empty, with the reason.
     """
-    from planner.errors import KairosError
     from planner.forecast import load_forecast
     from planner.plan import load_plan
     from planner.rollout import load_state, state_path_for
@@ -865,28 +1090,7 @@ def build_inputs(
         inputs.history = load_trace(trace)
         inputs.sources["workload"] = str(trace)
     elif store is not None or engine is not None:
-        from planner.store import Store
-
-        if engine is None:
-            inputs.notes["history"] = "no engine to read from the store (give --engine or --plan)"
-        else:
-            with Store(store) as st:
-                pairs = st.clusters()
-                if cluster is None:
-                    names = [c for e, c in pairs if e == engine]
-                    cluster = names[0] if len(names) == 1 else None
-                if cluster is None:
-                    inputs.notes["history"] = (
-                        f"the store {st.path} holds no single {engine} cluster; give --cluster"
-                    )
-                else:
-                    try:
-                        inputs.history = st.cluster_series(
-                            engine, cluster, since=since, step_seconds=step_seconds
-                        )
-                        inputs.sources["workload"] = f"{st.path} ({engine}/{cluster})"
-                    except KairosError as exc:
-                        inputs.notes["history"] = str(exc)
+        cluster = _store_history(inputs, store, engine, cluster, since, step_seconds)
     else:
         inputs.notes["history"] = "no store or trace given"
     if cluster:
@@ -894,6 +1098,43 @@ def build_inputs(
     parts = [p for p in (cluster, engine) if p]
     inputs.title = title or ("Kairos report — " + " ".join(parts) if parts else "Kairos report")
     return inputs
+
+
+def _store_history(
+    inputs: ReportInputs,
+    store: str | Path | None,
+    engine: str | None,
+    cluster: str | None,
+    since: float | None,
+    step_seconds: float | None,
+) -> str | None:
+    """Read the cluster's series from the store into ``inputs``; return the cluster read.
+
+    The cluster defaults to the store's only cluster of ``engine``; what is missing is noted.
+    """
+    from planner.errors import KairosError
+    from planner.store import Store
+
+    if engine is None:
+        inputs.notes["history"] = "no engine to read from the store (give --engine or --plan)"
+        return cluster
+    with Store(store) as st:
+        if cluster is None:
+            names = [c for e, c in st.clusters() if e == engine]
+            cluster = names[0] if len(names) == 1 else None
+        if cluster is None:
+            inputs.notes["history"] = (
+                f"the store {st.path} holds no single {engine} cluster; give --cluster"
+            )
+            return None
+        try:
+            inputs.history = st.cluster_series(
+                engine, cluster, since=since, step_seconds=step_seconds
+            )
+            inputs.sources["workload"] = f"{st.path} ({engine}/{cluster})"
+        except KairosError as exc:
+            inputs.notes["history"] = str(exc)
+    return cluster
 
 
 def write_report(inputs: ReportInputs, out: str | Path) -> Path:

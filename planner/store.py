@@ -398,6 +398,31 @@ def aggregate(
 
 
 # ------------------------------------------------------------------------ the store
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Refuse an existing path that is not a SQLite database, before SQLite opens it.
+
+    SQLite's own error ("file is not a database") does not say what the file is; an
+    empty file is fine (SQLite makes it a new database).
+    """
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise StoreError(f"store: {path}: not a regular file (a directory?)")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"store: {path}: cannot read it ({exc.strerror or exc})") from None
+    if head and head != _SQLITE_MAGIC:
+        raise StoreError(
+            f"store: {path}: not a usable SQLite database (the file does not start with the "
+            "SQLite header; is it a trace or another file?)"
+        )
+
+
 class Store:
     """The workload store (SQLite). Open with ``Store(path)``; ``path=None`` is the default.
 
@@ -412,6 +437,7 @@ class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
         if str(self.path) != ":memory:":
+            _check_sqlite_file(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(str(self.path), timeout=30.0)

@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from planner import inputs
 from planner.errors import KairosError, ValidationError
 
 __all__ = [
@@ -158,7 +159,7 @@ class Ring:
 
     # ----------------------------------------------------------- constructors
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Ring:
+    def from_dict(cls, data: Any) -> Ring:
         """Build a ring from a ring description (the YAML form).
 
         The description has ``nodes`` (list of ``{host, address, dc, rack}``),
@@ -166,34 +167,20 @@ class Ring:
         SimpleStrategy's ``replication_factor`` are accepted) and ``token_ranges``
         (list of ``{start, end, replicas: {keyspace: [host or address, ...]}}``).
         If ``token_ranges`` is absent, each node's ``tokens`` are used and replicas
-        are computed with the keyspaces' strategies.
+        are computed with the keyspaces' strategies. The schema is closed (an unknown
+        key is refused), host names and addresses are unique, and a keyspace's RF in a
+        datacenter may not exceed that datacenter's nodes (Cassandra could not place
+        the replicas; writes at QUORUM would fail).
         """
         if not isinstance(data, Mapping):
             raise ValidationError("ring: expected a mapping with nodes, keyspaces, token_ranges")
-        raw_nodes = data.get("nodes")
-        if not isinstance(raw_nodes, list) or not raw_nodes:
-            raise ValidationError("nodes: expected a non-empty list")
-        nodes: list[Node] = []
-        tokens: dict[str, list[int]] = {}
-        for i, raw in enumerate(raw_nodes):
-            if not isinstance(raw, Mapping) or not raw.get("host"):
-                raise ValidationError(f"nodes[{i}]: expected a mapping with 'host'")
-            host = str(raw["host"])
-            nodes.append(
-                Node(
-                    host=host,
-                    address=str(raw.get("address", host)),
-                    dc=str(raw.get("dc", raw.get("datacenter", "datacenter1"))),
-                    rack=str(raw.get("rack", "rack1")),
-                )
-            )
-            if "tokens" in raw:
-                try:
-                    tokens[host] = [int(t) for t in raw["tokens"]]
-                except (TypeError, ValueError):
-                    raise ValidationError(f"nodes[{i}].tokens: expected integers") from None
-        dcs = {n.dc for n in nodes}
-        replication = _parse_keyspaces(data.get("keyspaces"), dcs)
+        inputs.closed_keys(data, "", allowed=("nodes", "keyspaces", "token_ranges"),
+                           required=("nodes", "keyspaces"))
+        nodes, tokens = _parse_nodes(data.get("nodes"))
+        hosts_in_dc: dict[str, int] = {}
+        for node in nodes:
+            hosts_in_dc[node.dc] = hosts_in_dc.get(node.dc, 0) + 1
+        replication = _parse_keyspaces(data.get("keyspaces"), hosts_in_dc)
         by_name: dict[str, str] = {}
         for n in nodes:
             by_name[n.host] = n.host
@@ -201,50 +188,12 @@ class Ring:
         raw_ranges = data.get("token_ranges")
         if raw_ranges is None:
             if len(tokens) != len(nodes):
+                missing = next(n.host for n in nodes if n.host not in tokens)
                 raise ValidationError(
-                    "token_ranges: missing, and not every node lists its tokens"
+                    f"token_ranges: missing, and node {missing!r} lists no tokens"
                 )
             return cls._from_tokens(nodes, replication, tokens)
-        if not isinstance(raw_ranges, list) or not raw_ranges:
-            raise ValidationError("token_ranges: expected a non-empty list")
-        sets: list[ReplicaSet] = []
-        seen: set[tuple[str, tuple[str, ...]]] = set()
-        for i, raw in enumerate(raw_ranges):
-            if not isinstance(raw, Mapping) or not isinstance(raw.get("replicas"), Mapping):
-                raise ValidationError(
-                    f"token_ranges[{i}].replicas: expected a mapping keyspace -> hosts"
-                )
-            start, end = raw.get("start"), raw.get("end")
-            for ks, hosts in raw["replicas"].items():
-                if ks not in replication:
-                    raise ValidationError(f"token_ranges[{i}].replicas: unknown keyspace {ks!r}")
-                if not isinstance(hosts, list) or not hosts:
-                    raise ValidationError(
-                        f"token_ranges[{i}].replicas.{ks}: expected a non-empty host list"
-                    )
-                resolved: list[str] = []
-                for j, h in enumerate(hosts):
-                    if str(h) not in by_name:
-                        raise ValidationError(
-                            f"token_ranges[{i}].replicas.{ks}[{j}]: unknown host {h!r}"
-                        )
-                    resolved.append(by_name[str(h)])
-                if len(set(resolved)) != len(resolved):
-                    raise ValidationError(
-                        f"token_ranges[{i}].replicas.{ks}: a host appears twice"
-                    )
-                key = (str(ks), tuple(sorted(resolved)))
-                if key in seen:
-                    continue
-                seen.add(key)
-                sets.append(
-                    ReplicaSet(
-                        keyspace=str(ks),
-                        start=None if start is None else int(start),
-                        end=None if end is None else int(end),
-                        replicas=tuple(resolved),
-                    )
-                )
+        sets = _parse_ranges(raw_ranges, replication, by_name)
         return cls(nodes=tuple(nodes), replication=replication, replica_sets=tuple(sets))
 
     @classmethod
@@ -297,13 +246,21 @@ class Ring:
         if rf < 1:
             raise ValidationError(f"rf: must be at least 1, got {rf}")
         n = len(hosts)
+        if len(set(hosts)) != n:
+            dup = next(h for h in hosts if list(hosts).count(h) > 1)
+            raise ValidationError(f"hosts: duplicate host {dup!r} (--hosts)")
+        # Refused, not clipped: the plan would otherwise assume replicas that do not exist.
+        if rf > n:
+            raise ValidationError(
+                f"rf: replication factor {rf} is more than the {n} host(s) given (--rf, --hosts)"
+            )
         step = 2**64 // n
         data = {
             "nodes": [
                 {"host": h, "address": h, "dc": dc, "rack": rack, "tokens": [-(2**63) + i * step]}
                 for i, h in enumerate(hosts)
             ],
-            "keyspaces": {keyspace: {"replication": {dc: min(rf, n)}}},
+            "keyspaces": {keyspace: {"replication": {dc: rf}}},
         }
         return cls.from_dict(data)
 
@@ -323,7 +280,8 @@ class Ring:
         Nodes ``n0001...`` are dealt round-robin to datacenters ``dc1...`` and, within a
         DC, to racks ``rack1...``. With one token per node the tokens are evenly spaced
         in dealing order; with vnodes they are drawn at random (seeded). One keyspace
-        ``ks`` replicates ``rf`` in every DC (NetworkTopologyStrategy, rack aware).
+        ``ks`` replicates ``rf`` in every DC (NetworkTopologyStrategy, rack aware), clipped
+        to the DC's node count.
         """
         if nodes < 1 or vnodes < 1 or dcs < 1 or racks < 1:
             raise ValidationError("synthetic ring: nodes, vnodes, dcs and racks must be >= 1")
@@ -354,6 +312,9 @@ class Ring:
                         toks.append(t)
                 raw["tokens"] = toks
         rf_map = dict.fromkeys(dc_names, rf) if isinstance(rf, int) else dict(rf)
+        # Test rings may ask for more replicas than a DC has nodes: clip here, on purpose
+        # (a ring description with such an RF is refused by from_dict).
+        rf_map = {dc: min(r, per_dc_count.get(dc, r)) for dc, r in rf_map.items()}
         return cls.from_dict({"nodes": node_list, "keyspaces": {"ks": {"replication": rf_map}}})
 
     def to_dict(self) -> dict[str, Any]:
@@ -374,56 +335,158 @@ class Ring:
 
 
 def load_ring(path: str | Path) -> Ring:
-    """Read a ring description (YAML or JSON) from ``path``."""
-    import yaml
-
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise ValidationError(f"{p}: cannot read ring description: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"{p}: not valid YAML: {exc}") from None
-    try:
+    """Read a ring description (YAML or JSON) from ``path`` through :mod:`planner.inputs`."""
+    data = inputs.load_yaml(path, kind=inputs.RING)
+    with inputs.in_file(path):
         return Ring.from_dict(data)
-    except ValidationError as exc:
-        raise ValidationError(f"{p}: {exc}") from None
 
 
-def _parse_keyspaces(raw: Any, dcs: set[str]) -> dict[str, dict[str, int]]:
+#: Murmur3Partitioner tokens are signed 64-bit integers.
+TOKEN_MIN, TOKEN_MAX = -(2**63), 2**63 - 1
+_NODE_KEYS = ("host", "address", "dc", "datacenter", "rack", "tokens")
+
+
+def _parse_nodes(raw_nodes: Any) -> tuple[list[Node], dict[str, list[int]]]:
+    """The nodes of a ring description and the tokens of those that list them."""
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise ValidationError("nodes: expected a non-empty list")
+    nodes: list[Node] = []
+    tokens: dict[str, list[int]] = {}
+    first_at: dict[str, int] = {}
+    address_at: dict[str, int] = {}
+    for i, raw in enumerate(raw_nodes):
+        if not isinstance(raw, Mapping) or not raw.get("host"):
+            raise ValidationError(f"nodes[{i}]: expected a mapping with 'host'")
+        inputs.closed_keys(raw, f"nodes[{i}]", allowed=_NODE_KEYS)
+        host = str(raw["host"])
+        # A repeated host would otherwise surface later as "missing tokens" or a
+        # replica set that names one machine twice.
+        if host in first_at:
+            raise ValidationError(
+                f"nodes[{i}].host: duplicate host {host!r} (also nodes[{first_at[host]}])"
+            )
+        first_at[host] = i
+        node = Node(
+            host=host,
+            address=str(raw.get("address", host)),
+            dc=str(raw.get("dc", raw.get("datacenter", "datacenter1"))),
+            rack=str(raw.get("rack", "rack1")),
+        )
+        if node.address in address_at:
+            raise ValidationError(
+                f"nodes[{i}].address: duplicate address {node.address!r} "
+                f"(also nodes[{address_at[node.address]}])"
+            )
+        address_at[node.address] = i
+        nodes.append(node)
+        if "tokens" in raw:
+            toks = inputs.sequence(raw["tokens"], f"nodes[{i}].tokens", min_len=1)
+            tokens[host] = [
+                inputs.integer(t, f"nodes[{i}].tokens[{k}]", lo=TOKEN_MIN, hi=TOKEN_MAX)
+                for k, t in enumerate(toks)
+            ]
+    return nodes, tokens
+
+
+def _parse_ranges(
+    raw_ranges: Any, replication: Mapping[str, Any], by_name: Mapping[str, str]
+) -> list[ReplicaSet]:
+    """The distinct replica sets of a ring description's ``token_ranges``."""
+    if not isinstance(raw_ranges, list) or not raw_ranges:
+        raise ValidationError("token_ranges: expected a non-empty list")
+    sets: list[ReplicaSet] = []
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for i, raw in enumerate(raw_ranges):
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("replicas"), Mapping):
+            raise ValidationError(
+                f"token_ranges[{i}].replicas: expected a mapping keyspace -> hosts"
+            )
+        inputs.closed_keys(raw, f"token_ranges[{i}]", allowed=("start", "end", "replicas"))
+        start, end = (
+            None if raw.get(k) is None
+            else inputs.integer(raw[k], f"token_ranges[{i}].{k}", lo=TOKEN_MIN, hi=TOKEN_MAX)
+            for k in ("start", "end")
+        )
+        for ks, hosts in raw["replicas"].items():
+            if ks not in replication:
+                raise ValidationError(f"token_ranges[{i}].replicas: unknown keyspace {ks!r}")
+            if not isinstance(hosts, list) or not hosts:
+                raise ValidationError(
+                    f"token_ranges[{i}].replicas.{ks}: expected a non-empty host list"
+                )
+            resolved: list[str] = []
+            for j, h in enumerate(hosts):
+                if str(h) not in by_name:
+                    raise ValidationError(
+                        f"token_ranges[{i}].replicas.{ks}[{j}]: unknown host {h!r}"
+                    )
+                resolved.append(by_name[str(h)])
+            if len(set(resolved)) != len(resolved):
+                raise ValidationError(f"token_ranges[{i}].replicas.{ks}: a host appears twice")
+            key = (str(ks), tuple(sorted(resolved)))
+            if key in seen:
+                continue
+            seen.add(key)
+            sets.append(
+                ReplicaSet(keyspace=str(ks), start=start, end=end, replicas=tuple(resolved))
+            )
+    return sets
+
+
+def _parse_keyspaces(raw: Any, hosts_in_dc: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """``{keyspace: {dc: rf}}`` with every RF in [0, hosts of the DC]."""
     if not isinstance(raw, Mapping) or not raw:
         raise ValidationError("keyspaces: expected a mapping {name: {replication: {dc: rf}}}")
+    dcs = set(hosts_in_dc)
     out: dict[str, dict[str, int]] = {}
     for ks, spec in raw.items():
         rep = spec.get("replication") if isinstance(spec, Mapping) else None
         if not isinstance(rep, Mapping):
             raise ValidationError(f"keyspaces.{ks}.replication: expected a mapping dc -> rf")
+        inputs.closed_keys(spec, f"keyspaces.{ks}", allowed=("replication",))
         rf_by_dc: dict[str, int] = {}
         for key, value in rep.items():
             if key == "class":
                 continue
-            try:
-                rf = int(value)
-            except (TypeError, ValueError):
-                raise ValidationError(
-                    f"keyspaces.{ks}.replication.{key}: expected an integer, got {value!r}"
-                ) from None
-            if rf < 0:
-                raise ValidationError(f"keyspaces.{ks}.replication.{key}: negative RF {rf}")
+            where = f"keyspaces.{ks}.replication.{key}"
+            rf = _rf_value(value, where)
             if key == "replication_factor":
                 if len(dcs) != 1:
                     raise ValidationError(
                         f"keyspaces.{ks}.replication: replication_factor needs a single-DC ring"
                     )
-                rf_by_dc[next(iter(dcs))] = rf
+                dc = next(iter(dcs))
             elif key not in dcs:
                 raise ValidationError(f"keyspaces.{ks}.replication: unknown datacenter {key!r}")
             else:
-                rf_by_dc[str(key)] = rf
+                dc = str(key)
+            # Refused, not clipped: Cassandra would accept the keyspace but could not
+            # place the replicas, so writes at QUORUM would fail on the real cluster.
+            if rf > hosts_in_dc[dc]:
+                raise ValidationError(
+                    f"{where}: RF {rf} is more than the {hosts_in_dc[dc]} host(s) of "
+                    f"datacenter {dc!r}"
+                )
+            rf_by_dc[dc] = rf
         if not any(rf_by_dc.values()):
             raise ValidationError(f"keyspaces.{ks}.replication: no datacenter with RF > 0")
         out[str(ks)] = {dc: rf for dc, rf in rf_by_dc.items() if rf > 0}
     return out
+
+
+def _rf_value(value: Any, where: str) -> int:
+    # Strings are accepted: cassandra-driver reports replication options as strings.
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValidationError(f"{where}: expected an integer, got {value!r}") from None
+    try:
+        return inputs.integer(value, where, lo=0)
+    except ValidationError as exc:
+        if "out of range" in str(exc):
+            raise ValidationError(f"{where}: negative RF {value}") from None
+        raise
 
 
 def _nts_replicas(

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner import inputs
 from planner.errors import ValidationError
 
 CASSANDRA_CLASSES: tuple[str, ...] = ("read", "update", "insert", "scan")
@@ -250,26 +251,41 @@ class WorkloadSeries:
         for key in ("engine", "timestamps", "load", "mix"):
             if key not in data:
                 raise ValidationError(f"{key}: missing from the trace")
+        inputs.closed_keys(data, "", allowed=_TRACE_KEYS)
         mix = data["mix"]
         if not isinstance(mix, Mapping):
             raise ValidationError("mix: must be an object of class -> list of fractions")
+        step = data.get("step_seconds")
         return cls(
-            engine=data["engine"],
+            engine=inputs.string(data["engine"], "engine"),
             timestamps=_to_array(data["timestamps"], "timestamps"),
             load=_to_array(data["load"], "load"),
-            mix={k: _to_array(v, f"mix[{k}]") for k, v in mix.items()},
-            step_seconds=data.get("step_seconds"),
-            scope=data.get("scope", "cluster"),
+            mix={str(k): _to_array(v, f"mix[{k}]") for k, v in mix.items()},
+            step_seconds=None if step is None else inputs.number(step, "step_seconds"),
+            scope=inputs.string(data.get("scope", "cluster"), "scope"),
         )
+
+
+_TRACE_KEYS = ("kind", "schema_version", "engine", "scope", "step_seconds", "timestamps",
+               "load", "mix")
 
 
 def _to_array(values: Any, name: str) -> np.ndarray:
     if not isinstance(values, list | tuple | np.ndarray):
         raise ValidationError(f"{name}: must be a list of numbers")
-    try:
-        return np.asarray([np.nan if v is None else v for v in values], dtype=float)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name}: must be a list of numbers") from None
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        if v is None:
+            out[i] = np.nan  # missing: the series' checks report it by row
+        elif isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+            # a string float() would accept ("1.5") is still not a JSON number
+            raise ValidationError(f"{name}: row {i}: {v!r} is not a number")
+        else:
+            try:
+                out[i] = float(v)
+            except OverflowError:
+                raise ValidationError(f"{name}: row {i}: {v} is too large") from None
+    return out
 
 
 def _as_vector(values: Any, name: str) -> np.ndarray:
@@ -356,51 +372,68 @@ def _series_from_frame(df: pd.DataFrame, *, source: str, scope: str) -> Workload
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    try:
-        df = pd.read_csv(path, skipinitialspace=True)
-    except FileNotFoundError:
-        raise ValidationError(f"trace: {path}: no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise ValidationError(f"trace: {path}: not a readable CSV ({exc})") from None
+    df = inputs.load_csv(path, kind=inputs.TRACE)
     df.columns = [str(c).strip().lower() for c in df.columns]
     return df
 
 
+def _check_units(series: WorkloadSeries) -> WorkloadSeries:
+    """Refuse what the series itself cannot know is wrong: units (ms, absurd loads)."""
+    inputs.check_epoch_seconds(series.timestamps, "timestamp")
+    inputs.check_loads(series.load, "load")
+    return series
+
+
+def _json_traces(path: Path) -> dict[str, WorkloadSeries]:
+    data = inputs.load_json(path, kind=inputs.TRACE)
+    docs = data if isinstance(data, list) else [data]
+    if not docs:
+        raise ValidationError("trace: an empty list holds no series")
+    out: dict[str, WorkloadSeries] = {}
+    for i, doc in enumerate(docs):
+        where = f"[{i}]: " if isinstance(data, list) else ""
+        try:
+            series = _check_units(WorkloadSeries.from_dict(doc))
+        except ValidationError as exc:
+            raise ValidationError(f"{where}{exc}") from None
+        if series.scope in out:
+            raise ValidationError(f"scope: {path} holds scope {series.scope!r} twice")
+        out[series.scope] = series
+    return out
+
+
 def load_traces(path: str | Path) -> dict[str, WorkloadSeries]:
-    """Every scope in a CSV or JSON trace, as ``{scope: WorkloadSeries}``."""
+    """Every scope in a CSV or JSON trace, as ``{scope: WorkloadSeries}``.
+
+    The file is read through :mod:`planner.inputs` (size, UTF-8, parse); timestamps must
+    be epoch seconds or ISO 8601 (millisecond epochs are refused, see
+    :func:`planner.inputs.check_epoch_seconds`) and loads at most
+    :data:`planner.inputs.MAX_LOAD_OPS`. Every message names the file.
+    """
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ValidationError(f"trace: {path}: no such file") from None
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"trace: {path}: not valid JSON ({exc})") from None
-        docs = data if isinstance(data, list) else [data]
-        out: dict[str, WorkloadSeries] = {}
-        for doc in docs:
-            series = WorkloadSeries.from_dict(doc)
-            if series.scope in out:
-                raise ValidationError(f"scope: {path} holds scope {series.scope!r} twice")
-            out[series.scope] = series
-        return out
-    if suffix != ".csv":
+    if suffix not in (".json", ".csv"):
         raise ValidationError(f"trace: {path}: unknown format {suffix!r} (use .csv or .json)")
+    if suffix == ".json":
+        with inputs.in_file(path):
+            return _json_traces(path)
     df = _read_csv(path)
-    if df.empty:
-        raise ValidationError(f"trace: {path}: no rows")
-    if "scope" not in df.columns:
-        return {"cluster": _series_from_frame(df, source=str(path), scope="cluster")}
-    if df["scope"].isna().any():
-        i = int(np.flatnonzero(df["scope"].isna().to_numpy())[0])
-        raise ValidationError(f"scope: row {i}: missing")
-    return {
-        str(scope): _series_from_frame(
-            group.reset_index(drop=True), source=f"{path} (scope {scope})", scope=str(scope)
-        )
-        for scope, group in df.groupby("scope", sort=False)
-    }
+    with inputs.in_file(path):
+        if df.empty:
+            raise ValidationError("trace: no rows")
+        if "scope" not in df.columns:
+            return {"cluster": _check_units(_series_from_frame(df, source=str(path),
+                                                               scope="cluster"))}
+        if df["scope"].isna().any():
+            i = int(np.flatnonzero(df["scope"].isna().to_numpy())[0])
+            raise ValidationError(f"scope: row {i}: missing")
+        return {
+            str(scope): _check_units(_series_from_frame(
+                group.reset_index(drop=True), source=f"{path} (scope {scope})",
+                scope=str(scope),
+            ))
+            for scope, group in df.groupby("scope", sort=False)
+        }
 
 
 def load_trace(path: str | Path, *, scope: str | None = None) -> WorkloadSeries:

@@ -93,6 +93,7 @@ AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
   -e kairos_autopilot_current="$PWD/$DEMO/current.yml"
   -e '{"kairos_autopilot_plan_args": ["--method", "dp"]}'
   -e '{"kairos_autopilot_engines": ["cassandra"]}'  # the demo's load and trace are Cassandra's
+  -e '{"kairos_tables": ["kairos_demo.usertable"]}'  # a compaction step alters the load's table
   # The shipped prior, not the lab's calibrated model: the demo is here to show a rollout,
   # and on this lab no restart-class change measured a gain above the run-to-run spread
   # (docs/calibration.md).

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from planner import inputs
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=".kairos", help="autopilot files (default .kairos)")
@@ -33,17 +35,18 @@ def register(subparsers: Any) -> None:
     d.add_argument("--plan", help="judge this plan instead of the autopilot's current one")
     d.add_argument("--forecast", help="the plan's forecast (default: the one adopted with it)")
     d.add_argument("--now", help="ISO 8601 decision time (default: now)")
-    d.add_argument("--stale-fraction", type=float, default=0.25,
+    d.add_argument("--stale-fraction", type=inputs.FRACTION, default=0.25,
                    help="re-plan when less than this share of the horizon is left (0.25)")
-    d.add_argument("--stale-steps", type=int, default=2,
+    d.add_argument("--stale-steps", type=inputs.bounded_int(0, 10_000), default=2,
                    help="re-plan when fewer than N intervals are left (2)")
-    d.add_argument("--min-replan-seconds", type=float, default=600.0,
+    d.add_argument("--min-replan-seconds", type=inputs.bounded_float(0.0, 30 * 86400.0),
+                   default=600.0,
                    help="minimum time between re-plans (600)")
-    d.add_argument("--failed-backoff-seconds", type=float,
+    d.add_argument("--failed-backoff-seconds", type=inputs.bounded_float(0.0, 30 * 86400.0),
                    help="retry a failed step after this back-off (default: wait for a person)")
-    d.add_argument("--max-attempts", type=int, default=3,
+    d.add_argument("--max-attempts", type=inputs.bounded_int(1, 1000), default=3,
                    help="with a back-off, attempts before waiting for a person (3)")
-    d.add_argument("--deviation-slack", type=float, default=0.0,
+    d.add_argument("--deviation-slack", type=inputs.bounded_float(0.0, 1e6), default=0.0,
                    help="tolerance around the forecast interval (0)")
     d.add_argument("--out", help="also write the decision (JSON) to this file")
     d.set_defaults(func=run_decide)
@@ -83,7 +86,7 @@ def register(subparsers: Any) -> None:
 
     st = actions.add_parser("status", help="current plan, its steps' state, pause, last runs")
     _common(st)
-    st.add_argument("--runs", type=int, default=5, help="last log lines to show (5)")
+    st.add_argument("--runs", type=inputs.COUNT, default=5, help="last log lines to show (5)")
     st.set_defaults(func=run_status)
 
 
@@ -143,6 +146,8 @@ def run_decide(args: argparse.Namespace) -> int:
     # Where a re-plan writes (absolute: the playbook runs commands from elsewhere).
     out["new_plan"] = str(base.with_suffix(".yml").resolve())
     out["new_forecast"] = str(Path(f"{base}.forecast.json").resolve())
+    # The live ring the new plan is made on (Cassandra; cassandra_cluster_facts writes it).
+    out["new_ring"] = str(Path(f"{base}.ring.json").resolve())
     out["state_file"] = str(_state_file(args).resolve())
     text = json.dumps(out, sort_keys=True)
     if args.out:
@@ -153,22 +158,17 @@ def run_decide(args: argparse.Namespace) -> int:
 
 
 def _write_running_config(args: argparse.Namespace, plan_path: str) -> str:
-    """Write what the cluster runs after the plan's applied steps; return the file's path."""
+    """Write what the cluster runs after the plan's applied (and superseded) steps."""
     import yaml
 
-    from planner.autopilot import running_config
     from planner.plan import load_plan
-    from planner.rollout import load_state, state_path_for
+    from planner.rollout import applied_composition, load_state, state_path_for
 
     plan = load_plan(plan_path)
-    steps = load_state(state_path_for(plan_path)).get("steps", {})
-    applied = [sid for sid, rec in steps.items() if rec.get("status") == "applied"]
-    config = running_config(
-        plan.current_config, [(s.id, s.target) for s in plan.steps], applied
-    )
+    config = applied_composition(plan, load_state(state_path_for(plan_path))).cluster
     path = (Path(args.state_dir) / f"{args.cluster}-{args.engine}-running.yml").resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=True))
+    path.write_text(yaml.safe_dump(dict(config), sort_keys=True))
     return str(path)
 
 
@@ -241,6 +241,12 @@ def run_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The run lock holds one line naming its holder; the log grows a line per run (a run
+#: every few minutes for years stays well under the limit).
+_LOCK = inputs.FileKind("autopilot run lock", 64 * 1024)
+_LOG = inputs.FileKind("autopilot log", 256 * 1024 * 1024)
+
+
 def run_status(args: argparse.Namespace) -> int:
     from planner.autopilot import LOG_NAME, load_autopilot_state
     from planner.rollout import load_state, state_path_for
@@ -250,7 +256,8 @@ def run_status(args: argparse.Namespace) -> int:
           + (f"PAUSED since {state.get('paused_at')} ({state.get('paused_reason')})"
              if state.get("paused") else "active"))
     lock = Path(args.state_dir) / f"{args.cluster}-autopilot.lock"
-    print(f"run lock: {lock.read_text().strip() if lock.exists() else 'free'}")
+    holder = inputs.read_text(lock, kind=_LOCK).strip() if lock.exists() else "free"
+    print(f"run lock: {holder}")
     plan = state.get("plan")
     print(f"current plan: {plan or 'none'} (re-planned {state.get('last_replan_at', 'never')})")
     if plan:
@@ -260,10 +267,15 @@ def run_status(args: argparse.Namespace) -> int:
                   + (f": {rec['error']}" if rec.get("error") else ""))
     log = Path(args.state_dir) / LOG_NAME
     if log.exists():
-        lines = log.read_text().splitlines()[-args.runs:]
+        lines = inputs.read_text(log, kind=_LOG).splitlines()[-args.runs:]
         print(f"last {len(lines)} run(s) from {log}:")
         for line in lines:
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except ValueError:  # a line cut short by a crash: show it, do not fail
+                rec = {"message": f"(not JSON) {line[:200]}"}
+            if not isinstance(rec, dict):
+                rec = {"message": f"(not an object) {line[:200]}"}
             print(f"  {rec.get('logged_at')} {rec.get('engine', '?')} {rec.get('outcome', '?')}: "
                   f"{rec.get('message', '')}")
     return 0

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from planner import inputs
+
 
 def register(subparsers: Any) -> None:
     """Add the ``batches`` sub-command."""
@@ -20,10 +22,12 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ring", metavar="RING.yml", help="ring description (YAML)")
     src.add_argument("--hosts", help="comma-separated hosts in ring order (simple ring)")
-    p.add_argument("--rf", type=int, default=3, help="replication factor with --hosts (default 3)")
+    p.add_argument("--rf", type=inputs.RF, default=3,
+                   help="replication factor with --hosts (default 3)")
     p.add_argument("--cl", required=True, help="consistency level, e.g. QUORUM, LOCAL_QUORUM, ONE")
     p.add_argument(
-        "--tolerate", type=int, default=0, metavar="N", help="extra failures to survive (default 0)"
+        "--tolerate", type=inputs.TOLERATE, default=0, metavar="N",
+        help="extra failures to survive (default 0)",
     )
     p.add_argument(
         "--aggressive",

@@ -10,7 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from planner import inputs
+
 CLS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+
+
+#: Why the run budget stops at 10,000: at a minute or more a run, that is a week of
+#: restarts, and the design search is quadratic in the runs.
+RUNS_WHY = "configurations; each takes minutes"
+#: Wall time of one invocation: up to a week.
+MINUTES = inputs.bounded_float(0.0, 7 * 24 * 60.0, lo_open=True, why="at most a week")
+#: Repeats and sweeps: 0 passes the type so that run_command gives its own message
+#: ("--repeats: must be >= 1"); above 100 the calibration would take weeks.
+REPEATS = inputs.bounded_int(0, 100, why="each multiplies the measurements")
 
 
 def register(subparsers: Any) -> None:
@@ -45,37 +57,40 @@ def register(subparsers: Any) -> None:
     space.add_argument("--current", metavar="FILE",
                        help="YAML mapping of the running values (default: read over CQL; "
                        "needed for heap_size)")
-    space.add_argument("--initial", type=int, default=0,
+    space.add_argument("--initial", type=inputs.bounded_int(0, 10_000), default=0,
                        help="configurations of the space-filling design before the model "
                        "chooses (default: parameters + 1)")
-    space.add_argument("--seed", type=int, default=0, help="seed of the design's tie-breaks")
+    space.add_argument("--seed", type=inputs.SEED, default=0,
+                       help="seed of the design's tie-breaks")
     bud = p.add_argument_group("budget (give one or both)")
-    bud.add_argument("--runs", type=int, help="configurations in the whole calibration, "
+    bud.add_argument("--runs", type=inputs.bounded_int(1, 10_000, why=RUNS_WHY),
+                     help="configurations in the whole calibration, "
                      "resumed ones included")
-    bud.add_argument("--minutes", type=float, help="wall time of this invocation: no "
+    bud.add_argument("--minutes", type=MINUTES, help="wall time of this invocation: no "
                      "configuration starts that is not expected to finish in it")
     run = p.add_argument_group("each run")
-    run.add_argument("--warmup", type=float, default=30.0,
+    run.add_argument("--warmup", type=inputs.DURATION, default=30.0,
                      help="seconds of unmeasured load after each change, in one window "
                      "(default 30)")
-    run.add_argument("--warmup-max", type=float, default=None,
+    run.add_argument("--warmup-max", type=inputs.DURATION, default=None,
                      help="after the first window, keep warming up window after window while "
                      "the throughput still rises by more than --warmup-tolerance, up to this "
                      "many seconds more (default 3 x --warmup; 0: the first window only)")
-    run.add_argument("--restart-warmup", type=float, default=240.0,
+    run.add_argument("--restart-warmup", type=inputs.DURATION, default=240.0,
                      help="the first warm-up window after a rolling restart, and of the "
                      "calibration, lasts at least this long: restarted JVMs run cold for "
                      "minutes (default 240)")
-    run.add_argument("--warmup-tolerance", type=float, default=0.05,
+    run.add_argument("--warmup-tolerance", type=inputs.bounded_float(0.0, 0.99),
+                     default=0.05,
                      help="a warm-up window this much faster than the one before counts as "
                      "still rising (default 0.05)")
-    run.add_argument("--seconds", type=float, default=60.0,
+    run.add_argument("--seconds", type=inputs.DURATION, default=60.0,
                      help="seconds measured per mix (default 60)")
-    run.add_argument("--repeats", type=int, default=1,
+    run.add_argument("--repeats", type=REPEATS, default=1,
                      help="runs per (configuration, mix), taken in rounds over the mixes; the "
                      "errors are scored against their geometric mean (default 1). Raising it "
                      "on a resume tops up every configuration already measured")
-    run.add_argument("--sweeps", type=int, default=1,
+    run.add_argument("--sweeps", type=REPEATS, default=1,
                      help="measure the whole design this many times, in mirrored order "
                      "(forward, backward, ...), so every configuration's runs are centred on "
                      "the same moment and a linear drift of the cluster favours none; with 2 "
@@ -95,18 +110,19 @@ def register(subparsers: Any) -> None:
                     help="consistency level the rolling restarts keep (default QUORUM)")
     ld = p.add_argument_group("load (see kairos load)")
     ld.add_argument("--hosts", help="comma-separated contact points (default: the local lab)")
-    ld.add_argument("--port", type=int, default=9042)
+    ld.add_argument("--port", type=inputs.PORT, default=9042)
     ld.add_argument("--cl", type=str.upper, choices=CLS, default="QUORUM",
                     help="consistency level of the measured operations (default QUORUM)")
     ld.add_argument("--keyspace", default="kairos_load")
     ld.add_argument("--table", default="usertable")
-    ld.add_argument("--keys", type=int, default=100_000,
+    ld.add_argument("--keys", type=inputs.bounded_int(1, 10**9), default=100_000,
                     help="records, written once before the first measurement (default 100000)")
     ld.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
                     default="zipfian")
-    ld.add_argument("--value-size", type=int, default=100)
-    ld.add_argument("--concurrency", type=int, default=64, help="requests in flight per process")
-    ld.add_argument("--processes", type=int, default=1)
+    ld.add_argument("--value-size", type=inputs.bounded_int(32, 16 * 1024 * 1024), default=100)
+    ld.add_argument("--concurrency", type=inputs.bounded_int(1, 4096), default=64,
+                    help="requests in flight per process")
+    ld.add_argument("--processes", type=inputs.PROCESSES, default=1)
     p.set_defaults(func=run_command)
 
 
@@ -115,18 +131,14 @@ def _log(msg: str) -> None:
 
 
 def _read_current(path: str, engine: str) -> dict[str, Any]:
-    import yaml
-
+    # An empty file would mean "defaults": not what a calibration of the running
+    # cluster should assume, so it is refused here.
     from planner.errors import ValidationError
-    from planner.spaces import get_space
 
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValidationError(f"--current: {path}: cannot read it ({exc})") from None
-    if not isinstance(data, dict):
+    data = inputs.load_config(path, engine=engine)
+    if not data:
         raise ValidationError(f"--current: {path}: expected a mapping parameter -> value")
-    return get_space(engine).normalize(data)
+    return data
 
 
 def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from planner import inputs
 from planner.errors import ValidationError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -32,11 +33,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--store", help="store file (default: $KAIROS_STORE or .kairos/kairos.db)")
     p.add_argument("--cluster", default="default", help="cluster name in the store")
-    p.add_argument("--count", type=int, default=1, help="rounds to collect (default 1)")
+    p.add_argument("--count", type=inputs.COUNT, default=1, help="rounds to collect (default 1)")
     p.add_argument(
-        "--interval", type=float, default=60.0, help="seconds between rounds (default 60)"
+        "--interval", type=inputs.DURATION, default=60.0, help="seconds between rounds (default 60)"
     )
-    p.add_argument("--timeout", type=float, default=10.0, help="per-node timeout in seconds")
+    p.add_argument("--timeout", type=inputs.POSITIVE_DURATION, default=10.0,
+                   help="per-node timeout in seconds")
     p.add_argument(
         "--per-table", action="store_true", help="Cassandra: keep one sample per table"
     )
@@ -45,11 +47,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--since", help="export from: epoch seconds, ISO 8601, or an age like 90m, 6h, 7d"
     )
-    p.add_argument("--step", type=float, metavar="SECONDS", help="export on a regular grid")
+    p.add_argument("--step", type=inputs.STEP_SECONDS, metavar="SECONDS",
+                   help="export on a regular grid")
     p.add_argument("--table", help="export one Cassandra table (<keyspace>.<table>)")
     p.add_argument(
         "--insert-fraction",
-        type=float,
+        type=inputs.FRACTION,
         default=0.0,
         help="Cassandra: share of writes counted as insert (default 0: all update)",
     )

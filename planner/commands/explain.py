@@ -1,9 +1,16 @@
-"""``kairos explain PLAN``: validate a plan and print a readable summary."""
+"""``kairos explain PLAN``: validate a plan and print a readable summary.
+
+Given a ring (the options of ``kairos validate-plan``), each step's batches are checked on it
+at the plan's consistency level and tolerated failures; an unsafe batch is shown under its
+step and the command then exits 2 naming it.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from planner.commands.validate_plan import add_ring_arguments
 
 
 def register(subparsers: Any) -> None:
@@ -12,10 +19,12 @@ def register(subparsers: Any) -> None:
         "explain",
         help="validate a plan file and summarise it",
         description="Validate a plan (as validate-plan does) and print what it will do: "
-        "each step's time, parameter changes, live vs restart, batches and expected gain.",
+        "each step's time, parameter changes, live vs restart, batches and expected gain; with "
+        "a ring (--ring, --hosts with --rf, or --inventory with --rf), each step's batch "
+        "safety. Exits 2 when a batch is unsafe on that ring.",
     )
     p.add_argument("plan", metavar="PLAN")
-    p.add_argument("--hosts", help="comma-separated inventory hosts to check batches against")
+    add_ring_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -26,8 +35,17 @@ def _ops(x: float) -> str:
     return f"{x:.3g}"
 
 
-def explain_text(plan: Any) -> str:
-    """The summary ``kairos explain`` prints, as text."""
+def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = None) -> str:
+    """The summary ``kairos explain`` prints, as text.
+
+    ``safety`` is the :func:`planner.commands.validate_plan.batch_safety` result on the ring
+    ``ring_source`` describes; None when no ring was given (Cassandra plans then say so).
+    """
+    from planner.commands.validate_plan import NO_RING, RING_HINT
+
+    by_step: dict[str, list[Any]] = {}
+    for verdict in safety or []:
+        by_step.setdefault(verdict.step, []).append(verdict)
     lines = []
     hz = plan.horizon
     av = plan.availability
@@ -41,6 +59,18 @@ def explain_text(plan: Any) -> str:
         f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
         + (", AGGRESSIVE (availability may drop)" if av.aggressive else "")
     )
+    if plan.engine == "cassandra":
+        if safety is None:
+            lines.append(f"{NO_RING} (give {RING_HINT})")
+        elif av.aggressive:
+            lines.append(f"Batch safety on {ring_source}: not checked, the plan is AGGRESSIVE")
+        else:
+            bad = sum(1 for v in safety if v.problem)
+            lines.append(
+                f"Batch safety on {ring_source}: "
+                + (f"{bad} of {len(safety)} batch(es) UNSAFE" if bad
+                   else f"{len(safety)} batch(es) checked, all safe")
+            )
     for key in ("forecast", "performance_model", "optimiser"):
         if key in prov:
             desc = ", ".join(f"{k}={v}" for k, v in dict(prov[key]).items())
@@ -62,6 +92,13 @@ def explain_text(plan: Any) -> str:
         if s.batches:
             order = " | ".join(" ".join(b) for b in s.batches)
             lines.append(f"      rolling restart in {len(s.batches)} batch(es): {order}")
+            verdicts = by_step.get(s.id, [])
+            unsafe = [v for v in verdicts if v.problem]
+            if verdicts and not unsafe:
+                lines.append(f"      batch safety: all {len(verdicts)} batch(es) safe for "
+                             f"{av.consistency_level}")
+            for v in unsafe:
+                lines.append(f"      batch safety: UNSAFE {v.describe()}")
         else:
             lines.append("      applied live, no restart")
         e = s.expected
@@ -84,10 +121,16 @@ def explain_text(plan: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the summary; a plan that fails validation raises (exit 2, field named)."""
-    from planner.commands.validate_plan import parse_hosts
+    """Print the summary; a plan that fails validation or has an unsafe batch raises (exit 2)."""
+    from planner.commands.validate_plan import batch_safety, ring_from_args, unsafe_message
     from planner.plan import load_plan
+    from planner.topology import UnsafeBatchError
 
-    plan = load_plan(args.plan, known_hosts=parse_hosts(args.hosts))
-    print(explain_text(plan))
+    choice = ring_from_args(args, engine=load_plan(args.plan).engine)
+    plan = load_plan(args.plan, known_hosts=choice.known_hosts)
+    safety = batch_safety(plan, choice.ring) if choice.ring is not None else None
+    print(explain_text(plan, safety=safety, ring_source=choice.source), flush=True)
+    unsafe = [v for v in safety or [] if v.problem]
+    if unsafe:
+        raise UnsafeBatchError(unsafe_message(args.plan, str(choice.source), unsafe))
     return 0

@@ -6,6 +6,13 @@ import argparse
 import sys
 from typing import Any
 
+from planner import inputs
+
+#: Interval coverage: 0 and 1 are degenerate intervals.
+LEVEL = inputs.bounded_float(0.01, 0.99, why="interval coverage")
+#: Backtest folds: each refits every model once.
+FOLDS = inputs.bounded_int(1, 50, why="each fold refits every model")
+
 
 def register(subparsers: Any) -> None:
     """Add the ``forecast`` sub-command."""
@@ -18,16 +25,18 @@ def register(subparsers: Any) -> None:
         "printed and the chosen model is marked with '*'.",
     )
     p.add_argument("--trace", required=True, metavar="TRACE", help="trace file (.csv or .json)")
-    p.add_argument("--horizon", required=True, type=int, metavar="N", help="steps to forecast")
+    p.add_argument(
+        "--horizon", required=True, type=inputs.HORIZON, metavar="N", help="steps to forecast"
+    )
     p.add_argument(
         "--step",
-        type=float,
+        type=inputs.STEP_SECONDS,
         metavar="SECONDS",
         help="resample the trace to this step first (required for irregular traces)",
     )
     p.add_argument(
         "--max-fill",
-        type=int,
+        type=inputs.bounded_int(0, 10_000, why="empty steps to interpolate"),
         default=0,
         metavar="N",
         help="when resampling, interpolate runs of up to N empty steps (default 0: gaps fail)",
@@ -38,12 +47,13 @@ def register(subparsers: Any) -> None:
         help="auto, naive, seasonal_naive, ets, stl, sarimax, markov1 or markov2 (default auto)",
     )
     p.add_argument(
-        "--season-length", type=int, metavar="L", help="season in steps (default: detected)"
+        "--season-length", type=inputs.SEASON, metavar="L",
+        help="season in steps (default: detected)",
     )
-    p.add_argument("--level", type=float, default=0.9, help="interval coverage (default 0.9)")
-    p.add_argument("--folds", type=int, default=3, help="backtest folds (default 3)")
+    p.add_argument("--level", type=LEVEL, default=0.9, help="interval coverage (default 0.9)")
+    p.add_argument("--folds", type=FOLDS, default=3, help="backtest folds (default 3)")
     p.add_argument("--scope", help="scope to use when the trace holds several")
-    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo parts")
+    p.add_argument("--seed", type=inputs.SEED, default=0, help="seed of the Monte Carlo parts")
     p.add_argument(
         "--per-step", action="store_true", help="also print the chosen model's per-step errors"
     )

@@ -8,7 +8,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from planner import inputs
+
 CLS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+
+
+#: Target rate: at most MAX_LOAD_OPS, the planner's bound on any load.
+RATE = inputs.bounded_float(0.0, inputs.MAX_LOAD_OPS, lo_open=True, why="ops/s")
+#: Record counts: a billion keys is beyond what a load generator run touches.
+KEYS = inputs.bounded_int(1, 10**9, why="records")
+#: Bytes per value: 32 carries the id; Redis and Cassandra refuse values over ~512 MiB and
+#: 16 MiB is far past what a benchmark value should be.
+VALUE_SIZE = inputs.bounded_int(32, 16 * 1024 * 1024, why="bytes per value")
+#: Requests in flight per process.
+CONCURRENCY = inputs.bounded_int(1, 4096, why="requests in flight per process")
+#: Trace load multiplier.
+TRACE_SCALE = inputs.bounded_float(0.0, 1e6, lo_open=True, why="load multiplier")
 
 
 def register(subparsers: Any) -> None:
@@ -27,27 +42,31 @@ def register(subparsers: Any) -> None:
     p.add_argument("--engine", choices=("cassandra", "redis"), required=True)
     p.add_argument("--hosts", help="comma-separated contact points, host or host:port "
                    "(default: the local lab)")
-    p.add_argument("--port", type=int, help="default port (Cassandra 9042, Redis 6379)")
-    p.add_argument("--seconds", type=float, help="run length (default 30; with --trace, the "
+    p.add_argument("--port", type=inputs.PORT, help="default port (Cassandra 9042, Redis 6379)")
+    p.add_argument("--seconds", type=inputs.POSITIVE_DURATION,
+                   help="run length (default 30; with --trace, the "
                    "trace's replay length)")
-    p.add_argument("--rate", type=float, help="target ops/s over all processes "
+    p.add_argument("--rate", type=RATE, help="target ops/s over all processes "
                    "(default: unthrottled)")
-    p.add_argument("--max-requests", type=int, help="stop after this many requests")
+    p.add_argument("--max-requests", type=inputs.bounded_int(1, 10**12),
+                   help="stop after this many requests")
     p.add_argument("--mix", help="operation mix, e.g. read=0.5,update=0.4,insert=0.05,scan=0.05 "
                    "(cassandra) or read=0.8,write=0.2 (redis); default 50/50 read/write")
     p.add_argument("--distribution", choices=("uniform", "zipfian", "latest"), default="zipfian",
                    help="key popularity (YCSB; default zipfian)")
-    p.add_argument("--keys", type=int, default=10_000, help="record count (default 10000)")
-    p.add_argument("--max-keys", type=int, default=1_000_000,
+    p.add_argument("--keys", type=KEYS, default=10_000, help="record count (default 10000)")
+    p.add_argument("--max-keys", type=KEYS, default=1_000_000,
                    help="key-space bound including inserts (default 1000000)")
-    p.add_argument("--value-size", type=int, default=100, help="bytes per value (default 100)")
-    p.add_argument("--concurrency", type=int, help="per process: requests in flight "
+    p.add_argument("--value-size", type=VALUE_SIZE, default=100,
+                   help="bytes per value (default 100)")
+    p.add_argument("--concurrency", type=CONCURRENCY, help="per process: requests in flight "
                    "(cassandra, default 64) or client threads (redis, default 8)")
-    p.add_argument("--processes", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--processes", type=inputs.PROCESSES, default=1,
+                   help="worker processes (default 1)")
     p.add_argument("--preload", action="store_true",
                    help="write every record once before the run (not counted as operations)")
-    p.add_argument("--seed", type=int, help="seed of the key and mix choices")
-    p.add_argument("--timeout", type=float, default=10.0,
+    p.add_argument("--seed", type=inputs.SEED, help="seed of the key and mix choices")
+    p.add_argument("--timeout", type=inputs.POSITIVE_DURATION, default=10.0,
                    help="per-request timeout in seconds (default 10)")
     cass = p.add_argument_group("cassandra")
     cass.add_argument("--cl", type=str.upper, choices=CLS, default="QUORUM",
@@ -57,29 +76,32 @@ def register(subparsers: Any) -> None:
                       "ALL for weaker ones)")
     cass.add_argument("--keyspace", default="kairos_load")
     cass.add_argument("--table", default="usertable")
-    cass.add_argument("--rf", type=int, default=3, help="replication factor when the keyspace "
+    cass.add_argument("--rf", type=inputs.RF, default=3,
+                      help="replication factor when the keyspace "
                       "is created (an existing keyspace is not altered)")
     cass.add_argument("--replication-class", default="SimpleStrategy",
                       choices=("SimpleStrategy", "NetworkTopologyStrategy"))
     cass.add_argument("--local-dc", help="the client's datacenter (default: inferred)")
-    cass.add_argument("--scan-length", type=int, default=10, help="rows per scan (default 10)")
+    cass.add_argument("--scan-length", type=inputs.bounded_int(1, 10_000), default=10,
+                      help="rows per scan (default 10)")
     red = p.add_argument_group("redis")
     red.add_argument("--prefix", default="kairos_load", help="key prefix (default kairos_load)")
-    red.add_argument("--wait-replicas", type=int, default=1,
+    red.add_argument("--wait-replicas", type=inputs.bounded_int(0, 64), default=1,
                      help="replicas WAIT must report for a write to count as acknowledged")
-    red.add_argument("--wait-timeout-ms", type=int, default=1000, help="WAIT timeout (ms)")
+    red.add_argument("--wait-timeout-ms", type=inputs.bounded_int(0, 3_600_000),
+                     default=1000, help="WAIT timeout (ms)")
     tr = p.add_argument_group("trace replay")
     tr.add_argument("--trace", help="workload trace (CSV or JSON, see planner/workload.py)")
     tr.add_argument("--trace-scope", help="which scope of a multi-scope trace")
-    tr.add_argument("--step-seconds", type=float, default=5.0,
+    tr.add_argument("--step-seconds", type=inputs.STEP_SECONDS, default=5.0,
                     help="real seconds per trace row (time compression; default 5)")
-    tr.add_argument("--trace-scale", type=float, default=1.0,
+    tr.add_argument("--trace-scale", type=TRACE_SCALE, default=1.0,
                     help="multiply the trace's load by this to get ops/s (default 1)")
     out = p.add_argument_group("output")
     out.add_argument("--no-verify", action="store_true", help="skip the read-back")
     out.add_argument("--json", action="store_true", help="print the result as JSON")
     out.add_argument("--out", metavar="FILE", help="also write the result as JSON to FILE")
-    out.add_argument("--progress-interval", type=float, default=5.0,
+    out.add_argument("--progress-interval", type=inputs.DURATION, default=5.0,
                      help="seconds between progress lines on stderr (0 = none; default 5)")
     p.set_defaults(func=run)
 

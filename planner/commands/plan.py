@@ -7,13 +7,21 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from planner import inputs
+
 #: T_r used when none is given: SOPHIA's order of magnitude for drain+restart+sync.
 DEFAULT_RESTART_SECONDS = 60.0
+#: Forecast sample paths: each one adds a (horizon x candidates) capacity matrix.
+MAX_SAMPLES = 1000
+SAMPLES_WHY = "each sample path adds a capacity matrix; 1000 already averages well"
+#: Bound on samples x horizon: the stacked capacity matrices stay below ~1 GiB.
+MAX_SAMPLE_STEPS = 5_000_000
+#: A plan needs at least 2 intervals (a switch and a stay); the upper bound is shared.
+PLAN_HORIZON = inputs.bounded_int(2, inputs.MAX_HORIZON, why=inputs.HORIZON_WHY)
 
 
 def register(subparsers: Any) -> None:
@@ -35,33 +43,45 @@ def register(subparsers: Any) -> None:
     ring = p.add_mutually_exclusive_group()
     ring.add_argument("--ring", help="ring description YAML (Cassandra)")
     ring.add_argument("--hosts", default="cass1,cass2,cass3", help="hosts, ring order")
-    p.add_argument("--rf", type=int, default=3, help="replication factor with --hosts")
+    p.add_argument("--rf", type=inputs.RF, default=3, help="replication factor with --hosts")
     p.add_argument("--cl", default="QUORUM", help="consistency level to keep (default QUORUM)")
-    p.add_argument("--tolerate", type=int, default=0, help="extra failures to survive")
+    p.add_argument("--tolerate", type=inputs.TOLERATE, default=0,
+                   help="extra failures to survive")
     p.add_argument("--aggressive", action="store_true", help="allow all-at-once if RF = CL")
     p.add_argument(
-        "--restart-seconds", type=float, default=DEFAULT_RESTART_SECONDS, metavar="T_R",
+        "--restart-seconds", type=inputs.DURATION, default=DEFAULT_RESTART_SECONDS,
+        metavar="T_R",
         help="seconds one node is out for a restart (measured by the executor; "
         f"default {DEFAULT_RESTART_SECONDS:g})",
     )
-    p.add_argument("--survivor-penalty", type=float, default=0.05,
+    p.add_argument("--survivor-penalty", type=inputs.SURVIVOR_PENALTY, default=0.05,
                    help="capacity the up nodes lose to extra load while a batch is down")
-    p.add_argument("--compaction-seconds", type=float, default=120.0,
+    p.add_argument("--compaction-seconds", type=inputs.DURATION, default=120.0,
                    help="seconds of full throughput a compaction strategy change costs "
                    "(SSTable rewrite; default 120)")
     p.add_argument("--served", choices=("capacity", "offered"), default="capacity",
                    help="credit capacity (SOPHIA, saturated clients) or min(load, capacity)")
-    p.add_argument("--horizon", type=int, default=48, help="decision intervals (default 48)")
+    p.add_argument("--horizon", type=PLAN_HORIZON, default=48,
+                   help="decision intervals (default 48)")
     p.add_argument("--forecast-model", default="auto", help="forecast model (default auto)")
-    p.add_argument("--season-length", type=int, help="season in steps (default: detected)")
-    p.add_argument("--samples", type=int, default=0,
+    p.add_argument("--season-length", type=inputs.SEASON,
+                   help="season in steps (default: detected)")
+    p.add_argument("--samples", type=inputs.bounded_int(0, MAX_SAMPLES, why=SAMPLES_WHY),
+                   default=0,
                    help="optimise the expected value over N forecast sample paths (0: mean)")
     p.add_argument("--method", choices=("ga", "dp"), default="ga")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--population", type=int, default=48)
-    p.add_argument("--generations", type=int, default=60)
-    p.add_argument("--searches", type=int, default=2, help="independent GA searches")
-    p.add_argument("--workers", type=int, default=1, help="processes for the searches")
+    p.add_argument("--seed", type=inputs.SEED, default=0)
+    p.add_argument("--population", type=inputs.POPULATION, default=48)
+    p.add_argument("--generations", type=inputs.GENERATIONS, default=60)
+    p.add_argument("--searches", type=inputs.SEARCHES, default=2,
+                   help="independent GA searches")
+    p.add_argument("--workers", type=inputs.PROCESSES, default=1,
+                   help="processes for the searches")
+    p.add_argument(
+        "--tables", default="", metavar="KS.TABLE,...",
+        help="tables a table-level change (compaction) applies to; needed when the plan "
+        "changes one",
+    )
     p.add_argument("-o", "--output", required=True, help="plan file to write")
     p.set_defaults(func=run)
 
@@ -70,22 +90,11 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _load_current(path: str | None) -> dict[str, Any]:
-    import yaml
-
-    from planner.errors import ValidationError
-
+def _load_current(path: str | None, engine: str = "cassandra") -> dict[str, Any]:
+    """The --current file, read and checked through planner.inputs ({} without one)."""
     if path is None:
         return {}
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValidationError(f"{path}: cannot read the current configuration: {exc}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise ValidationError(f"{path}: expected a mapping parameter -> value")
-    return dict(data)
+    return inputs.load_config(path, engine=engine)
 
 
 def steps_from_evaluation(
@@ -97,8 +106,15 @@ def steps_from_evaluation(
     start: datetime,
     step_seconds: float,
     n_steps: int,
+    tables: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Plan-file steps (plain data) from an optimiser evaluation."""
+    """Plan-file steps (plain data) from an optimiser evaluation.
+
+    ``tables`` (``keyspace.table``) go into every step that changes a table-level
+    parameter; such a step without them is refused (the executor would not know which
+    tables to alter).
+    """
+    from planner.errors import ValidationError
     from planner.spaces import change_kind, get_space
 
     space = get_space(engine)
@@ -109,6 +125,12 @@ def steps_from_evaluation(
         keys = space.changed_keys(before, after)
         restart = [k for k in keys if change_kind(engine, k, before[k], after[k]) == "restart"]
         live = [k for k in keys if k not in restart]
+        table_keys = [k for k in keys if space[k].location == "table"]
+        if table_keys and not tables:
+            raise ValidationError(
+                f"--tables: step s{j + 1} changes {', '.join(table_keys)}, a table setting; "
+                "name the tables it applies to, e.g. --tables ks.t1,ks.t2"
+            )
         until_t = sw[j + 1].t if j + 1 < len(sw) else n_steps
         out.append(
             {
@@ -117,6 +139,7 @@ def steps_from_evaluation(
                 "until": (start + timedelta(seconds=until_t * step_seconds)).isoformat(),
                 "target": {k: after[k] for k in keys},
                 "per_node": {},
+                **({"tables": list(tables)} if table_keys else {}),
                 "live": live,
                 "restart": restart,
                 "batches": [list(b) for b in batches] if restart else [],
@@ -138,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.errors import ValidationError
     from planner.forecast import forecast, load_forecast
     from planner.perfmodel import load_default_model, load_model
-    from planner.plan import plan_from_dict, save_plan
+    from planner.plan import check_tables, plan_from_dict, save_plan
     from planner.simulator import (
         capacity_matrix,
         change_seconds_matrix,
@@ -153,7 +176,13 @@ def run(args: argparse.Namespace) -> int:
     if args.horizon < 2:
         raise ValidationError(f"--horizon: must be >= 2, got {args.horizon}")
     space = get_space(args.engine)
-    current = space.complete(_load_current(args.current))
+    tables = check_tables([t.strip() for t in args.tables.split(",") if t.strip()], "--tables")
+    if args.samples * args.horizon > MAX_SAMPLE_STEPS:
+        raise ValidationError(
+            f"--samples: {args.samples} sample paths x --horizon {args.horizon} steps is over "
+            f"{MAX_SAMPLE_STEPS:,} (the capacity matrices would not fit in memory)"
+        )
+    current = space.complete(_load_current(args.current, args.engine))
     candidates = space.candidates(base=current)
     if args.forecast:
         fc = load_forecast(args.forecast)
@@ -263,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
         "current_config": dict(current),
         "steps": steps_from_evaluation(
             engine=args.engine, evaluation=ev, candidates=candidates, batches=batches,
-            start=start, step_seconds=step, n_steps=horizon,
+            start=start, step_seconds=step, n_steps=horizon, tables=tables,
         ),
     }
     plan = plan_from_dict(doc, known_hosts=hosts)

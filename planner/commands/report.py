@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from planner import inputs
+
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` sub-command."""
@@ -22,7 +24,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--engine", choices=["cassandra", "redis"], help="default: the plan's")
     p.add_argument("--cluster", help="cluster name in the store (default: the plan's)")
     p.add_argument("--since", help="history from: epoch seconds, ISO 8601 or an age (6h, 7d)")
-    p.add_argument("--step", type=float, metavar="SECONDS", help="history on a regular grid")
+    p.add_argument("--step", type=inputs.STEP_SECONDS, metavar="SECONDS",
+                   help="history on a regular grid")
     p.add_argument("--plan", help="plan file")
     p.add_argument("--state", help="rollout state (default: <PLAN>.state.json)")
     p.add_argument("--forecast", help="forecast JSON (kairos forecast --out)")

@@ -19,7 +19,19 @@ def register(subparsers: Any) -> None:
         description="Used by playbooks/apply_plan.yml; each action prints one JSON object.",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    # One function per action, in the order `kairos rollout --help` lists them.
+    for add_action in (
+        _register_prepare,
+        _register_adhoc,
+        _register_preflight,
+        _register_guard,
+        _register_rescue,
+        _register_record,
+    ):
+        add_action(actions)
 
+
+def _register_prepare(actions: Any) -> None:
     prep = actions.add_parser("prepare", help="validate the plan and pick the step to carry out")
     prep.add_argument("plan", metavar="PLAN")
     prep.add_argument(
@@ -32,6 +44,8 @@ def register(subparsers: Any) -> None:
     prep.add_argument("--out", help="also write the rollout (JSON) to this file")
     prep.set_defaults(func=run_prepare)
 
+
+def _register_adhoc(actions: Any) -> None:
     adhoc = actions.add_parser(
         "adhoc", help="a one-step rollout without a plan: change settings safely, or restart"
     )
@@ -51,24 +65,86 @@ def register(subparsers: Any) -> None:
     adhoc.add_argument("--cl", default="QUORUM", help="consistency level the batches keep")
     adhoc.add_argument("--tolerate", type=int, default=0, help="extra failures to tolerate")
     adhoc.add_argument("--state", required=True, help="rollout state file")
+    adhoc.add_argument(
+        "--tables", default="", help="comma-separated keyspace.table a table setting applies to"
+    )
     adhoc.add_argument("--out", help="also write the rollout (JSON) to this file")
     adhoc.set_defaults(func=run_adhoc)
 
+
+def _register_preflight(actions: Any) -> None:
     pre = actions.add_parser("preflight", help="re-check a rollout's batches on the live ring")
     pre.add_argument("--rollout", required=True, help="the rollout JSON (prepare/adhoc --out)")
     pre.add_argument("--ring", required=True, help="live ring description (JSON or YAML)")
     pre.add_argument("--down", default="", help="comma-separated hosts that are down now")
     pre.set_defaults(func=run_preflight)
 
-    rec = actions.add_parser("record", help="record a step's outcome in the state file")
+
+def _register_guard(actions: Any) -> None:
+    guard = actions.add_parser(
+        "guard", help="refuse to take a batch down when the nodes down now break the CL"
+    )
+    guard.add_argument("--rollout", required=True, help="the rollout JSON (prepare/adhoc --out)")
+    guard.add_argument("--ring", required=True, help="live ring description (JSON or YAML)")
+    guard.add_argument("--down", default="", help="comma-separated hosts that are down now")
+    guard.add_argument("--batch", required=True, help="comma-separated hosts of the batch")
+    guard.set_defaults(func=run_guard)
+
+
+def _register_rescue(actions: Any) -> None:
+    rescue = actions.add_parser(
+        "rescue", help="what the rescue of a failed batch may do to a node, given who is down"
+    )
+    rescue.add_argument("--rollout", required=True, help="the rollout JSON (prepare/adhoc --out)")
+    rescue.add_argument("--ring", help="live ring description; absent when it could not be read")
+    rescue.add_argument(
+        "--down", help="comma-separated hosts down now; omit when they could not be read"
+    )
+    rescue.add_argument("--node", required=True, help="the failed node")
+    rescue.add_argument("--batch", required=True, help="comma-separated hosts of the batch")
+    rescue.add_argument(
+        "--serving", required=True, choices=["true", "false"], help="does the node serve now"
+    )
+    rescue.add_argument(
+        "--files",
+        choices=["new", "previous"],
+        default="new",
+        help="does the node's configuration already hold the new settings",
+    )
+    rescue.set_defaults(func=run_rescue)
+
+
+def _register_record(actions: Any) -> None:
+    rec = actions.add_parser(
+        "record", help="record a step's outcome, or one node verified, in the state file"
+    )
     rec.add_argument(
         "plan", metavar="PLAN", nargs="?", help="the plan (for its default state file)"
     )
     rec.add_argument("--state", help="rollout state file (default: <PLAN>.state.json)")
     rec.add_argument("--step", required=True)
-    rec.add_argument("--status", required=True, choices=["applied", "failed"])
+    rec.add_argument("--status", required=True, choices=["applied", "failed", "verified"])
     rec.add_argument("--nodes", default="{}", help="JSON: host -> per-node timings")
     rec.add_argument("--error", help="why the step failed")
+    rec.add_argument("--node", help="verified: the host read back after its change")
+    rec.add_argument("--readback", help="verified: JSON object of the values read back")
+    rec.add_argument(
+        "--fingerprint",
+        help="the rollout's fingerprint (verified: what lets prepare resume after this "
+        "node; applied: the required nodes must be verified for it)",
+    )
+    rec.add_argument(
+        "--require-verified",
+        default="",
+        metavar="HOST,HOST",
+        help="applied: refuse unless each of these hosts was recorded verified",
+    )
+    rec.add_argument(
+        "--superseded",
+        default="",
+        metavar="STEP,STEP",
+        help="applied: the rollout's superseded steps, recorded as superseded by this one",
+    )
     rec.set_defaults(func=run_record)
 
 
@@ -133,6 +209,7 @@ def run_adhoc(args: argparse.Namespace) -> int:
         tolerated_failures=args.tolerate,
         restart_all=args.restart_all,
         state_path=args.state,
+        tables=_hosts(args.tables),
     )
     return _emit(step, args.out)
 
@@ -149,17 +226,72 @@ def run_preflight(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
+    from planner.errors import ValidationError
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{flag}: not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValidationError(f"{flag}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
 def run_record(args: argparse.Namespace) -> int:
     from planner.errors import ValidationError
     from planner.rollout import record_step, state_path_for
 
-    try:
-        nodes = json.loads(args.nodes)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"--nodes: not JSON: {exc}") from None
+    nodes = _json_object("--nodes", args.nodes)
+    readback = _json_object("--readback", args.readback)
     if not (args.state or args.plan):
         raise ValidationError("give the plan or --state")
     path = args.state or state_path_for(args.plan)
-    state = record_step(path, step_id=args.step, status=args.status, nodes=nodes, error=args.error)
+    state = record_step(
+        path,
+        step_id=args.step,
+        status=args.status,
+        nodes=nodes,
+        error=args.error,
+        node=args.node,
+        readback=readback,
+        fingerprint=args.fingerprint,
+        require_verified=_hosts(args.require_verified),
+        superseded=_hosts(args.superseded),
+    )
     print(json.dumps({"state": str(path), "step": args.step, **state["steps"][args.step]}))
+    return 0
+
+
+def run_guard(args: argparse.Namespace) -> int:
+    from planner.faults import guard_batch
+    from planner.rollout import load_rollout
+    from planner.topology import load_ring
+
+    step = load_rollout(args.rollout)
+    batch = _hosts(args.batch)
+    guard_batch(step, load_ring(args.ring), batch=batch, down=_hosts(args.down))
+    print(json.dumps({"safe": True, "batch": batch, "down": _hosts(args.down)}))
+    return 0
+
+
+def run_rescue(args: argparse.Namespace) -> int:
+    from planner.faults import decide_rescue
+    from planner.rollout import load_rollout
+    from planner.topology import load_ring
+
+    step = load_rollout(args.rollout)
+    known = args.ring is not None and args.down is not None
+    decision = decide_rescue(
+        step,
+        load_ring(args.ring) if known else None,
+        node=args.node,
+        batch=_hosts(args.batch),
+        down=_hosts(args.down) if known else None,
+        serving=args.serving == "true",
+        files_changed=args.files == "new",
+    )
+    print(json.dumps(decision.to_dict()))
     return 0

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from planner import inputs
+
 #: Per shape: generator arguments, replay start, look-ahead, replanning period, forecaster.
 SHAPES: dict[str, dict[str, Any]] = {
     "mgrast": {"trace": {"steps": 1440, "step_seconds": 30.0}, "start": 360, "horizon": 30,
@@ -34,24 +36,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--shape", action="append", choices=tuple(SHAPES),
                    help="workload shape (repeatable; default all three)")
     p.add_argument("--trace", help="replay this trace file instead of a synthetic shape")
-    p.add_argument("--trace-seed", type=int, default=1, help="seed of the synthetic traces")
+    p.add_argument("--trace-seed", type=inputs.SEED, default=1, help="seed of the synthetic traces")
     p.add_argument("--forecaster", choices=("model", "persistence", "oracle"), default="model",
                    help="part 1's forecaster (default), last value, or the truth")
     p.add_argument("--forecast-model", help="override the forecast model of every shape")
     p.add_argument("--hosts", default="cass1,cass2,cass3")
-    p.add_argument("--rf", type=int, default=3)
+    p.add_argument("--rf", type=inputs.RF, default=3)
     p.add_argument("--cl", default="QUORUM")
-    p.add_argument("--restart-seconds", type=float, default=60.0, metavar="T_R")
-    p.add_argument("--survivor-penalty", type=float, default=0.05)
-    p.add_argument("--compaction-seconds", type=float, default=120.0,
+    p.add_argument("--restart-seconds", type=inputs.DURATION, default=60.0, metavar="T_R")
+    p.add_argument("--survivor-penalty", type=inputs.SURVIVOR_PENALTY, default=0.05)
+    p.add_argument("--compaction-seconds", type=inputs.DURATION, default=120.0,
                    help="seconds of full throughput a compaction strategy change costs")
     p.add_argument("--served", choices=("capacity", "offered"), default="capacity")
     p.add_argument("--method", choices=("ga", "dp"), default="ga")
-    p.add_argument("--seed", type=int, default=0, help="GA seed")
-    p.add_argument("--searches", type=int, default=1, help="independent GA searches per plan")
-    p.add_argument("--min-gain", type=float, default=0.0,
+    p.add_argument("--seed", type=inputs.SEED, default=0, help="GA seed")
+    p.add_argument("--searches", type=inputs.SEARCHES, default=1,
+                   help="independent GA searches per plan")
+    p.add_argument("--min-gain", type=inputs.FRACTION, default=0.0,
                    help="follow a plan only if its expected net gain exceeds this fraction")
-    p.add_argument("--deviation", type=float, default=0.2,
+    p.add_argument("--deviation", type=inputs.FRACTION, default=0.2,
                    help="replan early when the observed mix departs from the forecast by more "
                    "than this total-variation distance (0: never)")
     p.add_argument("--steps", action="store_true", help="also print Kairos's per-step gains")

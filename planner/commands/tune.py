@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from planner import inputs
 from planner.errors import ValidationError
 
 
@@ -29,9 +30,10 @@ def register(subparsers: Any) -> None:
         "--keys", help="comma-separated parameters to vary (default: the space's grid keys)"
     )
     p.add_argument(
-        "--current", metavar="JSON", help="current configuration as JSON (ties keep it)"
+        "--current", metavar="JSON|FILE",
+        help="current configuration (ties keep it): a JSON object, or a YAML/JSON file",
     )
-    p.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    p.add_argument("--top", type=inputs.COUNT, default=10, help="rows to print (default 10)")
     p.set_defaults(func=run)
 
 
@@ -49,6 +51,26 @@ def parse_mix(text: str) -> dict[str, float]:
     return out
 
 
+def _current(text: str | None, engine: str) -> dict[str, Any]:
+    """``--current``: inline JSON when it starts with ``{``, else a file (planner.inputs)."""
+    from planner.spaces import get_space
+
+    if not text:
+        return {}
+    if not text.lstrip().startswith("{"):
+        return inputs.load_config(text, engine=engine)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+        raise ValidationError(f"--current: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValidationError("--current: expected a JSON object parameter -> value")
+    try:
+        return get_space(engine).normalize(data)
+    except ValidationError as exc:
+        raise ValidationError(f"--current: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Rank the candidates and print a table."""
     from planner.perfmodel import load_default_model, load_model
@@ -58,12 +80,7 @@ def run(args: argparse.Namespace) -> int:
     space = get_space(args.engine)
     model = load_model(args.model) if args.model else load_default_model(args.engine)
     keys = [k.strip() for k in args.keys.split(",")] if args.keys else None
-    current: dict[str, Any] = {}
-    if args.current:
-        try:
-            current = json.loads(args.current)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"current: not valid JSON ({exc})") from None
+    current = _current(args.current, args.engine)
     candidates = space.candidates(keys=keys, base=current)
     ranked = rank_configs(model, parse_mix(args.mix), space, candidates, current=current)
     varied = list(keys or space.grid_keys)

@@ -63,6 +63,31 @@ def cql_node_cluster(address: str) -> Any:
     return cql_cluster([address], execution_profiles={EXEC_PROFILE_DEFAULT: profile})
 
 
+APP_TABLE = "kairos_app.events"
+
+
+def ensure_app_table() -> None:
+    """An application table with RF 3 whose compaction a plan may change.
+
+    It also gives the lab a non-system keyspace: the live ring (and so every plan made on
+    it) is read for the application's keyspaces.
+    """
+    cluster = cql_cluster(["127.0.0.1", "127.0.0.2", "127.0.0.3"])
+    try:
+        session = cluster.connect()
+        session.execute(
+            "CREATE KEYSPACE IF NOT EXISTS kairos_app WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+            timeout=60,
+        )
+        session.execute(
+            f"CREATE TABLE IF NOT EXISTS {APP_TABLE} (id bigint PRIMARY KEY, body text)",
+            timeout=60,
+        )
+    finally:
+        cluster.shutdown()
+
+
 @dataclass(frozen=True)
 class PlaybookRun:
     rc: int

@@ -22,13 +22,12 @@ from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 from planner.loadgen import BackgroundLoad, LoadResult
 from planner.topology import Ring, safe_batches
 
-from .conftest import REPO, PlaybookRun, cql_cluster, run_playbook
+from .conftest import APP_TABLE, REPO, PlaybookRun, cql_cluster, ensure_app_table, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
 HOSTS = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
 LAB = REPO / ".lab" / "cassandra"
-APP_TABLE = "kairos_app.events"
 
 
 # ----------------------------------------------------------------- helpers
@@ -107,6 +106,7 @@ def write_plan(
                 "restart": restart,
                 "batches": batches if restart else [],
                 "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
+                **({"tables": [APP_TABLE]} if "compaction" in target else {}),
             }
         ],
     }
@@ -164,21 +164,8 @@ def report(label: str, result: LoadResult, run: PlaybookRun) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def app_table(lab: PlaybookRun) -> Iterator[None]:
-    """An application table with RF 3 whose compaction a plan may change."""
-    cluster = cql_cluster(list(HOSTS.values()))
-    try:
-        session = cluster.connect()
-        session.execute(
-            "CREATE KEYSPACE IF NOT EXISTS kairos_app WITH replication = "
-            "{'class': 'SimpleStrategy', 'replication_factor': 3}",
-            timeout=60,
-        )
-        session.execute(
-            f"CREATE TABLE IF NOT EXISTS {APP_TABLE} (id bigint PRIMARY KEY, body text)",
-            timeout=60,
-        )
-    finally:
-        cluster.shutdown()
+    """The application table a plan's compaction change names; no lock before or after."""
+    ensure_app_table()
     lock = REPO / ".kairos" / "lab-cassandra.lock"
     assert not lock.exists(), f"a stale lock is left: {lock.read_text()}"
     yield

@@ -25,7 +25,7 @@ import yaml
 from planner.spaces import get_space
 from planner.workload import WorkloadSeries, save_trace
 
-from .conftest import REPO, PlaybookRun, assert_no_secret
+from .conftest import APP_TABLE, REPO, PlaybookRun, assert_no_secret, ensure_app_table
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.redis]
 
@@ -36,6 +36,12 @@ REDIS_LAB = REPO / ".lab" / "redis"
 BIN = Path(sys.executable).parent
 KAIROS = str(BIN / "kairos")
 LOCK_MESSAGE = "another Kairos run holds"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_table(lab: PlaybookRun) -> None:
+    """The table the plans' compaction steps name (and a keyspace for the live ring)."""
+    ensure_app_table()
 
 
 def pids() -> dict[str, int]:
@@ -98,6 +104,8 @@ def write_inputs(tmp: Path) -> list[str]:
         "-e", f"kairos_autopilot_current={tmp}/current.yml",
         "-e", f"kairos_autopilot_redis_current={tmp}/redis-current.yml",
         "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}',
+        # A compaction step names the tables it alters (the plan's steps[].tables).
+        "-e", json.dumps({"kairos_tables": [APP_TABLE]}),
     ]  # fmt: skip
 
 
@@ -175,7 +183,7 @@ def cassandra_plan_with_a_failed_step(tmp: Path) -> tuple[Path, str]:
                    check=True, capture_output=True)  # fmt: skip
     subprocess.run([KAIROS, "plan", "--forecast", str(forecast), "--horizon", "30",
                     "--method", "dp", "--restart-seconds", "45", "--current",
-                    str(tmp / "current.yml"), "-o", str(plan)],
+                    str(tmp / "current.yml"), "--tables", APP_TABLE, "-o", str(plan)],
                    check=True, capture_output=True)  # fmt: skip
     adopt(tmp, "cassandra", plan, forecast)
     decide = subprocess.run([KAIROS, "autopilot", "decide", "--state-dir", str(tmp)],

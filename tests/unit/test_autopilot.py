@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from planner import autopilot as ap
 from planner.cli import main
@@ -187,10 +188,23 @@ def test_naive_now_is_refused() -> None:
                   autopilot_state={})
 
 
-def test_running_config_merges_applied_steps_in_order() -> None:
-    steps = [("s1", {"a": 1, "b": 1}), ("s2", {"b": 2}), ("s3", {"c": 3})]
-    got = ap.running_config({"a": 0, "b": 0, "c": 0}, steps, ["s2", "s1"])
-    assert got == {"a": 1, "b": 2, "c": 0}
+def test_the_next_plan_starts_from_applied_and_superseded_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # s2 carried s1's restart change (s1 was never applied on its own): the running
+    # configuration must hold both, not s2's target alone.
+    from tests.unit.test_rollout import HOSTS, at, prepare, record_step, restart_then_live, write
+
+    plan = write(tmp_path, restart_then_live())
+    rollout = prepare(plan, hosts=HOSTS, now=at(15))
+    record_step(tmp_path / "plan.yml.state.json", step_id="s2", status="applied",
+                superseded=rollout.superseded, now=at(16))
+    assert main(["autopilot", "decide", "--state-dir", str(tmp_path), "--plan", str(plan),
+                 "--now", at(17).isoformat()]) == 0
+    running = json.loads(capsys.readouterr().out)["current_config"]
+    assert yaml.safe_load(Path(running).read_text()) == {
+        "concurrent_reads": 64, "memtable_flush_writers": 4
+    }
 
 
 def test_cli_adopt_pause_log_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

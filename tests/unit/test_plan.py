@@ -50,6 +50,7 @@ def good_plan() -> dict[str, Any]:
                 "due": "2026-11-21T12:20:00+00:00",
                 "until": "2026-11-21T12:30:00+00:00",
                 "target": {"compaction": "LeveledCompactionStrategy"},
+                "tables": ["kairos_load.usertable"],
                 "live": ["compaction"],
                 "restart": [],
                 "batches": [],

@@ -77,6 +77,7 @@ def synthetic_plan_dict() -> dict[str, Any]:
             {"id": "s2", "due": _iso(start + 50 * STEP), "until": _iso(start + 120 * STEP),
              "target": {"compaction": "LeveledCompactionStrategy", "heap_size": "2G"},
              "per_node": {"cass3": {"heap_size": "1536M"}},
+             "tables": ["kairos_load.usertable"],
              "live": ["compaction"], "restart": ["heap_size"],
              "batches": [["cass1"], ["cass2"], ["cass3"]],
              "expected": {"benefit_ops": 1.1e6, "cost_ops": 2.5e5, "net_ops": 8.5e5}},
@@ -92,8 +93,22 @@ def synthetic_state() -> dict[str, Any]:
                          for i, h in enumerate(HOSTS)}},
         "s2": {"attempts": 2, "status": "failed", "finished_at": _iso(T0 + 175 * STEP),
                "error": "cass2: sync gate: peers did not see cass2 UN within 120 s",
-               "nodes": {"cass1": {"drain": 4.8, "stop": 1.4, "start": 8.9, "sync": 10.2}}},
+               "nodes": {"cass1": {"drain": 4.8, "stop": 1.4, "start": 8.9, "sync": 10.2}},
+               "fingerprint": "3f0c9a1d2b7e4c55",
+               "verified": {"cass1": {
+                   "verified_at": _iso(T0 + 170 * STEP), "readback": CASS1_READBACK,
+                   "timings": {"drain": 4.8, "stop": 1.4, "start": 8.9, "sync": 10.2,
+                               "total": 25.3}}}},
     }}
+
+
+#: What cassandra_settings_readback returned for cass1 in s2 (every source present).
+CASS1_READBACK = {
+    "running": {"trickle_fsync": "true", "concurrent_writes": "64"},
+    "file": {"concurrent_writes": 64, "trickle_fsync": True},
+    "tables": {"kairos_load.usertable": "LeveledCompactionStrategy"},
+    "heap_mb": 2048.0,
+}
 
 
 def write_synthetic_inputs(directory: Path) -> dict[str, Path]:
@@ -148,7 +163,7 @@ def test_full_report_structure(tmp_path: Path) -> None:
     assert len(bars) == 12 + 4
     assert {a["data-series"] for a in bars} == {"drain", "stop", "start", "sync"}
     tables = {a["data-table"] for t, a in tags if t == "table"}
-    assert tables == {"plan", "nodes", "expected-observed"}
+    assert tables == {"plan", "nodes", "readback", "expected-observed"}
     assert "No data" not in page
     # self-contained: no external references of any kind
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -201,7 +216,7 @@ def test_missing_inputs_say_no_data(tmp_path: Path, missing: str) -> None:
     charts = [a["data-chart"] for t, a in parse(page) if t == "svg"]
     if missing == "all":
         assert charts == []
-        assert page.count("No data") == 6
+        assert page.count("No data") == 7
     if missing == "plan":
         assert "no plan given" in page and "workload" in charts
     if missing == "state":
@@ -238,10 +253,213 @@ def test_cli_report_with_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rc = main(["report", "--out", "empty.html"])
     assert rc == 0
     assert "missing" in capsys.readouterr().out
-    assert (tmp_path / "empty.html").read_text().count("No data") == 6
+    assert (tmp_path / "empty.html").read_text().count("No data") == 7
 
 
 def test_html_escapes_untrusted_text() -> None:
     inputs = ReportInputs(title="<script>alert(1)</script>")
     page = render(inputs)
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def _table(page: str, name: str) -> str:
+    return page.split(f'data-table="{name}"')[1].split("</table>")[0]
+
+
+def _row(table: str, *needles: str) -> str:
+    return next(r for r in re.findall(r"<tr[^>]*>(.*?)</tr>", table)
+                if all(n in r for n in needles))
+
+
+def test_readback_section(tmp_path: Path) -> None:
+    page = full_page(tmp_path)
+    table = _table(page, "readback")
+    assert table.startswith(
+        '><tr><th>step</th><th>node</th><th>verified at</th>'
+        "<th>running (system_views.settings)</th><th>cassandra.yaml</th>"
+        "<th>tables (system_schema.tables)</th><th>heap (MB)</th></tr>"
+    )
+    # s1 was recorded applied before read-backs were kept: it says so
+    assert (
+        '<tr data-step="s1"><td><b>s1</b> <span class="status applied">applied</span></td>'
+        '<td colspan="6" class="muted">not read back</td></tr>'
+    ) in table
+    # s2 failed after cass1 was read back: cass1's row, every source, sorted by key
+    assert (
+        '<tr data-step="s2" data-node="cass1"><td rowspan="1"><b>s2</b> '
+        '<span class="status failed">failed</span></td><td><b>cass1</b></td>'
+        "<td>2026-11-22 17:40:00 UTC</td>"
+        "<td>concurrent_writes=64<br>trickle_fsync=true</td>"
+        "<td>concurrent_writes=64<br>trickle_fsync=true</td>"
+        "<td>kairos_load.usertable: LeveledCompactionStrategy</td>"
+        '<td class="num">2048</td></tr>'
+    ) in table
+    assert table.count("<tr") == 3  # header, s1, s2/cass1
+    assert '<section id="readback"><h2>Read back</h2>' in page
+    # the plan table names the nodes verified before the failure
+    plan = _table(page, "plan")
+    assert '<span class="status failed">failed</span><div class="err">' in plan
+    assert '<div class="note">cass1 verified</div>' in plan
+
+
+def test_readback_missing_sources_and_escaping() -> None:
+    state = {"version": 1, "steps": {"x<1>": {"verified": {
+        "cass<9>": {"verified_at": "2026-11-22T18:00:00+01:00",
+                    "readback": {"running": {"a<b": "</td><script>"},
+                                 "file": {"k": None}, "heap_mb": None}},
+        "cass2": {"verified_at": "not a time", "readback": {}},
+    }}}}
+    page = render(ReportInputs(state=state))
+    assert "<script>" not in page and "&lt;/td&gt;&lt;script&gt;" in page
+    table = _table(page, "readback")
+    badge = ('<span class="status interrupted">interrupted after cass2, cass&lt;9&gt; verified'
+             "</span>")
+    assert (
+        f'<tr data-step="x&lt;1&gt;" data-node="cass2"><td rowspan="2"><b>x&lt;1&gt;</b> {badge}'
+        "</td><td><b>cass2</b></td><td>not a time</td><td>—</td><td>—</td><td>—</td>"
+        '<td class="num">—</td></tr>'
+    ) in table
+    assert (
+        '<tr data-step="x&lt;1&gt;" data-node="cass&lt;9&gt;"><td><b>cass&lt;9&gt;</b></td>'
+        "<td>2026-11-22 17:00:00 UTC</td><td>a&lt;b=&lt;/td&gt;&lt;script&gt;</td>"
+        '<td>k=(absent)</td><td>—</td><td class="num">not read</td></tr>'
+    ) in table
+
+
+def test_readback_without_verified_steps() -> None:
+    from planner.report import readback_table
+
+    assert "No data: no rollout state file" in readback_table(ReportInputs())
+    planned = ReportInputs(state={"version": 1, "steps": {"s1": {}}})
+    assert "No data: no step has been rolled out yet" in readback_table(planned)
+    failed = ReportInputs(state={"version": 1, "steps": {"s1": {"status": "failed"}}})
+    assert '<td colspan="6" class="muted">no node read back</td>' in readback_table(failed)
+
+
+def three_step_plan_dict() -> dict[str, Any]:
+    """s1 as before; s2 gives cass3 a smaller heap; s3 changes compaction only.
+
+    s3 does not override cass3, so cass3 goes back to the cluster's 2G heap in s3 (a
+    per_node override holds for its own step only): s3 restarts for it.
+    """
+    doc = synthetic_plan_dict()
+    start = T0 + 120 * STEP
+    s1 = doc["steps"][0]
+    s1["until"] = _iso(start + 30 * STEP)
+    every = [["cass1"], ["cass2"], ["cass3"]]
+    s2 = {"id": "s2", "due": _iso(start + 30 * STEP), "until": _iso(start + 70 * STEP),
+          "target": {"heap_size": "2G"}, "per_node": {"cass3": {"heap_size": "1536M"}},
+          "live": [], "restart": ["heap_size"], "batches": every,
+          "expected": {"benefit_ops": 1e6, "cost_ops": 2e5, "net_ops": 8e5}}
+    s3 = {"id": "s3", "due": _iso(start + 70 * STEP), "until": _iso(start + 120 * STEP),
+          "target": {"compaction": "LeveledCompactionStrategy"},
+          "tables": ["kairos_load.usertable"], "live": ["compaction"], "restart": ["heap_size"],
+          "batches": every, "expected": {"benefit_ops": 1e6, "cost_ops": 2e5, "net_ops": 8e5}}
+    doc["steps"] = [s1, s2, s3]
+    return doc
+
+
+def three_step_state() -> dict[str, Any]:
+    """s1 superseded by s2 (applied and read back), s3 interrupted after cass1 and cass2."""
+    def verified(i: int, readback: dict[str, Any]) -> dict[str, Any]:
+        return {"verified_at": _iso(T0 + (150 + i) * STEP), "readback": readback,
+                "timings": {"drain": 5.0, "stop": 1.0, "start": 9.0 + i, "sync": 4.0,
+                            "total": 19.0 + i}}
+
+    tables = {"tables": {"kairos_load.usertable": "LeveledCompactionStrategy"}}
+    return {"version": 1, "steps": {
+        "s1": {"status": "superseded", "superseded_by": "s2", "finished_at": _iso(T0 + 140 * STEP)},
+        "s2": {"status": "applied", "attempts": 1, "finished_at": _iso(T0 + 140 * STEP),
+               "fingerprint": "aa",
+               "nodes": {h: verified(i, {})["timings"] for i, h in enumerate(HOSTS)},
+               "verified": {h: verified(i, {"heap_mb": 1536.0 if h == "cass3" else 2048.0})
+                            for i, h in enumerate(HOSTS)}},
+        "s3": {"fingerprint": "bb",
+               "verified": {"cass2": verified(11, tables), "cass1": verified(10, tables)}},
+    }}
+
+
+def three_step_page(tmp_path: Path) -> str:
+    plan = save_plan(plan_from_dict(three_step_plan_dict(), known_hosts=HOSTS),
+                     tmp_path / "plan3.yml", known_hosts=HOSTS)
+    (tmp_path / "plan3.yml.state.json").write_text(json.dumps(three_step_state()))
+    return render(build_inputs(plan=plan))
+
+
+def test_superseded_and_interrupted_steps(tmp_path: Path) -> None:
+    page = three_step_page(tmp_path)
+    superseded = '<span class="status superseded">superseded by s2</span>'
+    interrupted = '<span class="status interrupted">interrupted after cass1, cass2 verified</span>'
+    plan = _table(page, "plan")
+    assert f"<td>{superseded}</td></tr>" in plan
+    assert '<td><span class="status applied">applied</span></td></tr>' in plan
+    assert f"<td>{interrupted}</td></tr>" in plan
+    nodes = _table(page, "nodes")
+    for host in HOSTS:
+        assert f"<td>{superseded} concurrent_writes=64, trickle_fsync=true</td>" in _row(
+            nodes, f"<b>{host}</b>")
+    # s3 on the verified nodes is applied; cass3 was not reached
+    assert _row(nodes, "<b>cass1</b>").endswith(
+        '<td><span class="status applied">applied</span> compaction=LeveledCompactionStrategy</td>')
+    assert _row(nodes, "<b>cass3</b>").endswith(
+        '<td><span class="status interrupted">not applied (interrupted)</span> '
+        "compaction=LeveledCompactionStrategy, heap_size=2G</td>")
+    # the read-back table: s1 points at s2; s2 all three nodes; s3 the two verified
+    readback = _table(page, "readback")
+    assert (f'<tr data-step="s1"><td><b>s1</b> {superseded}</td>'
+            '<td colspan="6" class="muted">not read back: rolled out with s2</td></tr>'
+            ) in readback
+    assert '<td rowspan="3"><b>s2</b> <span class="status applied">applied</span></td>' in readback
+    assert ('<tr data-step="s2" data-node="cass3"><td><b>cass3</b></td>'
+            '<td>2026-11-22 17:04:00 UTC</td><td>—</td><td>—</td><td>—</td>'
+            '<td class="num">1536</td></tr>') in readback
+    assert (f'<tr data-step="s3" data-node="cass1"><td rowspan="2"><b>s3</b> {interrupted}</td>'
+            "<td><b>cass1</b></td><td>2026-11-22 17:20:00 UTC</td><td>—</td><td>—</td>"
+            '<td>kairos_load.usertable: LeveledCompactionStrategy</td><td class="num">—</td>'
+            "</tr>") in readback
+    # timelines: the superseded step has none; the interrupted one its verified nodes'
+    assert f"<h3>Step s1 {superseded}</h3>" in page
+    assert "Its changes were rolled out with s2." in page
+    assert f"<h3>Step s3 {interrupted}</h3>" in page
+    bars = [a for t, a in parse(page) if t == "rect" and a.get("data-node")]
+    s3_bars = page.split('data-chart="rollout-s3"')[1].split("</svg>")[0]
+    assert s3_bars.count('data-node="cass1"') == 4 and 'data-node="cass3"' not in s3_bars
+    assert len(bars) == 3 * 4 + 2 * 4
+    assert '<div class="v">1 applied</div><div class="s">0 failed, 1 superseded, 1 interrupted' \
+        in page
+    for section in ("plan", "nodes", "readback", "rollouts"):
+        assert "No data" not in page.split(f'<section id="{section}">')[1].split("</section>")[0]
+
+
+def test_per_node_override_holds_for_its_step_only(tmp_path: Path) -> None:
+    from planner.report import node_changes
+    from planner.rollout import compose
+
+    plan = plan_from_dict(three_step_plan_dict(), known_hosts=HOSTS)
+    assert [c.get("heap_size") for c in node_changes(plan, "cass3")] == [None, "1536M", "2G"]
+    assert [c.get("heap_size") for c in node_changes(plan, "cass1")] == [None, "2G", None]
+    # the report's per-node configuration is the rollout's composition, step by step
+    for host in HOSTS:
+        config = dict(plan.current_config)
+        for i, changed in enumerate(node_changes(plan, host)):
+            config.update(changed)
+            assert config == dict(compose(plan, through=i, hosts=HOSTS).nodes[host])
+    nodes = _table(three_step_page(tmp_path), "nodes")
+    cells = re.findall(r"<td>(.*?)</td>", _row(nodes, "<b>cass3</b>"))
+    assert [c.split("</span> ")[-1] for c in cells[2:]] == [
+        "concurrent_writes=64, trickle_fsync=true", "heap_size=1536M",
+        "compaction=LeveledCompactionStrategy, heap_size=2G",
+    ]
+
+
+def test_node_change_back_to_default() -> None:
+    from planner.report import node_changes
+
+    doc = three_step_plan_dict()
+    doc["current_config"] = {"concurrent_writes": 32}
+    doc["steps"][1]["target"] = {"concurrent_writes": 48}
+    doc["steps"][1]["per_node"] = {"cass3": {"heap_size": "1536M"}}
+    doc["steps"][1]["live"] = ["concurrent_writes"]
+    plan = plan_from_dict(doc, known_hosts=HOSTS)
+    assert node_changes(plan, "cass3")[2] == {
+        "compaction": "LeveledCompactionStrategy", "heap_size": "default"}

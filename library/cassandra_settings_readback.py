@@ -1,0 +1,205 @@
+#!/usr/bin/python
+"""Read back what a node runs after a rollout: a step is recorded applied only after this."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_settings_readback
+short_description: Read a node's running settings, files, heap and tables back and compare
+description:
+  - Runs on the node. Reads every setting in I(settings) from the node's running
+    configuration (CQL C(system_views.settings) of this node only, which also shows values
+    changed live with nodetool) and from its I(config_file) (cassandra.yaml), the JVM's
+    maximum heap from C(nodetool info) when I(heap) is given, and the compaction class of
+    each of I(tables) from C(system_schema.tables).
+  - Fails, naming every key, source and value, when anything read back differs from what
+    was expected. Read-only: never reports changed.
+options:
+  host:
+    description: The node's CQL address (queries go to this node only).
+    type: str
+    required: true
+  port:
+    description: CQL port.
+    type: int
+    default: 9042
+  username:
+    description: CQL login (empty when authentication is off).
+    type: str
+  password:
+    description: CQL password.
+    type: str
+  settings:
+    description: cassandra.yaml keys and the values the node must run and its file must hold.
+    type: dict
+    default: {}
+  file_settings:
+    description:
+      - More cassandra.yaml keys and values its file must hold, not compared with the running
+        values (a live-only step rewrites the whole file but changes only its live keys).
+    type: dict
+    default: {}
+  config_file:
+    description: The node's cassandra.yaml; empty skips the file comparison.
+    type: path
+    default: ""
+  heap:
+    description: The maximum heap the JVM must run with (e.g. C(1G), C(512M)); empty skips it.
+    type: str
+    default: ""
+  nodetool:
+    description: The node's nodetool launcher (needed with I(heap)).
+    type: path
+    default: ""
+  tables:
+    description: Tables (C(keyspace.table)) whose compaction strategy is read back.
+    type: list
+    elements: str
+    default: []
+  compaction:
+    description: The compaction class the I(tables) must have (short or full name).
+    type: str
+    default: ""
+  timeout:
+    description: CQL connect and request timeout, seconds.
+    type: float
+    default: 20
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author: Kairos
+"""
+
+EXAMPLES = r"""
+- name: Read back what the node runs
+  cassandra_settings_readback:
+    host: 127.0.0.1
+    settings: {memtable_flush_writers: 4, concurrent_reads: 64}
+    config_file: /etc/cassandra/cassandra.yaml
+    username: kairos
+    password: "{{ cassandra_cql_password }}"
+"""
+
+RETURN = r"""
+readback:
+  description: What was read, by source (running, file, heap_mb, tables).
+  returned: always
+  type: dict
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_cql import connect_one
+from ansible.module_utils.kairos_nodetool import run_nodetool
+from ansible.module_utils.kairos_settings import mismatches, same_setting
+
+_HEAP = re.compile(r"^Heap Memory \(MB\)\s*:\s*[\d.]+\s*/\s*([\d.]+)", re.M)
+_JVM_SIZE = re.compile(r"^\s*(\d+)\s*([KMG])?\s*$", re.I)
+
+
+def heap_mb(text):
+    """``-Xmx``-style size (``1G``, ``512M``) in MiB."""
+    match = _JVM_SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"not a JVM size: {text!r}")
+    factor = {"k": 1 / 1024, "m": 1, "g": 1024, "": 1 / 1048576}[(match.group(2) or "").lower()]
+    return int(match.group(1)) * factor
+
+
+def read_cql(module, params):
+    """(running settings of this node, compaction class per table)."""
+    cluster, session = connect_one(module, params)
+    try:
+        running = {
+            row.name: row.value
+            for row in session.execute("SELECT name, value FROM system_views.settings")
+            if row.name in params["settings"]
+        }
+        tables = {}
+        for table in params["tables"]:
+            keyspace, name = table.split(".", 1)
+            row = session.execute(
+                "SELECT compaction FROM system_schema.tables "
+                "WHERE keyspace_name=%s AND table_name=%s",
+                (keyspace, name),
+            ).one()
+            tables[table] = row.compaction["class"].rsplit(".", 1)[-1] if row else None
+    except Exception as exc:
+        module.fail_json(msg=f"{params['host']}: cannot read the settings back: {exc}")
+    finally:
+        cluster.shutdown()
+    return running, tables
+
+
+def read_file(module, path, keys):
+    try:
+        import yaml
+    except ImportError:
+        module.fail_json(msg="PyYAML is required on the node to read cassandra.yaml back")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        module.fail_json(msg=f"cannot read {path}: {exc}")
+    return {k: data.get(k) for k in keys}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            port=dict(type="int", default=9042),
+            username=dict(type="str"),
+            password=dict(type="str", no_log=True),
+            settings=dict(type="dict", default={}),
+            file_settings=dict(type="dict", default={}),
+            config_file=dict(type="path", default=""),
+            heap=dict(type="str", default=""),
+            nodetool=dict(type="path", default=""),
+            tables=dict(type="list", elements="str", default=[]),
+            compaction=dict(type="str", default=""),
+            timeout=dict(type="float", default=20),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    expected = params["settings"]
+    readback, problems = {}, []
+    if expected or params["tables"]:
+        running, tables = read_cql(module, params)
+        readback["running"] = running
+        problems += [f"running {p}" for p in mismatches(expected, running)]
+        if params["tables"]:
+            readback["tables"] = tables
+            want = params["compaction"].rsplit(".", 1)[-1]
+            problems += [
+                f"table {t}: expected compaction {want}, reads {c}"
+                for t, c in sorted(tables.items())
+                if not same_setting(want, c)
+            ]
+    in_file = {**params["file_settings"], **expected}
+    if params["config_file"] and in_file:
+        readback["file"] = read_file(module, params["config_file"], in_file)
+        problems += [f"{params['config_file']} {p}" for p in mismatches(in_file, readback["file"])]
+    if params["heap"]:
+        _, out, _, _ = run_nodetool(module, params["nodetool"], ["info"])
+        match = _HEAP.search(out)
+        readback["heap_mb"] = float(match.group(1)) if match else None
+        want_mb = heap_mb(params["heap"])
+        if match is None or abs(float(match.group(1)) - want_mb) > 0.01 * want_mb:
+            runs = readback["heap_mb"]
+            problems.append(f"heap: expected {params['heap']}, the JVM runs {runs} MB")
+    if problems:
+        module.fail_json(
+            msg=f"{params['host']} does not run what was applied: " + "; ".join(problems),
+            readback=readback,
+        )
+    module.exit_json(changed=False, readback=readback)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""A node dies outside the batch during a QUORUM rollout under load: no second node goes down.
+
+One test, three faults (a kill -9 of a node outside the batch while the batch's node is in
+its sync gate, in its drain, and in its start), each under continuous QUORUM load with
+acknowledged-write checks. For each: the batch's node is left serving, nothing is stopped
+after the kill, the step is recorded failed naming the dead node, and the lock is free;
+after the first, the next run is refused at pre-flight naming the dead node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from planner.loadgen import BackgroundLoad
+
+from .conftest import BIN, REPO, assert_no_secret, run_playbook
+from .test_apply_plan import HOSTS, flush_writers_plan, node_pid, state, up_normal
+
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.usefixtures("lab")]
+
+LOCK = REPO / ".kairos" / "lab-cassandra.lock"
+BATCH_NODE, VICTIM = "cass1", "cass3"
+# The task whose start is the fault's moment, and how long after its header the kill lands.
+FAULTS = {
+    "sync gate": ("Sync gate - every peer sees the node UN", 1.0),
+    "drain": ("cassandra : Drain the node", 0.5),
+    "start": ("cassandra : Start the node", 2.0),
+}
+
+
+@dataclass
+class Timeline:
+    """(monotonic time, failed operations so far), about every second, from the load."""
+
+    points: list[tuple[float, int]] = field(default_factory=list)
+
+    def __call__(self, _elapsed: float, _ops: int, failures: int) -> None:
+        self.points.append((time.monotonic(), failures))
+
+    def failures_after(self, moment: float) -> int:
+        before = [f for t, f in self.points if t <= moment]
+        return self.points[-1][1] - (before[-1] if before else 0)
+
+
+def cql_open(address: str) -> bool:
+    try:
+        with socket.create_connection((address, 9042), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run_with_fault(plan: Path, task: str, delay: float, log: Path) -> dict[str, float | int | str]:
+    """Apply ``plan``; when ``task`` starts, kill -9 the victim; return what happened when."""
+    # A task's banner is printed when the task starts only when skipped hosts are shown
+    # (else Ansible defers it to the first result): the fault's moment depends on it.
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               PYTHONUNBUFFERED="1", ANSIBLE_DISPLAY_SKIPPED_HOSTS="true")
+    began = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e", f"plan={plan}"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+        killed_at = back_at = 0.0
+        batch_pid_at_kill = 0
+        while proc.poll() is None and time.monotonic() - began < 900:
+            if not killed_at and f"TASK [{task}" in log.read_text():
+                time.sleep(delay)
+                batch_pid_at_kill = node_pid(BATCH_NODE)
+                os.kill(node_pid(VICTIM), signal.SIGKILL)
+                killed_at = time.monotonic()
+            if killed_at and not back_at and cql_open(HOSTS[BATCH_NODE]):
+                back_at = time.monotonic()
+            time.sleep(0.2)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    output = log.read_text()
+    assert_no_secret(output, "the output of apply_plan.yml")
+    assert killed_at, f"the fault's task never started:\n{output[-3000:]}"
+    return {"rc": proc.returncode, "output": output, "killed_at": killed_at,
+            "back_at": back_at, "batch_pid_at_kill": batch_pid_at_kill}
+
+
+def bring_back_victim() -> None:
+    back = run_playbook("playbooks/lab_up.yml", "--limit", VICTIM)
+    assert back.rc == 0, back.output[-3000:]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if all(up_normal(h) == set(HOSTS.values()) for h in HOSTS):
+            return
+        time.sleep(2)
+    pytest.fail("the lab did not come back to three UN nodes")
+
+
+def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path: Path) -> None:
+    assert not LOCK.exists(), f"a stale lock is left: {LOCK.read_text()}"
+    for number, (fault, (task, delay)) in enumerate(FAULTS.items()):
+        batches = [["cass1"], ["cass2"], ["cass3"]]
+        plan, _ = flush_writers_plan(tmp_path / f"fault-{number}.yml", batches)
+        other = "cass2"
+        other_pid = node_pid(other)
+        timeline = Timeline()
+        try:
+            with BackgroundLoad(
+                engine="cassandra", contact_points=list(HOSTS.values()), cl="QUORUM",
+                keyspace="kairos_rollout", keys=2000, rate=300, concurrency=16,
+                max_seconds=600, seed=11 + number, on_progress=timeline,
+            ) as background:
+                time.sleep(3)
+                run = run_with_fault(plan, task, delay, tmp_path / f"fault-{number}.log")
+                time.sleep(3)
+            result = background.result()
+            output = str(run["output"])
+            killed_at, back_at = float(run["killed_at"]), float(run["back_at"])
+            recovered = max(killed_at, back_at)
+            print(
+                f"\nfault in the {fault}: rollout rc={run['rc']}; load {result.ops} ops, failures "
+                f"{dict(result.failures)} ({timeline.failures_after(recovered + 5)} after "
+                f"{BATCH_NODE} served again), acknowledged writes {result.acknowledged_writes}, "
+                f"lost {result.lost_acknowledged_writes}; {BATCH_NODE} back "
+                f"{back_at - killed_at if back_at else float('nan'):.1f} s after the kill"
+            )
+            assert run["rc"] != 0, output[-4000:]
+            assert "rollout stopped: cass1 failed" in output, output[-4000:]
+            assert f"{VICTIM} down outside the batch" in output, output[-4000:]
+            recorded = state(plan)["steps"]["s1"]
+            assert recorded["status"] == "failed" and VICTIM in recorded["error"], recorded
+            assert not LOCK.exists(), "the failed rollout kept the lock"
+            # No second node went down: the other node never restarted, the batch's node
+            # serves, and it was not taken down again once the victim was dead.
+            assert node_pid(other) == other_pid
+            assert alive(node_pid(BATCH_NODE)) and cql_open(HOSTS[BATCH_NODE])
+            assert HOSTS[BATCH_NODE] in up_normal(other)
+            if fault == "sync gate":
+                assert node_pid(BATCH_NODE) == run["batch_pid_at_kill"]
+                assert dict(result.failures) == {}, "a kill during the gate must cost nothing"
+            else:
+                # Both replicas were down from the kill until the batch's node served again
+                # (the drain or stop had begun): failures only in that window.
+                assert back_at, f"{BATCH_NODE} never served again"
+                assert timeline.failures_after(back_at + 5) == 0
+            assert result.lost_acknowledged_writes == 0 and result.verified
+            if number == 0:
+                again = run_playbook(
+                    "playbooks/apply_plan.yml", "-e", f"plan={plan}", "-e", "retry_failed=true"
+                )
+                assert again.rc != 0
+                tail = again.output[-3000:]
+                assert "pre-flight refused, nothing was touched" in again.output, tail
+                assert f"down: {VICTIM}" in again.output, tail
+                assert not LOCK.exists()
+                assert node_pid(other) == other_pid
+        finally:
+            bring_back_victim()

@@ -1,0 +1,214 @@
+"""The autopilot's Cassandra re-plan reads the live ring and plans on it (docs/autopilot.md).
+
+Runs the real playbooks/autopilot.yml with ansible-playbook, nothing contacted: ``kairos``
+is a stand-in that records its argv and answers as the real one does, and
+``cassandra_cluster_facts`` is a stand-in module (first on ANSIBLE_LIBRARY) that writes a
+ring description where it is told to, or fails as the real one does when no node answers.
+What is checked is what the tick passes: ``kairos plan --ring <the ring just read>`` (never
+``--hosts``/``--rf``), ``--tables`` from the inventory's ``kairos_tables``, ``kairos explain``
+with the ring and the inventory's hosts, the tables handed to the executor; and, when the
+ring cannot be read, no forecast, no plan, and the reason in autopilot.log.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+HOSTS = {"cass1": "127.0.0.251", "cass2": "127.0.0.252", "cass3": "127.0.0.253"}
+RING_ERROR = "['127.0.0.251', '127.0.0.252', '127.0.0.253']: cannot read the cluster's metadata: "
+RING_ERROR += "('Unable to connect to any servers', {})"
+
+FAKE_KAIROS = r'''#!{python}
+"""Stand-in for the kairos console script: record argv, answer like the real one."""
+import json, os, sys
+from pathlib import Path
+
+tmp = Path(os.environ["FAKE_DIR"])
+argv = sys.argv[1:]
+with (tmp / "calls.jsonl").open("a") as handle:
+    handle.write(json.dumps(argv) + "\n")
+base = tmp / "plans" / "lab-cassandra-20261121T120000Z"
+if argv[:2] == ["autopilot", "decide"]:
+    second = "--plan" in argv
+    apply = second and os.environ.get("FAKE_APPLY") == "1"
+    print(json.dumps({{
+        "now": "2026-11-21T12:00:00+00:00", "paused": False, "hold": None,
+        "replan": not second, "replan_reasons": [] if second else ["there is no plan"],
+        "replan_blocked": None, "apply": apply, "step": "s1" if apply else None,
+        "retry_failed": False, "plan": f"{{base}}.yml" if second else None,
+        "message": "apply step s1" if apply else ("no step is due yet" if second
+                                                   else "re-plan: there is no plan"),
+        "current_config": None, "new_plan": f"{{base}}.yml",
+        "new_forecast": f"{{base}}.forecast.json", "new_ring": f"{{base}}.ring.json",
+        "state_file": str(tmp / "lab-cassandra-autopilot.json"),
+    }}))
+elif argv[:2] == ["autopilot", "log"]:
+    with (tmp / "log.jsonl").open("a") as handle:
+        handle.write(argv[argv.index("--record") + 1] + "\n")
+    print("logged")
+elif argv[:2] == ["autopilot", "adopt"]:
+    print("{{}}")
+elif argv[0] == "collect":
+    print("collected 1 new sample(s)")
+else:
+    print(f"{{argv[0]}}: done")
+'''
+
+FAKE_FACTS = r'''#!{python}
+"""Stand-in for cassandra_cluster_facts: write a ring where told to, or fail as the real one."""
+import json, os
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec=dict(
+    host=dict(type="list", elements="str", required=True), port=dict(type="int", default=9042),
+    hosts=dict(type="dict", default={{}}), keyspaces=dict(type="list", elements="str"),
+    dest=dict(type="path"), username=dict(type="str"), password=dict(type="str", no_log=True),
+    timeout=dict(type="float", default=20)), supports_check_mode=True)
+tmp = os.environ["FAKE_DIR"]
+with open(os.path.join(tmp, "facts-args.json"), "w") as handle:
+    json.dump({{k: module.params[k] for k in ("host", "hosts", "keyspaces", "dest")}}, handle)
+if os.environ.get("FAKE_RING_FAILS") == "1":
+    module.fail_json(msg={error!r})
+names = module.params["hosts"]
+ring = {{
+    "nodes": [{{"host": name, "address": addr, "dc": "dc1", "rack": "rack1"}}
+              for addr, name in sorted(names.items())],
+    "keyspaces": {{"shop": {{"replication": {{"class": "NetworkTopologyStrategy", "dc1": "3"}}}}}},
+    "token_ranges": [{{"start": 0, "end": 1, "replicas": {{"shop": sorted(names.values())}}}}],
+}}
+with open(module.params["dest"], "w") as handle:
+    json.dump(ring, handle)
+module.exit_json(changed=False, ring=ring, down=[], nodes=[], schema_versions={{}},
+                 schema_agreement=True)
+'''
+
+
+def setup(tmp: Path, *, all_vars: dict[str, Any], cassandra_vars: dict[str, Any]) -> Path:
+    """An inventory of three Cassandra hosts (no Redis), the stand-ins, a trace file."""
+    inventory = tmp / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {
+        "cassandra": {"hosts": {h: {"cassandra_listen_address": a} for h, a in HOSTS.items()}},
+        "redis": {},
+    }}}))  # fmt: skip
+    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump({
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "kairos_cluster_name": "lab",
+        **all_vars,
+    }))  # fmt: skip
+    if cassandra_vars:
+        (inventory / "group_vars" / "cassandra.yml").write_text(yaml.safe_dump(cassandra_vars))
+    (tmp / "plans").mkdir()
+    (tmp / "lib").mkdir()
+    for path, text in ((tmp / "kairos", FAKE_KAIROS),
+                       (tmp / "lib" / "cassandra_cluster_facts.py", FAKE_FACTS),
+                       (tmp / "ansible-playbook", FAKE_KAIROS)):
+        path.write_text(text.format(python=sys.executable, error=RING_ERROR))
+        path.chmod(0o755)
+    (tmp / "trace.csv").write_text("timestamp,load\n")  # only its name is passed on
+    return inventory
+
+
+def tick(tmp: Path, inventory: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/autopilot.yml",
+         "-e", f"kairos_cli={tmp / 'kairos'}", "-e", f"kairos_state_dir={tmp / 'state'}",
+         "-e", f"kairos_autopilot_dir={tmp}", "-e", f"kairos_autopilot_trace={tmp / 'trace.csv'}",
+         "-e", f"kairos_autopilot_ansible_playbook={tmp / 'ansible-playbook'}", *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+        env=dict(os.environ, FAKE_DIR=str(tmp), ANSIBLE_FORCE_COLOR="0",
+                 ANSIBLE_LIBRARY=f"{tmp / 'lib'}:{REPO / 'library'}", **env),
+    )  # fmt: skip
+
+
+def calls(tmp: Path, command: str) -> list[list[str]]:
+    lines = (tmp / "calls.jsonl").read_text().splitlines()
+    return [argv for argv in map(json.loads, lines) if argv[0] == command]
+
+
+def logged(tmp: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp / "log.jsonl").read_text().splitlines()]
+
+
+def after(argv: list[str], flag: str) -> str:
+    assert flag in argv, argv
+    return argv[argv.index(flag) + 1]
+
+
+@pytest.mark.parametrize(
+    ("all_vars", "cassandra_vars", "tables"),
+    [
+        ({"kairos_tables": ["shop.orders", "shop.items"]}, {}, "shop.orders,shop.items"),
+        ({}, {"kairos_tables": ["shop.orders"]}, "shop.orders"),
+        ({}, {}, None),
+    ],
+    ids=["tables-in-group_vars-all", "tables-in-group_vars-cassandra", "no-tables"],
+)
+def test_the_tick_plans_on_the_live_ring_with_the_inventory_s_tables(
+    tmp_path: Path, all_vars: dict[str, Any], cassandra_vars: dict[str, Any], tables: str | None
+) -> None:
+    inventory = setup(tmp_path, all_vars=all_vars, cassandra_vars=cassandra_vars)
+
+    run = tick(tmp_path, inventory, FAKE_APPLY="1")
+
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    ring = str(tmp_path / "plans" / "lab-cassandra-20261121T120000Z.ring.json")
+    facts = json.loads((tmp_path / "facts-args.json").read_text())
+    assert facts["dest"] == ring
+    assert facts["host"] == list(HOSTS.values())
+    assert facts["hosts"] == {a: h for h, a in HOSTS.items()}
+    assert facts["keyspaces"] is None  # every non-system keyspace, as the pre-flight reads it
+    (plan,) = calls(tmp_path, "plan")
+    assert after(plan, "--ring") == ring and Path(ring).exists()
+    assert "--hosts" not in plan and "--rf" not in plan, plan
+    assert after(plan, "--cl") == "QUORUM"
+    if tables is None:
+        assert "--tables" not in plan, plan
+    else:
+        assert after(plan, "--tables") == tables
+    (explain,) = calls(tmp_path, "explain")
+    assert after(explain, "--ring") == ring
+    assert after(explain, "--hosts") == "cass1,cass2,cass3"
+    # The executor gets the tables the plan was made for.
+    (executor,) = [argv for argv in map(json.loads, (tmp_path / "calls.jsonl").read_text()
+                                        .splitlines()) if argv[0].startswith("--inventory=")]
+    extra = json.loads(after(executor, "--extra-vars"))
+    assert extra["step"] == "s1"
+    if tables is None:
+        assert "kairos_tables" not in extra
+    else:
+        assert extra["kairos_tables"] == tables.split(",")
+    (line,) = logged(tmp_path)
+    assert line["outcome"] == "applied" and line["replanned"], line
+
+
+def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Path) -> None:
+    inventory = setup(tmp_path, all_vars={}, cassandra_vars={})
+
+    run = tick(tmp_path, inventory, FAKE_RING_FAILS="1")
+
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-4000:]
+    assert "the autopilot tick failed for cassandra" in out, out[-4000:]
+    assert calls(tmp_path, "forecast") == [] and calls(tmp_path, "plan") == []
+    assert calls(tmp_path, "explain") == []
+    assert not (tmp_path / "plans" / "lab-cassandra-20261121T120000Z.ring.json").exists()
+    (line,) = logged(tmp_path)
+    assert line["outcome"] == "replan-failed", line
+    assert line["message"] == (
+        "Refuse to plan without the live ring (no invented ring): refusing to plan cassandra: "
+        f"cannot read the live ring: {RING_ERROR}"
+    ), line
+    assert not (tmp_path / "state" / "lab-autopilot.lock").exists()  # released

@@ -1,0 +1,93 @@
+"""Read-back comparison (against real system_views.settings output) and the run lock's liveness."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kairos_lock
+import pytest
+from ansible.module_utils.kairos_settings import mismatches, same_setting
+
+FIXTURE = Path(__file__).parent / "fixtures" / "cassandra_views" / "settings_cass2.json"
+
+
+def running() -> dict[str, str]:
+    return json.loads(FIXTURE.read_text())["rows"]
+
+
+def test_the_rendered_file_values_match_what_the_node_reports() -> None:
+    # What planner.spaces.render_settings writes for the defaults, against cass2's answer.
+    written = {
+        "memtable_flush_writers": 2,
+        "trickle_fsync": False,
+        "row_cache_size": "0MiB",
+        "concurrent_writes": 32,
+        "concurrent_reads": 32,
+        "memtable_allocation_type": "heap_buffers",
+        "key_cache_size": "25MiB",
+    }
+    assert mismatches(written, running()) == []
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "same"),
+    [
+        (0.33333334, "0.33333334", True),
+        (0.33, "0.33000001", True),  # float32 on the node
+        (0.33, "0.33333334", False),
+        ("64MiB", "64MiB", True),
+        ("1GiB", "1024MiB", True),
+        ("64MiB", "0MiB", False),
+        (True, "true", True),
+        (False, "true", False),
+        (4, "2", False),
+        ("HEAP_BUFFERS", "heap_buffers", True),
+        ("LeveledCompactionStrategy", "SizeTieredCompactionStrategy", False),
+        (4, None, False),
+    ],
+)
+def test_a_value_reads_back_equal_only_when_it_is(
+    expected: object, actual: object, same: bool
+) -> None:
+    assert same_setting(expected, actual) is same
+
+
+def test_mismatches_name_the_key_and_both_values() -> None:
+    assert mismatches({"memtable_flush_writers": 4, "concurrent_reads": 32}, running()) == [
+        "memtable_flush_writers: expected 4, reads '2'"
+    ]
+
+
+def test_a_lock_held_by_a_live_process_on_this_host_is_kept() -> None:
+    holder = {"owner": "a", "host": socket.gethostname(), "pid": os.getpid(),
+              "pid_start": kairos_lock.process_start(os.getpid())}
+    assert kairos_lock.holder_dead(holder, 1800, time.time()) is None
+
+
+def test_a_lock_whose_process_is_gone_is_dead_at_once() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    holder = {"owner": "a", "host": socket.gethostname(), "pid": child.pid,
+              "created_at": time.time(), "heartbeat_at": time.time()}
+    assert kairos_lock.holder_dead(holder, 1800, time.time()) == (
+        f"its process {child.pid} on {socket.gethostname()} is gone"
+    )
+
+
+def test_a_reused_pid_is_told_apart_by_its_start_time() -> None:
+    holder = {"owner": "a", "host": socket.gethostname(), "pid": os.getpid(),
+              "pid_start": kairos_lock.process_start(os.getpid()) - 1}
+    assert "the pid was reused" in str(kairos_lock.holder_dead(holder, 1800, time.time()))
+
+
+def test_a_lock_from_another_host_is_judged_by_its_heartbeat() -> None:
+    now = time.time()
+    holder = {"owner": "a", "host": "elsewhere", "pid": 1, "heartbeat_at": now - 100}
+    assert kairos_lock.holder_dead(holder, 1800, now) is None
+    assert kairos_lock.holder_dead(holder, 60, now) == "no heartbeat for 100 s"
