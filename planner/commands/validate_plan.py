@@ -154,10 +154,9 @@ def _read_yaml(path: Path) -> Any:
 
     from planner.errors import ValidationError
 
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ValidationError(f"{path}: cannot read: {exc.strerror}") from None
+    from planner import inputs
+
+    text = inputs.read_text(path, kind=inputs.CONFIG)
     if text.lstrip().startswith("$ANSIBLE_VAULT"):
         return None  # a vaulted file: secrets, not topology
     try:
