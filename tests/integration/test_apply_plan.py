@@ -118,7 +118,9 @@ def flush_writers_plan(
     path: Path, batches: list[list[str]], cl: str = "QUORUM"
 ) -> tuple[Path, int]:
     """A one-step plan flipping memtable_flush_writers (restart-class); the plan and the value."""
-    writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
+    # A value no node runs now (a failed rollout may leave the nodes on different values).
+    running = {yaml_setting(h, "memtable_flush_writers") for h in HOSTS}
+    writers = next(w for w in (2, 4, 3, 1) if w not in running)
     plan = write_plan(
         path,
         target={"memtable_flush_writers": writers},

@@ -9,6 +9,7 @@ after the first, the next run is refused at pre-flight naming the dead node.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,11 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from planner.loadgen import BackgroundLoad
 
 from .conftest import BIN, REPO, assert_no_secret, run_playbook
-from .test_apply_plan import HOSTS, flush_writers_plan, node_pid, state, up_normal
+from .test_apply_plan import (
+    HOSTS,
+    flush_writers_plan,
+    node_pid,
+    state,
+    up_normal,
+    yaml_setting,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.usefixtures("lab")]
 
@@ -170,3 +179,55 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
                 assert node_pid(other) == other_pid
         finally:
             bring_back_victim()
+
+
+def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_verified_node(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of ansible-playbook after cass1 is verified: the next run takes the dead run's
+    lock over at once and restarts only cass2 and cass3; a per_node live value lands on its
+    node only, and every node is read back before the step is recorded applied."""
+    assert not LOCK.exists(), f"a stale lock is left: {LOCK.read_text()}"
+    batches = [["cass1"], ["cass2"], ["cass3"]]
+    plan, writers = flush_writers_plan(tmp_path / "resume.yml", batches)
+    doc = yaml.safe_load(plan.read_text())
+    reads = 48 if yaml_setting("cass3", "concurrent_reads") != 48 else 40
+    doc["current_config"]["concurrent_reads"] = yaml_setting("cass1", "concurrent_reads")
+    doc["steps"][0]["per_node"] = {"cass3": {"concurrent_reads": reads}}
+    doc["steps"][0]["live"] = ["concurrent_reads"]
+    plan.write_text(yaml.safe_dump(doc, sort_keys=False))
+    state_file = plan.with_name(plan.name + ".state.json")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    log = tmp_path / "interrupted.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e", f"plan={plan}"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            verified = json.loads(state_file.read_text())["steps"]["s1"].get("verified", {}) \
+                if state_file.exists() else {}
+            if "cass1" in verified:
+                os.killpg(proc.pid, signal.SIGKILL)  # the run dies: no rescue, no release
+                break
+            time.sleep(0.5)
+        proc.wait()
+    assert "cass1" in verified, log.read_text()[-3000:]
+    assert LOCK.exists(), "the killed run had the lock"
+    pids_before = {h: node_pid(h) for h in HOSTS}
+
+    run = run_playbook("playbooks/apply_plan.yml", "-e", f"plan={plan}", timeout=900)
+    assert run.rc == 0, run.output[-4000:]
+    assert "taking over the lock of" in run.output and "is gone" in run.output
+    assert "resuming step s1: cass1 already verified" in run.output, run.output[-4000:]
+    assert node_pid("cass1") == pids_before["cass1"], "a verified node was restarted again"
+    assert all(node_pid(h) != pids_before[h] for h in ("cass2", "cass3"))
+    assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)
+    assert yaml_setting("cass3", "concurrent_reads") == reads
+    assert all(yaml_setting(h, "concurrent_reads") != reads for h in ("cass1", "cass2"))
+    recorded = state(plan)["steps"]["s1"]
+    assert recorded["status"] == "applied"
+    assert set(recorded["verified"]) == set(HOSTS)
+    assert recorded["verified"]["cass3"]["readback"]["running"]["concurrent_reads"] == str(reads)
+    assert not LOCK.exists()
