@@ -16,10 +16,11 @@ description:
     unreachable node.
   - C(hints) the peer holds at most I(max_hint_files) hint files for the node in
     I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted).
-  - Fails fast, without waiting for I(timeout), when a node outside the batch is down:
-    the peer sees another node (not I(node), not in I(expected_down)) DN, or the peer itself does
-    not answer, for I(down_grace) seconds in a row. Waiting on would only delay the
-    rescue, and the message names the dead node.
+  - Fails fast, without waiting for I(timeout), when a node outside the batch is down for
+    I(down_grace) seconds in a row: at once when it is the peer itself (it does not answer),
+    else as soon as the peer sees the node UN (another node is DN, not I(node), not in
+    I(expected_down)). Waiting on would only delay the rescue, and the message names the
+    dead node.
   - Read-only: never reports changed.
 options:
   nodetool:
@@ -165,7 +166,9 @@ def main():
         down_since = {a: down_since.get(a, now) for a in down}
         elapsed = round(now - began, 1)
         dead = sorted(a for a, since in down_since.items() if now - since >= params["down_grace"])
-        if dead:
+        # A dead peer cannot tell whether the node is back: fail at once. Another dead node:
+        # first let this peer see the node UN (or time out), so the rescue finds it serving.
+        if dead and (params["peer"] in dead or conditions["up_normal"]):
             module.fail_json(
                 msg=f"{', '.join(dead)} down outside the batch (seen from this peer for "
                 f"{params['down_grace']:g}s or more) while waiting for node {params['node']}",

@@ -141,7 +141,12 @@ print(f"  load: {r['ops']} ops in {r['seconds']:.0f} s ({r['ops_per_s']:.0f} ops
       f"lost acknowledged writes {r['lost_acknowledged_writes']}, verified {r['verified']}")
 for sid, rec in sorted(state.items()):
     nodes = ", ".join(f"{h} {t.get('total', 0):.0f} s" for h, t in rec.get("nodes", {}).items())
-    print(f"  step {sid}: {rec['status']}" + (f" (per-node T_r: {nodes})" if nodes else ""))
+    print(f"  step {sid}: {rec.get('status', 'interrupted')}" + (f" (per-node T_r: {nodes})" if nodes else ""))
+    for host, seen in sorted(rec.get("verified", {}).items()):
+        back = seen.get("readback", {})
+        tables = ", ".join(f"{t} {c}" for t, c in back.get("tables", {}).items())
+        print(f"    {host} read back: {len(back.get('running', {}))} running values"
+              + (f"; system_schema.tables: {tables}" if tables else ""))
 bad = r["failed"] or r["lost_acknowledged_writes"] or not r["verified"]
 restarted = [s for s, rec in state.items() if rec.get("status") == "applied" and rec.get("nodes")]
 if bad or not restarted:

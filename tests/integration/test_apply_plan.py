@@ -246,7 +246,14 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
     finally:
         cluster.shutdown()
     assert row.compaction["class"].endswith("LeveledCompactionStrategy")
-    assert state(plan)["steps"]["s1"]["status"] == "applied"
+    recorded = state(plan)["steps"]["s1"]
+    assert recorded["status"] == "applied"
+    # Applied only after every node read its values back (and the table its compaction).
+    for host in HOSTS:
+        readback = recorded["verified"][host]["readback"]
+        assert readback["tables"] == {APP_TABLE: "LeveledCompactionStrategy"}
+        assert readback["running"]["concurrent_reads"] == str(reads)
+        assert readback["file"]["concurrent_writes"] == writes
 
     again = apply(plan)
     assert again.rc == 0, again.output[-3000:]
