@@ -150,8 +150,9 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
             print(
                 f"\nfault in the {fault}: rollout rc={run['rc']}; load {result.ops} ops, failures "
                 f"{dict(result.failures)} ({timeline.failures_after(recovered + 10)} after "
-                f"{BATCH_NODE} served again + 10 s), acknowledged writes {result.acknowledged_writes}, "
-                f"lost {result.lost_acknowledged_writes}; {BATCH_NODE} back "
+                f"{BATCH_NODE} served again + 10 s), acknowledged writes "
+                f"{result.acknowledged_writes}, lost {result.lost_acknowledged_writes}; "
+                f"{BATCH_NODE} back "
                 f"{back_at - killed_at if back_at else float('nan'):.1f} s after the kill"
             )
             assert run["rc"] != 0, output[-4000:]
@@ -167,7 +168,10 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
             assert HOSTS[BATCH_NODE] in up_normal(other)
             if fault == "sync gate":
                 assert node_pid(BATCH_NODE) == run["batch_pid_at_kill"]
-                assert dict(result.failures) == {}, "a kill during the gate must cost nothing"
+                # Two replicas were never down at once: no Unavailable / NoHostAvailable. A few
+                # requests in flight to the killed node may time out until it is marked down.
+                assert set(result.failures) <= {"WriteTimeout", "ReadTimeout"}, result.failures
+                assert timeline.failures_after(killed_at + 20) == 0
             else:
                 # Both replicas were down from the kill until the batch's node served again
                 # (the drain or stop had begun): failures only in that window.
@@ -183,6 +187,7 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
                 tail = again.output[-3000:]
                 assert "pre-flight refused, nothing was touched" in again.output, tail
                 assert f"down: {VICTIM}" in again.output, tail
+                assert "batch 1 ['cass1']" in again.output, tail
                 assert not LOCK.exists()
                 assert node_pid(other) == other_pid
         finally:
