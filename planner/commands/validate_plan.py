@@ -152,9 +152,8 @@ def _inventory_loader() -> Any:
 def _read_yaml(path: Path) -> Any:
     import yaml
 
-    from planner.errors import ValidationError
-
     from planner import inputs
+    from planner.errors import ValidationError
 
     text = inputs.read_text(path, kind=inputs.CONFIG)
     if text.lstrip().startswith("$ANSIBLE_VAULT"):
