@@ -417,36 +417,12 @@ def collect_cassandra(
     timeout: float = 10.0,
 ) -> CollectResult:
     """One round over Cassandra nodes (``[name=]address[:port]``, default port 9042)."""
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
-
     targets = parse_targets(hosts, default_port=9042)
     ports = {t.port for t in targets}
     if len(ports) != 1:
         raise ValidationError("hosts: Cassandra nodes must share one CQL port")
     addresses = [t.address for t in targets]
-    profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
-    )
-    auth = None
-    user = os.environ.get(CASSANDRA_USER_ENV)
-    if user:
-        auth = PlainTextAuthProvider(
-            username=user, password=os.environ.get(CASSANDRA_PASSWORD_ENV, "")
-        )
-    cluster = Cluster(
-        contact_points=addresses,
-        # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
-        # defuncts connections, and with authentication a host could be marked down.
-        protocol_version=5,
-        port=ports.pop(),
-        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        auth_provider=auth,
-        connect_timeout=timeout,
-        schema_metadata_enabled=False,
-        token_metadata_enabled=False,
-    )
+    cluster = _cassandra_cluster(addresses, port=ports.pop(), timeout=timeout)
     result = CollectResult("cassandra", time.time())
     try:
         try:
@@ -459,19 +435,7 @@ def collect_cassandra(
         for t in targets:
             began = time.time()
             try:
-                host = _driver_host(cluster, t.address)
-                local = session.execute(
-                    "SELECT host_id, gossip_generation FROM system.local", host=host
-                ).one()
-                views = {
-                    view: list(
-                        session.execute(
-                            f"SELECT keyspace_name, table_name, count FROM system_views.{view}",
-                            host=host,
-                        )
-                    )
-                    for view in CASSANDRA_VIEWS
-                }
+                local, views = _read_cassandra_node(cluster, session, t.address)
             except Exception as exc:  # the driver raises many types; one node failing is data
                 result.errors[t.name] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -480,11 +444,7 @@ def collect_cassandra(
             try:
                 result.samples.extend(
                     cassandra_samples(
-                        t.name,
-                        ts=ts,
-                        local=local._asdict(),
-                        views=rows,
-                        per_table=per_table,
+                        t.name, ts=ts, local=local._asdict(), views=rows, per_table=per_table,
                         keyspaces=keyspaces,
                     )
                 )
@@ -493,6 +453,54 @@ def collect_cassandra(
     finally:
         cluster.shutdown()
     return result
+
+
+def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -> Any:
+    """A driver Cluster that queries only ``addresses``, logged in from the environment."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
+    )
+    auth = None
+    user = os.environ.get(CASSANDRA_USER_ENV)
+    if user:
+        auth = PlainTextAuthProvider(
+            username=user, password=os.environ.get(CASSANDRA_PASSWORD_ENV, "")
+        )
+    return Cluster(
+        contact_points=addresses,
+        # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
+        # defuncts connections, and with authentication a host could be marked down.
+        protocol_version=5,
+        port=port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        auth_provider=auth,
+        connect_timeout=timeout,
+        schema_metadata_enabled=False,
+        token_metadata_enabled=False,
+    )
+
+
+def _read_cassandra_node(
+    cluster: Any, session: Any, address: str
+) -> tuple[Any, dict[str, list[Any]]]:
+    """One node's ``system.local`` row and its counter views' rows (driver rows)."""
+    host = _driver_host(cluster, address)
+    local = session.execute(
+        "SELECT host_id, gossip_generation FROM system.local", host=host
+    ).one()
+    views = {
+        view: list(
+            session.execute(
+                f"SELECT keyspace_name, table_name, count FROM system_views.{view}", host=host
+            )
+        )
+        for view in CASSANDRA_VIEWS
+    }
+    return local, views
 
 
 def _driver_host(cluster: Any, address: str) -> Any:

@@ -188,6 +188,35 @@ def transition_costs(
     numpy.ndarray
         ``(T, K, K)`` costs in operations, 0 on the diagonal.
     """
+    cap, rst, ld = _check_cost_inputs(
+        capacity, restart=restart, step_seconds=step_seconds, load=load, served=served
+    )
+    n_k = cap.shape[1]
+    costs = np.where(rst[None, :, :], _rolling_costs(cap, model, step_seconds, ld), 0.0)
+    extra = np.full((n_k, n_k), model.live_seconds)
+    extra = np.where(rst, 0.0, extra)  # the uniform live cost applies to all-live changes
+    if change_seconds is not None:
+        cs = np.asarray(change_seconds, dtype=float)
+        if cs.shape != (n_k, n_k) or np.any(cs < 0):
+            raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
+        extra = extra + cs
+    if np.any(extra > 0):
+        full = _credit(np.broadcast_to(cap[:, None, :], costs.shape), np.arange(len(cap)), ld)
+        costs = costs + extra[None, :, :] * full
+    diag = np.arange(n_k)
+    costs[:, diag, diag] = 0.0
+    return costs
+
+
+def _check_cost_inputs(
+    capacity: np.ndarray,
+    *,
+    restart: np.ndarray,
+    step_seconds: float,
+    load: np.ndarray | None,
+    served: Served,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Capacity ``(T, K)``, restart ``(K, K)`` and the load that caps credit (None: capacity)."""
     cap = np.asarray(capacity, dtype=float)
     if cap.ndim != 2:
         raise ValidationError(f"capacity: expected a (T, K) matrix, got shape {cap.shape}")
@@ -197,22 +226,30 @@ def transition_costs(
         raise ValidationError(f"restart: expected shape ({n_k}, {n_k}), got {rst.shape}")
     if step_seconds <= 0:
         raise ValidationError(f"step_seconds: must be > 0, got {step_seconds!r}")
-    ld = None
-    if served == "offered":
-        if load is None:
-            raise ValidationError("served='offered' needs the offered load per interval")
-        ld = np.asarray(load, dtype=float)
-        if ld.shape != (n_t,):
-            raise ValidationError(f"load: expected {n_t} values, got shape {ld.shape}")
-    elif served != "capacity":
+    if served == "capacity":
+        return cap, rst, None
+    if served != "offered":
         raise ValidationError(f"served: expected 'capacity' or 'offered', got {served!r}")
+    if load is None:
+        raise ValidationError("served='offered' needs the offered load per interval")
+    ld = np.asarray(load, dtype=float)
+    if ld.shape != (n_t,):
+        raise ValidationError(f"load: expected {n_t} values, got shape {ld.shape}")
+    return cap, rst, ld
 
-    def credit(x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        # x: (T, K, K) capacities during a piece that lies in interval u (T,)
-        if ld is None:
-            return x
-        return np.minimum(x, ld[u][:, None, None])
 
+def _credit(x: np.ndarray, u: np.ndarray, load: np.ndarray | None) -> np.ndarray:
+    """Credited throughput of ``x`` (T, K, K) during a piece lying in intervals ``u`` (T,)."""
+    if load is None:
+        return x
+    return np.minimum(x, load[u][:, None, None])
+
+
+def _rolling_costs(
+    cap: np.ndarray, model: ReconfigModel, step_seconds: float, load: np.ndarray | None
+) -> np.ndarray:
+    """``(T, K, K)`` operations a rolling restart a -> b loses, batch by batch (every pair)."""
+    n_t, n_k = cap.shape
     costs = np.zeros((n_t, n_k, n_k))
     t_idx = np.arange(n_t)
     tr = model.restart_seconds
@@ -231,23 +268,10 @@ def transition_costs(
             cap_a = cap_u[:, :, None]
             cap_b = cap_u[:, None, :]
             actual = keep * (done * cap_b + pending * cap_a)
-            short = credit(np.broadcast_to(cap_b, costs.shape), u) - credit(actual, u)
+            short = _credit(np.broadcast_to(cap_b, costs.shape), u, load) - _credit(actual, u, load)
             costs += dt * np.maximum(short, 0.0)
             lo = piece_end
         done += f
-    costs = np.where(rst[None, :, :], costs, 0.0)
-    extra = np.full((n_k, n_k), model.live_seconds)
-    extra = np.where(rst, 0.0, extra)  # the uniform live cost applies to all-live changes
-    if change_seconds is not None:
-        cs = np.asarray(change_seconds, dtype=float)
-        if cs.shape != (n_k, n_k) or np.any(cs < 0):
-            raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
-        extra = extra + cs
-    if np.any(extra > 0):
-        full = credit(np.broadcast_to(cap[:, None, :], costs.shape), t_idx)
-        costs = costs + extra[None, :, :] * full
-    diag = np.arange(n_k)
-    costs[:, diag, diag] = 0.0
     return costs
 
 

@@ -367,6 +367,50 @@ _UNREPORTED_EFFECT_STD = 0.05  # parameters without a reported effect: 0 +- 5%
 _PRIOR_SIGMA = 0.10  # run-to-run noise on the log scale, assumed
 
 
+#: A prior feature, its reported log effect per class (None: none reported) and its std.
+_PriorEffect = tuple[Feature, Mapping[str, float] | None, float]
+
+
+def _cassandra_prior_effects() -> list[_PriorEffect]:
+    """Cassandra's features with the effects the seeds report (see :func:`prior_model`)."""
+    lcs_read = math.log(SOPHIA_LCS_OVER_STCS_READ)
+    lcs_write = -math.log(SOPHIA_STCS_OVER_LCS_WRITE)
+    mct = -math.log(SEED002_MCT_THROUGHPUT_RATIO)
+    return [
+        (Feature("compaction", "level", level="LeveledCompactionStrategy"),
+         {"read": lcs_read, "scan": lcs_read, "update": lcs_write, "insert": lcs_write}, 0.15),
+        (Feature("compaction", "level", level="UnifiedCompactionStrategy"), None, 0.0),
+        (Feature("memtable_cleanup_threshold", "linear", ref=SEED002_MCT_HIGH,
+                 scale=SEED002_MCT_HIGH - SEED002_MCT_LOW, lo=SEED002_MCT_LOW,
+                 hi=SEED002_MCT_HIGH),
+         {"read": mct, "update": mct}, abs(mct) / 2),
+        (Feature("memtable_flush_writers", "linear", ref=2.0, scale=2.0), None, 0.0),
+        (Feature("trickle_fsync", "level", level=True), None, 0.0),
+        (Feature("row_cache_size", "linear", ref=0.0, scale=64.0, hi=256.0), None, 0.0),
+        (Feature("concurrent_writes", "linear", ref=32.0, scale=32.0), None, 0.0),
+        (Feature("concurrent_reads", "linear", ref=32.0, scale=32.0), None, 0.0),
+        (Feature("heap_size", "linear", ref=1024.0, scale=512.0), None, 0.0),
+        (Feature("memtable_allocation_type", "level", level="offheap_objects"), None, 0.0),
+        (Feature("memtable_allocation_type", "level", level="offheap_buffers"), None, 0.0),
+    ]
+
+
+def _redis_prior_effects() -> list[_PriorEffect]:
+    """Redis's features: the seeds report no effect for any Redis 7 parameter."""
+    features = [
+        Feature("io-threads", "linear", ref=1.0, scale=1.0, hi=4.0),
+        Feature("io-threads-do-reads", "level", level=True),
+        Feature("appendonly", "level", level=True),
+        Feature("appendfsync", "level", level="always"),
+        Feature("appendfsync", "level", level="no"),
+        Feature("hz", "linear", ref=10.0, scale=40.0, hi=100.0),
+        Feature("maxmemory-policy", "level", level="allkeys-lru"),
+        Feature("activedefrag", "level", level=True),
+        Feature("lazyfree-lazy-eviction", "level", level=True),
+    ]
+    return [(feat, None, 0.0) for feat in features]
+
+
 def prior_model(engine: str) -> PerformanceModel:
     """Build the prior model of ``engine`` from the effects the seeds report.
 
@@ -381,58 +425,13 @@ def prior_model(engine: str) -> PerformanceModel:
     """
     classes = classes_for(engine)
     space = get_space(engine)
-    features: list[Feature] = []
-    effects: list[dict[str, float]] = []
-    effect_std: list[dict[str, float]] = []
-
-    def add(feat: Feature, effect: Mapping[str, float] | None = None, std: float = 0.0) -> None:
-        features.append(feat)
-        effects.append({c: float((effect or {}).get(c, 0.0)) for c in classes})
-        s = {c: _UNREPORTED_EFFECT_STD for c in classes}
-        if effect:
-            s.update({c: std for c in effect})
-        effect_std.append(s)
-
-    if engine == "cassandra":
-        lcs_read = math.log(SOPHIA_LCS_OVER_STCS_READ)
-        lcs_write = -math.log(SOPHIA_STCS_OVER_LCS_WRITE)
-        add(
-            Feature("compaction", "level", level="LeveledCompactionStrategy"),
-            {"read": lcs_read, "scan": lcs_read, "update": lcs_write, "insert": lcs_write},
-            std=0.15,
-        )
-        add(Feature("compaction", "level", level="UnifiedCompactionStrategy"))
-        mct = -math.log(SEED002_MCT_THROUGHPUT_RATIO)
-        add(
-            Feature(
-                "memtable_cleanup_threshold",
-                "linear",
-                ref=SEED002_MCT_HIGH,
-                scale=SEED002_MCT_HIGH - SEED002_MCT_LOW,
-                lo=SEED002_MCT_LOW,
-                hi=SEED002_MCT_HIGH,
-            ),
-            {"read": mct, "update": mct},
-            std=abs(mct) / 2,
-        )
-        add(Feature("memtable_flush_writers", "linear", ref=2.0, scale=2.0))
-        add(Feature("trickle_fsync", "level", level=True))
-        add(Feature("row_cache_size", "linear", ref=0.0, scale=64.0, hi=256.0))
-        add(Feature("concurrent_writes", "linear", ref=32.0, scale=32.0))
-        add(Feature("concurrent_reads", "linear", ref=32.0, scale=32.0))
-        add(Feature("heap_size", "linear", ref=1024.0, scale=512.0))
-        add(Feature("memtable_allocation_type", "level", level="offheap_objects"))
-        add(Feature("memtable_allocation_type", "level", level="offheap_buffers"))
-    else:
-        add(Feature("io-threads", "linear", ref=1.0, scale=1.0, hi=4.0))
-        add(Feature("io-threads-do-reads", "level", level=True))
-        add(Feature("appendonly", "level", level=True))
-        add(Feature("appendfsync", "level", level="always"))
-        add(Feature("appendfsync", "level", level="no"))
-        add(Feature("hz", "linear", ref=10.0, scale=40.0, hi=100.0))
-        add(Feature("maxmemory-policy", "level", level="allkeys-lru"))
-        add(Feature("activedefrag", "level", level=True))
-        add(Feature("lazyfree-lazy-eviction", "level", level=True))
+    reported = _cassandra_prior_effects() if engine == "cassandra" else _redis_prior_effects()
+    features = [feat for feat, _, _ in reported]
+    effects = [{c: float((eff or {}).get(c, 0.0)) for c in classes} for _, eff, _ in reported]
+    effect_std = [
+        {c: std if eff and c in eff else _UNREPORTED_EFFECT_STD for c in classes}
+        for _, eff, std in reported
+    ]
     for feat in features:  # fail early if a feature names a missing parameter
         space[feat.param]
     base = _ASSUMED_BASE[engine]
@@ -729,10 +728,43 @@ def fit_model(
     if not 0 < test_fraction < 1:
         raise ValidationError(f"test_fraction: must be in (0, 1), got {test_fraction}")
     obs = _prepare(observations, engine, params)
+    designs = ["interaction", "additive"] if design == "auto" else [design]
+    scores, baseline, n_train = _heldout_scores(
+        obs, designs, test_fraction=test_fraction, seed=seed
+    )
+    chosen = min(designs, key=lambda d: scores[d])
+    coef, full_cov, sigma, r2, notes = _fit_all(obs, chosen, engine)
+    n = len(obs.y)
+    report = FitReport(
+        n_observations=n,
+        n_train=n_train,
+        n_test=n - n_train,
+        design=chosen,
+        heldout_mape=scores[chosen],
+        candidates=scores,
+        baseline_mape=baseline,
+        r_squared=r2,
+        sigma=sigma,
+        notes=tuple(notes),
+    )
+    model = _fitted_model(
+        obs, engine=engine, name=name, coef=coef, cov=full_cov, sigma=sigma, by="fit_model",
+        info={"fit": report.to_dict()},
+    )
+    return model, report
+
+
+def _heldout_scores(
+    obs: _Observations, designs: Sequence[str], *, test_fraction: float, seed: int
+) -> tuple[dict[str, float], float, int]:
+    """Held-out MAPE per design, the mix-only baseline's, and the rows trained on.
+
+    The rows held out are ``test_fraction`` of them, drawn with ``seed``; too few rows for
+    the largest design (plus 2) are refused.
+    """
     mixes, xconf, y = obs.mixes, obs.xconf, obs.y
     logy = np.log(y)
     n = len(y)
-    designs = ["interaction", "additive"] if design == "auto" else [design]
     need = max(_n_fitted(_design(mixes, xconf, d)) for d in designs)
     n_test = max(1, round(test_fraction * n))
     if n - n_test < need + 2:
@@ -750,33 +782,33 @@ def fit_model(
         beta, _, _, _ = _ols(ztr, logy[train])
         scores[d] = _mape(y[test], np.exp(zte @ beta))
     baseline = scores.pop("mix-only")
-    chosen = min(designs, key=lambda d: scores[d])
-    coef, full_cov, sigma, r2, notes = _fit_all(obs, chosen, engine)
-    report = FitReport(
-        n_observations=n,
-        n_train=len(train),
-        n_test=len(test),
-        design=chosen,
-        heldout_mape=scores[chosen],
-        candidates=scores,
-        baseline_mape=baseline,
-        r_squared=r2,
-        sigma=sigma,
-        notes=tuple(notes),
-    )
-    model = PerformanceModel(
+    return scores, baseline, len(train)
+
+
+def _fitted_model(
+    obs: _Observations,
+    *,
+    engine: str,
+    name: str | None,
+    coef: np.ndarray,
+    cov: np.ndarray,
+    sigma: float,
+    by: str,
+    info: Mapping[str, Any],
+) -> PerformanceModel:
+    """A fitted model over the observations' features; ``by`` names the fitting function."""
+    return PerformanceModel(
         engine=engine,
         name=name or f"{engine}-fitted",
         version=1,
         model_type="fitted",
         features=obs.features,
         coef=coef,
-        cov=full_cov,
+        cov=cov,
         sigma=sigma,
-        provenance=f"fitted by planner.perfmodel.fit_model on {n} observations",
-        info={"fit": report.to_dict()},
+        provenance=f"fitted by planner.perfmodel.{by} on {len(obs.y)} observations",
+        info=info,
     )
-    return model, report
 
 
 def fit_design(
@@ -811,16 +843,8 @@ def fit_design(
             f"need at least {need + 1}"
         )
     coef, cov, sigma, r2, notes = _fit_all(obs, design, engine)
-    return PerformanceModel(
-        engine=engine,
-        name=name or f"{engine}-fitted",
-        version=1,
-        model_type="fitted",
-        features=obs.features,
-        coef=coef,
-        cov=cov,
-        sigma=sigma,
-        provenance=f"fitted by planner.perfmodel.fit_design on {n} observations",
+    return _fitted_model(
+        obs, engine=engine, name=name, coef=coef, cov=cov, sigma=sigma, by="fit_design",
         info={"fit": {"design": design, "n_observations": n, "r_squared": r2,
                       "sigma": sigma, "notes": notes}},
     )

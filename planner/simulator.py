@@ -1,8 +1,8 @@
-"""Build planning problems from workloads, and replay a trace under plans and baselines.
+"""Replay a trace under Kairos's plans and SOPHIA's baselines, and the forecasters it uses.
 
-:func:`restart_matrix`, :func:`capacity_matrix` and :func:`make_problem` turn a
-configuration space, a performance model and a (forecast) workload into the arrays of
-:class:`planner.costbenefit.PlanningProblem`.
+:func:`restart_matrix`, :func:`capacity_matrix`, :func:`change_seconds_matrix` and
+:func:`make_problem` live in :mod:`planner.planning` (the planning pipeline) and are
+re-exported here for the callers that build problems from this module.
 
 :func:`simulate` replays a workload trace (the truth) the way Kairos would run it: every
 ``replan_every`` intervals it forecasts the next ``horizon`` intervals from the history
@@ -21,8 +21,8 @@ on the *true* workload, as are SOPHIA's baselines:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -33,9 +33,7 @@ from planner.costbenefit import (
     ReconfigModel,
     Served,
     evaluate,
-    lockout_matrix,
     served_matrix,
-    transition_costs,
 )
 from planner.errors import ValidationError
 from planner.optimiser import (
@@ -44,15 +42,24 @@ from planner.optimiser import (
     baseline_naive,
     baseline_static_optimal,
     baseline_theoretical_best,
-    solve_dp,
-    solve_ga,
+)
+from planner.planning import (
+    DEFAULT_CHANGE_SECONDS,
+    SwitchCosts,
+    capacity_matrix,
+    change_seconds_matrix,
+    make_problem,
+    optimise,
+    restart_matrix,
 )
 
 __all__ = [
+    "DEFAULT_CHANGE_SECONDS",
     "Forecaster",
     "SimulationResult",
     "StrategyResult",
     "capacity_matrix",
+    "change_seconds_matrix",
     "make_problem",
     "model_forecaster",
     "oracle_forecaster",
@@ -67,115 +74,6 @@ Forecaster = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarra
 CapacityFn = Callable[[np.ndarray], np.ndarray]
 #: Fewest intervals between two deviation-triggered replans.
 MIN_REPLAN_GAP = 2
-
-
-# ------------------------------------------------------------------ building
-def restart_matrix(engine: str, candidates: Sequence[Mapping[str, Any]]) -> np.ndarray:
-    """``(K, K)`` bool: does going from candidate ``a`` to ``b`` need a restart?
-
-    Uses ``planner.spaces.change_kind`` per changed parameter (per-transition rules
-    such as a live row-cache resize included).
-    """
-    from planner.spaces import change_kind, get_space
-
-    space = get_space(engine)
-    full = [space.complete(c) for c in candidates]
-    n = len(full)
-    out = np.zeros((n, n), dtype=bool)
-    for a in range(n):
-        for b in range(n):
-            if a != b:
-                out[a, b] = any(
-                    change_kind(engine, k, full[a][k], full[b][k]) == "restart"
-                    for k in space.changed_keys(full[a], full[b])
-                )
-    return out
-
-
-#: Seconds of full throughput a change of these parameters costs on top of any restart:
-#: switching the compaction strategy makes every node rewrite all its SSTables (SOPHIA:
-#: the most expensive change). An assumption until the executor measures it.
-DEFAULT_CHANGE_SECONDS: dict[str, float] = {"compaction": 120.0}
-
-
-def change_seconds_matrix(
-    engine: str,
-    candidates: Sequence[Mapping[str, Any]],
-    seconds: Mapping[str, float] | None = None,
-) -> np.ndarray:
-    """``(K, K)`` extra cost (seconds of full throughput) of each candidate switch.
-
-    The sum over changed parameters of ``seconds[param]`` (default
-    :data:`DEFAULT_CHANGE_SECONDS`).
-    """
-    from planner.spaces import get_space
-
-    per = DEFAULT_CHANGE_SECONDS if seconds is None else dict(seconds)
-    space = get_space(engine)
-    full = [space.complete(c) for c in candidates]
-    n = len(full)
-    out = np.zeros((n, n))
-    for a in range(n):
-        for b in range(n):
-            if a != b:
-                out[a, b] = sum(
-                    per.get(k, 0.0) for k in space.changed_keys(full[a], full[b])
-                )
-    return out
-
-
-def capacity_matrix(
-    model: Any, mixes: np.ndarray, candidates: Sequence[Mapping[str, Any]]
-) -> np.ndarray:
-    """``(T, K)`` predicted cluster capacity for mix rows (engine class order)."""
-    m = np.asarray(mixes, dtype=float)
-    classes = model.classes
-    rows = [dict(zip(classes, r.tolist(), strict=True)) for r in m / m.sum(axis=1, keepdims=True)]
-    mean, _std = model.predict_matrix(rows, list(candidates))
-    return np.asarray(mean, dtype=float)
-
-
-def make_problem(
-    capacity: np.ndarray,
-    *,
-    restart: np.ndarray,
-    reconfig: ReconfigModel,
-    step_seconds: float,
-    load: np.ndarray | None = None,
-    served: Served = "capacity",
-    initial: int = 0,
-    initial_lockout: int = 0,
-    change_seconds: np.ndarray | None = None,
-) -> PlanningProblem:
-    """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
-
-    With samples (and optionally ``(S, T)`` loads) the served throughput and the costs
-    are averaged over them: the plan then maximises the expected total.
-    """
-    cap = np.asarray(capacity, dtype=float)
-    if cap.ndim == 2:
-        cap = cap[None]
-    ld = None if load is None else np.asarray(load, dtype=float)
-    if ld is not None and ld.ndim == 1:
-        ld = np.broadcast_to(ld, cap.shape[:2])
-    srv = np.zeros(cap.shape[1:])
-    cst = np.zeros((cap.shape[1], cap.shape[2], cap.shape[2]))
-    for s in range(cap.shape[0]):
-        ls = None if ld is None else ld[s]
-        srv += served_matrix(cap[s], load=ls, served=served)
-        cst += transition_costs(
-            cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
-            load=ls, served=served, change_seconds=change_seconds,
-        )
-    n = cap.shape[0]
-    return PlanningProblem(
-        served=srv / n,
-        costs=cst / n,
-        lockout=lockout_matrix(restart, model=reconfig, step_seconds=step_seconds),
-        step_seconds=step_seconds,
-        initial=initial,
-        initial_lockout=initial_lockout,
-    )
 
 
 # --------------------------------------------------------------- forecasters
@@ -262,72 +160,185 @@ class SimulationResult:
         return self.strategies[name].total_ops / base - 1.0 if base else 0.0
 
 
-def _run_kairos(
-    truth: PlanningProblem,
+@dataclass(frozen=True)
+class _Replay:
+    """How Kairos replans during a replay: the true workload and what every replan shares."""
+
+    load: np.ndarray
+    mix: np.ndarray
+    timestamps: np.ndarray
+    start: int
+    capacity_fn: CapacityFn
+    costs: SwitchCosts
+    horizon: int
+    replan_every: int
+    method: Literal["ga", "dp"]
+    ga: GAOptions
+    min_gain: float
+    deviation: float | None
+    progress: Callable[[str], None] | None
+
+    def run(self, truth: PlanningProblem, forecaster: Forecaster) -> tuple[np.ndarray, int]:
+        """Kairos's realised schedule over the replayed intervals, and how many plans it made.
+
+        Each replan runs the planning pipeline on what was seen so far: the forecaster, the
+        capacity function (the performance model), :class:`planner.planning.SwitchCosts`
+        and :func:`planner.planning.optimise` -- as ``kairos plan`` does, without the DP
+        comparison.
+        """
+        start = self.start
+        n_t = truth.n_steps + start
+        sched = np.empty(truth.n_steps, dtype=np.int64)
+        cur = truth.initial
+        busy = 0  # absolute interval index before which no switch may start
+        tau = start
+        replans = 0
+        while tau < n_t:
+            h = min(self.horizon, n_t - tau)
+            fl, fm = forecaster(self.load[:tau], self.mix[:tau], self.timestamps[:tau], h)
+            fl, fm = np.asarray(fl, dtype=float)[:h], np.asarray(fm, dtype=float)[:h]
+            prob = self.costs.problem(
+                self.capacity_fn(fm), load=fl, initial=cur, initial_lockout=max(0, busy - tau)
+            )
+            ev = optimise(prob, method=self.method, ga=self.ga, compare_dp=False).evaluation
+            replans += 1
+            plan = ev.schedule
+            if ev.switches and ev.net_ops < self.min_gain * ev.baseline_ops:
+                plan = np.full(h, cur)  # not worth the risk: stay put
+            tau, cur, busy = _follow(
+                plan, sched, mix=self.mix, forecast_mix=fm, tau=tau,
+                stop=min(tau + self.replan_every, n_t), start=start, cur=cur, busy=busy,
+                lockout=truth.lockout, deviation=self.deviation,
+            )
+            if self.progress is not None:
+                self.progress(f"simulate: interval {tau}/{n_t} ({replans} plans)")
+        return sched, replans
+
+    def strategies(
+        self, truth: PlanningProblem, forecaster: Forecaster, *, oracle: bool
+    ) -> tuple[dict[str, StrategyResult], int]:
+        """Kairos (and, with ``oracle``, Kairos with a perfect forecast) on the truth."""
+        sched, replans = self.run(truth, forecaster)
+        out = {"kairos": _strategy("kairos", evaluate(truth, sched))}
+        if oracle:
+            perfect = self.run(truth, oracle_forecaster(self.load, self.mix))[0]
+            out["oracle"] = _strategy("oracle", evaluate(truth, perfect))
+        return out, replans
+
+
+def _follow(
+    plan: np.ndarray,
+    sched: np.ndarray,
     *,
+    mix: np.ndarray,
+    forecast_mix: np.ndarray,
+    tau: int,
+    stop: int,
+    start: int,
+    cur: int,
+    busy: int,
+    lockout: np.ndarray,
+    deviation: float | None,
+) -> tuple[int, int, int]:
+    """Carry out ``plan`` (made at ``tau``) into ``sched`` until ``stop`` or a deviation.
+
+    Returns the interval reached, the candidate then running and the end of its lockout.
+    """
+    t = tau
+    while t < stop:
+        want = int(plan[t - tau])
+        if want != cur and t >= busy:
+            busy = t + int(lockout[cur, want])
+            cur = want
+        sched[t - start] = cur
+        t += 1
+        # SOPHIA re-invokes the optimiser when the workload departs from the forecast
+        # (rate limited: at most once every MIN_REPLAN_GAP intervals)
+        if (
+            deviation is not None
+            and t < stop
+            and t - tau >= MIN_REPLAN_GAP
+            and 0.5 * float(np.abs(mix[t - 1] - forecast_mix[t - 1 - tau]).sum()) > deviation
+        ):
+            break
+    return t, cur, busy
+
+
+def _check_trace(
     load: np.ndarray,
     mix: np.ndarray,
     timestamps: np.ndarray,
+    *,
     start: int,
-    capacity_fn: CapacityFn,
-    restart: np.ndarray,
-    reconfig: ReconfigModel,
-    step_seconds: float,
-    served: Served,
-    change_seconds: np.ndarray | None,
     horizon: int,
     replan_every: int,
-    forecaster: Forecaster,
-    method: Literal["ga", "dp"],
-    ga: GAOptions,
-    min_gain: float,
-    deviation: float | None,
-    progress: Callable[[str], None] | None,
-) -> tuple[np.ndarray, int]:
-    n_t = truth.n_steps + start
-    sched = np.empty(truth.n_steps, dtype=np.int64)
-    cur = truth.initial
-    busy = 0  # absolute interval index before which no switch may start
-    lock = truth.lockout
-    tau = start
-    replans = 0
-    while tau < n_t:
-        h = min(horizon, n_t - tau)
-        fl, fm = forecaster(load[:tau], mix[:tau], timestamps[:tau], h)
-        fl, fm = np.asarray(fl, dtype=float)[:h], np.asarray(fm, dtype=float)[:h]
-        cap = capacity_fn(fm)
-        prob = make_problem(
-            cap, restart=restart, reconfig=reconfig, step_seconds=step_seconds,
-            load=fl if served == "offered" else None, served=served, initial=cur,
-            initial_lockout=max(0, busy - tau), change_seconds=change_seconds,
-        )
-        ev = solve_dp(prob) if method == "dp" else solve_ga(prob, options=ga).evaluation
-        replans += 1
-        plan = ev.schedule
-        if ev.switches and ev.net_ops < min_gain * ev.baseline_ops:
-            plan = np.full(h, cur)  # not worth the risk: stay put
-        stop = min(tau + replan_every, n_t)
-        t = tau
-        while t < stop:
-            want = int(plan[t - tau])
-            if want != cur and t >= busy:
-                busy = t + int(lock[cur, want])
-                cur = want
-            sched[t - start] = cur
-            t += 1
-            # SOPHIA re-invokes the optimiser when the workload departs from the forecast
-            # (rate limited: at most once every MIN_REPLAN_GAP intervals)
-            if (
-                deviation is not None
-                and t < stop
-                and t - tau >= MIN_REPLAN_GAP
-                and 0.5 * float(np.abs(mix[t - 1] - fm[t - 1 - tau]).sum()) > deviation
-            ):
-                break
-        tau = t
-        if progress is not None:
-            progress(f"simulate: interval {tau}/{n_t} ({replans} plans)")
-    return sched, replans
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true workload as float arrays, refused when the lengths or the window disagree."""
+    ld = np.asarray(load, dtype=float)
+    mx = np.asarray(mix, dtype=float)
+    ts = np.asarray(timestamps, dtype=float)
+    n_t = len(ld)
+    if mx.shape[0] != n_t or ts.shape != (n_t,):
+        raise ValidationError("load, mix and timestamps: must have the same length")
+    if not 1 <= start < n_t:
+        raise ValidationError(f"start: must be in [1, {n_t - 1}], got {start}")
+    if horizon < 1 or replan_every < 1:
+        raise ValidationError("horizon and replan_every: must be >= 1")
+    return ld, mx, ts
+
+
+def _strategy(name: str, ev: Evaluation) -> StrategyResult:
+    return StrategyResult(
+        name=name, total_ops=ev.total_ops, switches=len(ev.switches), cost_ops=ev.cost_ops,
+        evaluation=ev,
+    )
+
+
+def _baselines(
+    truth: PlanningProblem, *, costs: SwitchCosts, capacity: np.ndarray, load: np.ndarray,
+    start: int,
+) -> dict[str, StrategyResult]:
+    """SOPHIA's baselines valued on the true workload (``capacity`` and ``load`` from 0)."""
+    reconfig = costs.reconfig
+    # naive restarts all nodes in one batch (no survivors to penalise), each interval
+    # switching to the candidate best for the workload of the interval before
+    naive = ReconfigModel(
+        restart_seconds=reconfig.restart_seconds, batch_fractions=(1.0,),
+        survivor_penalty=0.0, live_seconds=reconfig.live_seconds,
+    )
+    truth_naive = replace(costs, reconfig=naive).problem(
+        capacity[start:], load=load[start:], initial=truth.initial
+    )
+    served = served_matrix(capacity, load=load, served=costs.served)
+    wishes = np.argmax(served[start - 1 : len(load) - 1], axis=1)
+    out = {
+        "default": _strategy("default", baseline_default(truth)),
+        "static_optimal": _strategy("static_optimal", baseline_static_optimal(truth)),
+        "naive": _strategy("naive", baseline_naive(truth_naive, wishes=wishes)),
+    }
+    out["theoretical_best"] = StrategyResult(
+        name="theoretical_best", total_ops=baseline_theoretical_best(truth), switches=0,
+        cost_ops=0.0,
+    )
+    return out
+
+
+def _kairos_steps(
+    ev: Evaluation | None, *, start: int, timestamps: np.ndarray
+) -> tuple[dict[str, Any], ...]:
+    """Kairos's switches with their replayed interval, time and expected gains."""
+    return tuple(
+        {
+            "t": start + s.t,
+            "time": float(timestamps[start + s.t]),
+            "from": s.source,
+            "to": s.target,
+            "benefit_ops": s.benefit_ops,
+            "cost_ops": s.cost_ops,
+            "net_ops": s.net_ops,
+        }
+        for s in (ev.switches if ev is not None else ())
+    )
 
 
 def simulate(
@@ -357,14 +368,14 @@ def simulate(
 
     Parameters
     ----------
-    load, mix, timestamps
-        The true workload: ``(T,)`` ops/s, ``(T, C)`` class fractions, epoch seconds.
-    step_seconds
-        Interval length.
+    load, mix, timestamps, step_seconds
+        The true workload: ``(T,)`` ops/s, ``(T, C)`` class fractions, epoch seconds;
+        the interval length.
     capacity_fn
         ``mix (n, C) -> capacity (n, K)``: the performance model over the candidates.
-    restart
-        ``(K, K)`` restart-needed matrix of the candidates.
+    restart, change_seconds
+        ``(K, K)`` restart-needed matrix of the candidates, and the extra cost of a change
+        however applied (see ``transition_costs``).
     reconfig
         Kairos's cost model (safe batches). Naive uses one batch of all nodes.
     forecaster
@@ -373,10 +384,9 @@ def simulate(
         First replayed interval (the history before it warms up the forecaster).
     horizon, replan_every
         Look-ahead and replanning period, in intervals.
-    served
-        ``"capacity"`` (SOPHIA) or ``"offered"`` (min(load, capacity)).
-    initial
-        Candidate index running at ``start`` (the default configuration).
+    served, initial
+        ``"capacity"`` (SOPHIA) or ``"offered"`` (min(load, capacity)); the candidate
+        running at ``start`` (the default configuration).
     method, ga
         Optimiser for Kairos's plans.
     min_gain
@@ -384,78 +394,28 @@ def simulate(
         expected baseline (0 = any positive gain).
     oracle
         Also run Kairos with a perfect forecast.
-    change_seconds
-        ``(K, K)`` extra cost of a change however applied (see ``transition_costs``).
     deviation
         Replan early when the observed mix departs from the forecast by more than this
         total-variation distance (None: only every ``replan_every`` intervals).
     """
-    ld = np.asarray(load, dtype=float)
-    mx = np.asarray(mix, dtype=float)
-    ts = np.asarray(timestamps, dtype=float)
-    n_t = len(ld)
-    if mx.shape[0] != n_t or ts.shape != (n_t,):
-        raise ValidationError("load, mix and timestamps: must have the same length")
-    if not 1 <= start < n_t:
-        raise ValidationError(f"start: must be in [1, {n_t - 1}], got {start}")
-    if horizon < 1 or replan_every < 1:
-        raise ValidationError("horizon and replan_every: must be >= 1")
-    ga_opts = ga or GAOptions()
+    ld, mx, ts = _check_trace(
+        load, mix, timestamps, start=start, horizon=horizon, replan_every=replan_every
+    )
+    costs = SwitchCosts(
+        restart=restart, reconfig=reconfig, step_seconds=step_seconds, served=served,
+        change_seconds=change_seconds,
+    )
     cap_true = capacity_fn(mx)
-    kw: dict[str, Any] = {
-        "restart": restart, "step_seconds": step_seconds, "served": served, "initial": initial,
-        "load": ld[start:] if served == "offered" else None, "change_seconds": change_seconds,
-    }
-    truth = make_problem(cap_true[start:], reconfig=reconfig, **kw)
-    naive_model = ReconfigModel(
-        restart_seconds=reconfig.restart_seconds, batch_fractions=(1.0,),
-        survivor_penalty=0.0, live_seconds=reconfig.live_seconds,
+    truth = costs.problem(cap_true[start:], load=ld[start:], initial=initial)
+    replay = _Replay(
+        load=ld, mix=mx, timestamps=ts, start=start, capacity_fn=capacity_fn, costs=costs,
+        horizon=horizon, replan_every=replan_every, method=method, ga=ga or GAOptions(),
+        min_gain=min_gain, deviation=deviation, progress=progress,
     )
-    truth_naive = make_problem(cap_true[start:], reconfig=naive_model, **kw)
-    served_true = served_matrix(cap_true, load=ld, served=served)
-    wishes = np.argmax(served_true[start - 1 : n_t - 1], axis=1)
-
-    out: dict[str, StrategyResult] = {}
-
-    def record(name: str, ev: Evaluation) -> None:
-        out[name] = StrategyResult(
-            name=name, total_ops=ev.total_ops, switches=len(ev.switches), cost_ops=ev.cost_ops,
-            evaluation=ev,
-        )
-
-    common: dict[str, Any] = {
-        "load": ld, "mix": mx, "timestamps": ts, "start": start, "capacity_fn": capacity_fn,
-        "restart": restart, "reconfig": reconfig, "step_seconds": step_seconds, "served": served,
-        "change_seconds": change_seconds, "horizon": horizon, "replan_every": replan_every,
-        "method": method, "ga": ga_opts,
-        "min_gain": min_gain, "deviation": deviation, "progress": progress,
-    }
-    sched, replans = _run_kairos(truth, forecaster=forecaster, **common)
-    record("kairos", evaluate(truth, sched))
-    if oracle:
-        orc = oracle_forecaster(ld, mx)
-        record("oracle", evaluate(truth, _run_kairos(truth, forecaster=orc, **common)[0]))
-    record("default", baseline_default(truth))
-    record("static_optimal", baseline_static_optimal(truth))
-    record("naive", baseline_naive(truth_naive, wishes=wishes))
-    best = baseline_theoretical_best(truth)
-    out["theoretical_best"] = StrategyResult(
-        name="theoretical_best", total_ops=best, switches=0, cost_ops=0.0
-    )
-    kev = out["kairos"].evaluation
-    steps = tuple(
-        {
-            "t": start + s.t,
-            "time": float(ts[start + s.t]),
-            "from": s.source,
-            "to": s.target,
-            "benefit_ops": s.benefit_ops,
-            "cost_ops": s.cost_ops,
-            "net_ops": s.net_ops,
-        }
-        for s in (kev.switches if kev is not None else ())
-    )
+    out, replans = replay.strategies(truth, forecaster, oracle=oracle)
+    out |= _baselines(truth, costs=costs, capacity=cap_true, load=ld, start=start)
     return SimulationResult(
-        strategies=out, start=start, steps=n_t - start, step_seconds=step_seconds,
-        kairos_steps=steps, replans=replans,
+        strategies=out, start=start, steps=len(ld) - start, step_seconds=step_seconds,
+        kairos_steps=_kairos_steps(out["kairos"].evaluation, start=start, timestamps=ts),
+        replans=replans,
     )

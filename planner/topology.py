@@ -756,23 +756,13 @@ def safe_batches(
         raise ValidationError(f"tolerated_failures: must be >= 0, got {tolerated_failures}")
     cl = _normalise_cl(consistency_level)
     reqs = requirements(ring, consistency_level=cl, keyspaces=keyspaces)
-    if hosts is None:
-        todo = list(range(len(ring.nodes)))
-    else:
-        todo = []
-        for i, h in enumerate(hosts):
-            if h not in ring:
-                raise ValidationError(f"hosts[{i}]: unknown host {h!r}")
-            todo.append(ring._index[h])
-        todo = sorted(set(todo))
+    todo = _hosts_to_do(ring, hosts)
     caps = np.array([len(r.members) - tolerated_failures - r.need for r in reqs], dtype=np.int64)
     node_reqs: list[list[int]] = [[] for _ in ring.nodes]
     for j, r in enumerate(reqs):
         for m in r.members:
             node_reqs[m].append(j)
-    blocked = [
-        (i, j) for i in todo for j in node_reqs[i] if caps[j] < 1
-    ]
+    blocked = [(i, j) for i in todo for j in node_reqs[i] if caps[j] < 1]
     if blocked:
         if aggressive:
             return BatchPlan(
@@ -782,18 +772,51 @@ def safe_batches(
                 aggressive=True,
             )
         i, j = blocked[0]
-        r = reqs[j]
-        scope = "" if r.scope == "all" else f" in {r.scope}"
-        raise UnsafeBatchError(
-            f"no safe batch for {cl} with {tolerated_failures} tolerated failure(s): "
-            f"host {ring.nodes[i].host!r} cannot go down because {r.source.describe()} "
-            f"has {len(r.members)} replica(s){scope} and {cl} needs {r.need}"
-            + (f" plus {tolerated_failures} spare" if tolerated_failures else "")
-            + " (RF = CL leaves no slack); choose a weaker CL or pass aggressive "
-            "(--aggressive) to reconfigure all nodes at once"
-        )
+        raise _no_safe_batch(ring.nodes[i].host, reqs[j], cl, tolerated_failures)
     if not todo:
         return BatchPlan(batches=(), lower_bound=0, exact=True)
+    best, lower, exact = _fewest_batches(todo, reqs, caps, node_reqs, ring)
+    batches = tuple(tuple(ring.nodes[i].host for i in sorted(b)) for b in best)
+    return BatchPlan(batches=batches, lower_bound=lower, exact=exact)
+
+
+def _hosts_to_do(ring: Ring, hosts: Iterable[str] | None) -> list[int]:
+    """Indices of the nodes to reconfigure (all by default), sorted, unknown hosts refused."""
+    if hosts is None:
+        return list(range(len(ring.nodes)))
+    todo = []
+    for i, h in enumerate(hosts):
+        if h not in ring:
+            raise ValidationError(f"hosts[{i}]: unknown host {h!r}")
+        todo.append(ring._index[h])
+    return sorted(set(todo))
+
+
+def _no_safe_batch(host: str, r: Requirement, cl: str, tolerated: int) -> UnsafeBatchError:
+    """The refusal for a node that cannot go down even alone, naming its replica set."""
+    scope = "" if r.scope == "all" else f" in {r.scope}"
+    return UnsafeBatchError(
+        f"no safe batch for {cl} with {tolerated} tolerated failure(s): "
+        f"host {host!r} cannot go down because {r.source.describe()} "
+        f"has {len(r.members)} replica(s){scope} and {cl} needs {r.need}"
+        + (f" plus {tolerated} spare" if tolerated else "")
+        + " (RF = CL leaves no slack); choose a weaker CL or pass aggressive "
+        "(--aggressive) to reconfigure all nodes at once"
+    )
+
+
+def _fewest_batches(
+    todo: list[int],
+    reqs: Sequence[Requirement],
+    caps: np.ndarray,
+    node_reqs: list[list[int]],
+    ring: Ring,
+) -> tuple[list[list[int]], int, bool]:
+    """The fewest safe batches found, a proven lower bound, and whether they are minimal.
+
+    First fit by rack, then DSATUR when that misses the bound; on small rings an exact
+    search for each batch count between the bound and the best found.
+    """
     reqs_arr = [np.array(node_reqs[i], dtype=np.int64) for i in range(len(ring.nodes))]
     todo_set = set(todo)
     lower = 1
@@ -818,8 +841,7 @@ def safe_batches(
                 exact = False
                 break
             lower = k + 1
-    batches = tuple(tuple(ring.nodes[i].host for i in sorted(b)) for b in best)
-    return BatchPlan(batches=batches, lower_bound=lower, exact=exact)
+    return best, lower, exact
 
 
 def _first_fit(

@@ -1,12 +1,14 @@
-"""``kairos autopilot decide|adopt|apply-failed|log|pause|resume|status``: the loop's bookkeeping.
+"""``kairos autopilot tick|record|decide|adopt|pause|resume|status``: the closed loop.
 
-``playbooks/autopilot.yml`` calls these on the control host (docs/autopilot.md).
+``playbooks/autopilot.yml`` calls ``tick`` and ``record`` once per engine on the control host
+(planner/autopilot_tick.py); the others are for people (docs/autopilot.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,33 +26,118 @@ def register(subparsers: Any) -> None:
     """Add the ``autopilot`` sub-command and its actions."""
     p = subparsers.add_parser(
         "autopilot",
-        help="the closed loop: decide whether to re-plan and apply; pause, resume, status",
-        description="Used by playbooks/autopilot.yml; decide and adopt print one JSON object.",
+        help="the closed loop: one tick, its record; decide, adopt, pause, resume, status",
+        description="playbooks/autopilot.yml runs `tick` then the executor then `record` per "
+        "engine; the other actions are for people.",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for add in (_register_tick, _register_record, _register_decide, _register_adopt,
+                _register_pause, _register_resume, _register_status):
+        add(actions)
 
-    d = actions.add_parser("decide", help="re-plan? apply the due step? (prints JSON)")
+
+def _optional(convert: Any) -> Any:
+    """An argument type where an empty value means "not set" (the playbook passes every one)."""
+    def parse(text: str) -> Any:
+        return None if text == "" else convert(text)
+
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
+
+
+def _policy_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stale-fraction", type=inputs.FRACTION, default=0.25,
+                   help="re-plan when less than this share of the horizon is left (0.25)")
+    p.add_argument("--stale-steps", type=inputs.bounded_int(0, 10_000), default=2,
+                   help="re-plan when fewer than N intervals are left (2)")
+    p.add_argument("--min-replan-seconds", type=inputs.bounded_float(0.0, 30 * 86400.0),
+                   default=600.0, help="minimum time between re-plans (600)")
+    backoff = _optional(inputs.bounded_float(0.0, 30 * 86400.0))
+    p.add_argument("--failed-backoff-seconds", type=backoff,
+                   help="retry a failed step after this back-off (default or empty: wait for a "
+                   "person)")
+    p.add_argument("--max-attempts", type=inputs.bounded_int(1, 1000), default=3,
+                   help="with a back-off, attempts before waiting for a person (3)")
+    p.add_argument("--deviation-slack", type=inputs.bounded_float(0.0, 1e6), default=0.0,
+                   help="tolerance around the forecast interval (0)")
+
+
+def _policy(args: argparse.Namespace) -> Any:
+    from planner.autopilot import Policy
+
+    return Policy(
+        stale_fraction=args.stale_fraction, stale_steps=args.stale_steps,
+        min_replan_seconds=args.min_replan_seconds,
+        failed_backoff_seconds=args.failed_backoff_seconds,
+        max_attempts=args.max_attempts, deviation_slack=args.deviation_slack,
+    )
+
+
+def _register_tick(actions: Any) -> None:
+    t = actions.add_parser(
+        "tick", help="one engine's tick: decide, re-plan when due, adopt (prints JSON)",
+        description="Export the history, decide; when a re-plan is due forecast, plan on the "
+        "live ring (Cassandra) or --hosts (Redis), check it as `kairos explain` does, adopt it "
+        "(not with --dry-run) and decide again. Writes the tick file that `record` reads.",
+    )
+    _common(t)
+    _policy_arguments(t)
+    t.add_argument("--run", required=True, help="this run's id (names the tick file)")
+    t.add_argument("--started-at", required=True, help="ISO 8601 start of this run")
+    t.add_argument("--dry-run", action="store_true", help="plan and report, never adopt or apply")
+    t.add_argument("--hosts", required=True, help="the engine's inventory hosts, comma-separated")
+    src = t.add_mutually_exclusive_group()
+    src.add_argument("--trace", help="a trace file to decide on (default: export --store)")
+    src.add_argument("--store", help="the workload store to export the history from")
+    t.add_argument("--history", default="7d", help="age of the exported history (7d)")
+    t.add_argument("--step-seconds", type=inputs.DURATION, default=300.0,
+                   help="step of the exported history (300)")
+    t.add_argument("--horizon", type=inputs.bounded_int(2, inputs.MAX_HORIZON), default=48)
+    t.add_argument("--forecast-model", default="auto")
+    t.add_argument("--restart-seconds", type=inputs.DURATION, default=60.0, metavar="T_R")
+    t.add_argument("--model", help="performance model JSON (default: the shipped prior)")
+    t.add_argument("--current", help="what the nodes run when there is no plan yet (YAML)")
+    t.add_argument("--tables", default="", help="tables a plan may alter, comma-separated")
+    t.add_argument("--plan-args", default="[]", help="extra `kairos plan` arguments (JSON list)")
+    t.add_argument("--live-ring", action=argparse.BooleanOptionalAction, default=False,
+                   help="plan on the live ring only (Cassandra): no ring, no plan")
+    ring = t.add_mutually_exclusive_group()
+    ring.add_argument("--ring", help="the live ring just read (cassandra_cluster_facts)")
+    ring.add_argument("--ring-error", help="why the live ring could not be read")
+    t.add_argument("--apply-state-dir", help="the executor's kairos_state_dir")
+    t.add_argument("--apply-vars", default="{}", help="extra executor variables (JSON object)")
+    t.set_defaults(func=run_tick)
+
+
+def _register_record(actions: Any) -> None:
+    r = actions.add_parser(
+        "record", help="after the executor or a failed stage: judge, record, log (prints JSON)",
+        description="Reads the run's tick file; records a failed apply as a failed step unless "
+        "the executor did; appends one line to <state-dir>/autopilot.log.jsonl.",
+    )
+    _common(r)
+    r.add_argument("--run", required=True)
+    r.add_argument("--started-at", required=True)
+    r.add_argument("--dry-run", action="store_true")
+    r.add_argument("--apply-rc", type=int, help="the executor's exit code")
+    r.add_argument("--apply-output", default="", help="the end of the executor's output")
+    r.add_argument("--failed-task", help="the task that failed this engine's tick")
+    r.add_argument("--error", default="", help="its error message")
+    r.set_defaults(func=run_record)
+
+
+def _register_decide(actions: Any) -> None:
+    d = actions.add_parser("decide", help="what would a tick do now? (JSON; changes nothing)")
     _common(d)
+    _policy_arguments(d)
     d.add_argument("--trace", help="the collected trace (its last point is the observation)")
     d.add_argument("--plan", help="judge this plan instead of the autopilot's current one")
     d.add_argument("--forecast", help="the plan's forecast (default: the one adopted with it)")
     d.add_argument("--now", help="ISO 8601 decision time (default: now)")
-    d.add_argument("--stale-fraction", type=inputs.FRACTION, default=0.25,
-                   help="re-plan when less than this share of the horizon is left (0.25)")
-    d.add_argument("--stale-steps", type=inputs.bounded_int(0, 10_000), default=2,
-                   help="re-plan when fewer than N intervals are left (2)")
-    d.add_argument("--min-replan-seconds", type=inputs.bounded_float(0.0, 30 * 86400.0),
-                   default=600.0,
-                   help="minimum time between re-plans (600)")
-    d.add_argument("--failed-backoff-seconds", type=inputs.bounded_float(0.0, 30 * 86400.0),
-                   help="retry a failed step after this back-off (default: wait for a person)")
-    d.add_argument("--max-attempts", type=inputs.bounded_int(1, 1000), default=3,
-                   help="with a back-off, attempts before waiting for a person (3)")
-    d.add_argument("--deviation-slack", type=inputs.bounded_float(0.0, 1e6), default=0.0,
-                   help="tolerance around the forecast interval (0)")
-    d.add_argument("--out", help="also write the decision (JSON) to this file")
     d.set_defaults(func=run_decide)
 
+
+def _register_adopt(actions: Any) -> None:
     a = actions.add_parser("adopt", help="make a new plan the current one; start the rate limit")
     _common(a)
     a.add_argument("--plan", required=True)
@@ -58,36 +145,74 @@ def register(subparsers: Any) -> None:
     a.add_argument("--reason", action="append", default=[], help="why (repeatable)")
     a.set_defaults(func=run_adopt)
 
-    af = actions.add_parser(
-        "apply-failed",
-        help="after a failed apply: record the step as failed unless the executor did (JSON)",
-    )
-    _common(af)
-    af.add_argument("--plan", required=True)
-    af.add_argument("--step", required=True)
-    af.add_argument("--since", required=True,
-                    help="ISO 8601 start of this run (an older record is not this apply's)")
-    af.add_argument("--output", default="", help="the end of the apply playbook's output")
-    af.set_defaults(func=run_apply_failed)
 
-    lg = actions.add_parser("log", help="append one JSON line to <state-dir>/autopilot.log.jsonl")
-    _common(lg)
-    lg.add_argument("--record", required=True, help="JSON object describing the run")
-    lg.set_defaults(func=run_log)
-
+def _register_pause(actions: Any) -> None:
     pa = actions.add_parser("pause", help="stop re-planning and applying (collection goes on)")
     _common(pa)
     pa.add_argument("--reason", help="why (shown by status and in every held run)")
     pa.set_defaults(func=run_pause)
 
+
+def _register_resume(actions: Any) -> None:
     re = actions.add_parser("resume", help="undo pause")
     _common(re)
     re.set_defaults(func=run_resume)
 
+
+def _register_status(actions: Any) -> None:
     st = actions.add_parser("status", help="current plan, its steps' state, pause, last runs")
     _common(st)
     st.add_argument("--runs", type=inputs.COUNT, default=5, help="last log lines to show (5)")
     st.set_defaults(func=run_status)
+
+
+def _json_arg(text: str, name: str, kind: type) -> Any:
+    from planner.errors import ValidationError
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{name}: not JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise ValidationError(f"{name}: expected a JSON {'list' if kind is list else 'object'}")
+    return value
+
+
+def run_tick(args: argparse.Namespace) -> int:
+    from planner.autopilot_tick import TickInputs, run_tick, tick_path
+
+    plan_args = _json_arg(args.plan_args, "--plan-args", list)
+    inp = TickInputs(
+        state_dir=args.state_dir, cluster=args.cluster, engine=args.engine, run=args.run,
+        started_at=_now(args.started_at), policy=_policy(args), dry_run=args.dry_run,
+        hosts=tuple(h for h in args.hosts.split(",") if h), trace=args.trace, store=args.store,
+        history=args.history, step_seconds=args.step_seconds, horizon=args.horizon,
+        forecast_model=args.forecast_model, restart_seconds=args.restart_seconds,
+        model=args.model or None, current=args.current or None,
+        tables=tuple(t for t in args.tables.split(",") if t),
+        plan_args=tuple(str(a) for a in plan_args), live_ring=args.live_ring,
+        ring=args.ring, ring_error=args.ring_error, apply_state_dir=args.apply_state_dir,
+        apply_vars=_json_arg(args.apply_vars, "--apply-vars", dict),
+    )
+    out = tick_path(args.state_dir, args.run, args.engine)
+    result = run_tick(inp, out)
+    for line in result.plan_text:  # the new plan as `kairos plan` and `explain` print it
+        print(line, file=sys.stderr)
+    print(out.read_text().strip())
+    return 0
+
+
+def run_record(args: argparse.Namespace) -> int:
+    from planner.autopilot_tick import load_tick, record_run, tick_path
+
+    tick = load_tick(tick_path(args.state_dir, args.run, args.engine))
+    line = record_run(
+        tick, state_dir=args.state_dir, cluster=args.cluster, engine=args.engine, run=args.run,
+        started_at=args.started_at, dry_run=args.dry_run, apply_rc=args.apply_rc,
+        apply_output=args.apply_output, failed_task=args.failed_task, error=args.error,
+    )
+    print(json.dumps(line, sort_keys=True, default=str))
+    return 0
 
 
 def _now(text: str | None) -> datetime:
@@ -111,65 +236,15 @@ def _state_file(args: argparse.Namespace) -> Path:
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    from planner import autopilot as ap
-    from planner.rollout import load_state, state_path_for
+    from planner.autopilot_tick import decide_on_files
 
-    now = _now(args.now)
-    policy = ap.Policy(
-        stale_fraction=args.stale_fraction,
-        stale_steps=args.stale_steps,
-        min_replan_seconds=args.min_replan_seconds,
-        failed_backoff_seconds=args.failed_backoff_seconds,
-        max_attempts=args.max_attempts,
-        deviation_slack=args.deviation_slack,
+    decision = decide_on_files(
+        state_dir=args.state_dir, cluster=args.cluster, engine=args.engine,
+        policy=_policy(args), now=_now(args.now), trace=args.trace, plan=args.plan,
+        forecast=args.forecast,
     )
-    state = ap.load_autopilot_state(_state_file(args))
-    plan_path = args.plan or state.get("plan")
-    plan = ap.plan_view(plan_path) if plan_path and Path(plan_path).exists() else None
-    forecast = args.forecast or (state.get("forecast") if not args.plan else None)
-    band = ap.band_from_forecast(forecast) if forecast and Path(forecast).exists() else None
-    observed = ap.latest_observation(args.trace) if args.trace else None
-    decision = ap.decide(
-        now=now,
-        policy=policy,
-        plan=plan,
-        rollout_state=load_state(state_path_for(plan.path)) if plan else {},
-        autopilot_state=state,
-        band=band,
-        observed=observed,
-    )
-    out = decision.to_dict()
-    out["current_config"] = _write_running_config(args, plan.path) if plan else None
-    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = Path(args.state_dir) / "plans" / f"{args.cluster}-{args.engine}-{stamp}"
-    base.parent.mkdir(parents=True, exist_ok=True)
-    # Where a re-plan writes (absolute: the playbook runs commands from elsewhere).
-    out["new_plan"] = str(base.with_suffix(".yml").resolve())
-    out["new_forecast"] = str(Path(f"{base}.forecast.json").resolve())
-    # The live ring the new plan is made on (Cassandra; cassandra_cluster_facts writes it).
-    out["new_ring"] = str(Path(f"{base}.ring.json").resolve())
-    out["state_file"] = str(_state_file(args).resolve())
-    text = json.dumps(out, sort_keys=True)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    print(json.dumps(decision, sort_keys=True))
     return 0
-
-
-def _write_running_config(args: argparse.Namespace, plan_path: str) -> str:
-    """Write what the cluster runs after the plan's applied (and superseded) steps."""
-    import yaml
-
-    from planner.plan import load_plan
-    from planner.rollout import applied_composition, load_state, state_path_for
-
-    plan = load_plan(plan_path)
-    config = applied_composition(plan, load_state(state_path_for(plan_path))).cluster
-    path = (Path(args.state_dir) / f"{args.cluster}-{args.engine}-running.yml").resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(dict(config), sort_keys=True))
-    return str(path)
 
 
 def run_adopt(args: argparse.Namespace) -> int:
@@ -182,45 +257,6 @@ def run_adopt(args: argparse.Namespace) -> int:
         now=datetime.now(UTC), reasons=args.reason,
     )
     print(json.dumps(state, sort_keys=True))
-    return 0
-
-
-def run_apply_failed(args: argparse.Namespace) -> int:
-    from planner.autopilot import judge_failed_apply
-    from planner.rollout import load_state, record_step, state_path_for
-
-    state_file = state_path_for(args.plan)
-    failure = judge_failed_apply(
-        step=args.step, rollout_state=load_state(state_file), since=_now(args.since),
-        output=args.output,
-    )
-    if failure.record:
-        record_step(state_file, step_id=args.step, status="failed",
-                    error=f"the apply stopped before recording the step: {failure.reason}")
-    print(json.dumps({"outcome": failure.outcome, "reason": failure.reason,
-                      "recorded_by": "autopilot" if failure.record else None,
-                      "state": str(state_file)}, sort_keys=True))
-    return 0
-
-
-def run_log(args: argparse.Namespace) -> int:
-    from planner.autopilot import append_log
-    from planner.errors import ValidationError
-
-    try:
-        record = json.loads(args.record)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"--record: not JSON: {exc}") from None
-    if not isinstance(record, dict):
-        raise ValidationError("--record: expected a JSON object")
-    record = {
-        "logged_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cluster": args.cluster,
-        "engine": args.engine,
-        **record,
-    }
-    path = append_log(args.state_dir, record)
-    print(f"logged to {path}")
     return 0
 
 

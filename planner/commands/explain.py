@@ -41,24 +41,35 @@ def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = Non
     ``safety`` is the :func:`planner.commands.validate_plan.batch_safety` result on the ring
     ``ring_source`` describes; None when no ring was given (Cassandra plans then say so).
     """
-    from planner.commands.validate_plan import NO_RING, RING_HINT
-
     by_step: dict[str, list[Any]] = {}
     for verdict in safety or []:
         by_step.setdefault(verdict.step, []).append(verdict)
-    lines = []
+    lines = _header_lines(plan, safety=safety, ring_source=ring_source)
+    if not plan.steps:
+        lines.append("No steps: staying in the current configuration pays best.")
+        return "\n".join(lines)
+    config = dict(plan.current_config)
+    lines.append(f"{len(plan.steps)} step(s):")
+    for s in plan.steps:
+        lines += _step_lines(s, config, by_step.get(s.id, []), plan.availability)
+        config.update(s.target)
+    lines.append(_total_line(plan))
+    return "\n".join(lines)
+
+
+def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[str]:
+    """Cluster, horizon, availability, batch safety on the ring, and the provenance."""
+    from planner.commands.validate_plan import NO_RING, RING_HINT
+
     hz = plan.horizon
     av = plan.availability
-    prov = plan.provenance
-    lines.append(f"Plan for {plan.engine} cluster {plan.cluster!r} (made {plan.created_at})")
-    lines.append(
+    lines = [
+        f"Plan for {plan.engine} cluster {plan.cluster!r} (made {plan.created_at})",
         f"Horizon: {hz.steps} x {hz.step_seconds:g}s from {hz.start.isoformat()} "
-        f"to {hz.end.isoformat()}"
-    )
-    lines.append(
+        f"to {hz.end.isoformat()}",
         f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
-        + (", AGGRESSIVE (availability may drop)" if av.aggressive else "")
-    )
+        + (", AGGRESSIVE (availability may drop)" if av.aggressive else ""),
+    ]
     if plan.engine == "cassandra":
         if safety is None:
             lines.append(f"{NO_RING} (give {RING_HINT})")
@@ -72,52 +83,54 @@ def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = Non
                    else f"{len(safety)} batch(es) checked, all safe")
             )
     for key in ("forecast", "performance_model", "optimiser"):
-        if key in prov:
-            desc = ", ".join(f"{k}={v}" for k, v in dict(prov[key]).items())
+        if key in plan.provenance:
+            desc = ", ".join(f"{k}={v}" for k, v in dict(plan.provenance[key]).items())
             lines.append(f"{key.replace('_', ' ').capitalize()}: {desc}")
-    if not plan.steps:
-        lines.append("No steps: staying in the current configuration pays best.")
-        return "\n".join(lines)
-    config = dict(plan.current_config)
-    lines.append(f"{len(plan.steps)} step(s):")
-    for s in plan.steps:
-        dur = (s.until - s.due).total_seconds()
-        lines.append(f"  {s.id}  {s.due.isoformat()}  (holds {dur:g}s)")
-        for key, value in s.target.items():
-            kind = "restart" if key in s.restart else "live"
-            lines.append(f"      {key}: {config.get(key)!r} -> {value!r}  [{kind}]")
-        config.update(s.target)
-        for host, over in s.per_node.items():
-            lines.append(f"      on {host}: {dict(over)}")
-        if s.batches:
-            order = " | ".join(" ".join(b) for b in s.batches)
-            lines.append(f"      rolling restart in {len(s.batches)} batch(es): {order}")
-            verdicts = by_step.get(s.id, [])
-            unsafe = [v for v in verdicts if v.problem]
-            if verdicts and not unsafe:
-                lines.append(f"      batch safety: all {len(verdicts)} batch(es) safe for "
-                             f"{av.consistency_level}")
-            for v in unsafe:
-                lines.append(f"      batch safety: UNSAFE {v.describe()}")
-        else:
-            lines.append("      applied live, no restart")
-        e = s.expected
-        lines.append(
-            f"      expected until the next step, vs the previous configuration: "
-            f"+{_ops(e.benefit_ops)} ops benefit, -{_ops(e.cost_ops)} ops cost, "
-            f"net {_ops(e.net_ops)}"
-        )
-    exp = prov.get("expected")
+    return lines
+
+
+def _step_lines(
+    s: Any, config: dict[str, Any], verdicts: list[Any], av: Any
+) -> list[str]:
+    """One step: its changes from ``config``, how it is applied, batch safety, expected gain."""
+    dur = (s.until - s.due).total_seconds()
+    lines = [f"  {s.id}  {s.due.isoformat()}  (holds {dur:g}s)"]
+    for key, value in s.target.items():
+        kind = "restart" if key in s.restart else "live"
+        lines.append(f"      {key}: {config.get(key)!r} -> {value!r}  [{kind}]")
+    for host, over in s.per_node.items():
+        lines.append(f"      on {host}: {dict(over)}")
+    if s.batches:
+        order = " | ".join(" ".join(b) for b in s.batches)
+        lines.append(f"      rolling restart in {len(s.batches)} batch(es): {order}")
+        unsafe = [v for v in verdicts if v.problem]
+        if verdicts and not unsafe:
+            lines.append(f"      batch safety: all {len(verdicts)} batch(es) safe for "
+                         f"{av.consistency_level}")
+        for v in unsafe:
+            lines.append(f"      batch safety: UNSAFE {v.describe()}")
+    else:
+        lines.append("      applied live, no restart")
+    e = s.expected
+    lines.append(
+        f"      expected until the next step, vs the previous configuration: "
+        f"+{_ops(e.benefit_ops)} ops benefit, -{_ops(e.cost_ops)} ops cost, "
+        f"net {_ops(e.net_ops)}"
+    )
+    return lines
+
+
+def _total_line(plan: Any) -> str:
+    """The plan's expected total vs staying put (or the sum of the steps' net gains)."""
+    exp = plan.provenance.get("expected")
     if isinstance(exp, dict) and exp.get("stay_ops"):
         gain = float(exp["total_ops"]) - float(exp["stay_ops"])
-        lines.append(
+        return (
             f"Expected over the horizon: {_ops(float(exp['total_ops']))} ops, "
             f"{'+' if gain >= 0 else ''}{_ops(gain)} ({gain / float(exp['stay_ops']):+.1%}) vs "
             "staying in the current configuration"
         )
-    else:
-        lines.append(f"Sum of the steps' expected net gains: {_ops(plan.expected_net_ops)} ops")
-    return "\n".join(lines)
+    return f"Sum of the steps' expected net gains: {_ops(plan.expected_net_ops)} ops"
 
 
 def run(args: argparse.Namespace) -> int:

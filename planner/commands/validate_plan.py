@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,20 @@ def inventory_nodes(path: str | Path, *, group: str = "cassandra") -> list[dict[
     from planner.errors import ValidationError
 
     p = Path(path)
+    files, base = _inventory_files(p)
+    inv = _Inventory()
+    for f in files:
+        inv.read(f)
+    hosts = inv.members.get(group, [])
+    if not hosts:
+        raise ValidationError(f"--inventory: {p}: no host in the group {group!r}")
+    return [_inventory_node(host, inv.host_vars_merged(host, base)) for host in hosts]
+
+
+def _inventory_files(p: Path) -> tuple[list[Path], Path]:
+    """The inventory's YAML files and the folder its group_vars/ and host_vars/ are in."""
+    from planner.errors import ValidationError
+
     if p.is_dir():
         files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in (".yml", ".yaml"))
         base = p
@@ -209,67 +223,84 @@ def inventory_nodes(path: str | Path, *, group: str = "cassandra") -> list[dict[
         raise ValidationError(f"--inventory: {p}: no such file or directory")
     if not files:
         raise ValidationError(f"--inventory: {p}: no YAML inventory file (hosts.yml) in it")
+    return files, base
 
-    depth: dict[str, int] = {"all": 0}
-    group_vars: dict[str, dict[str, Any]] = {}
-    members: dict[str, list[str]] = {}  # group -> hosts, inventory order, children included
-    host_vars: dict[str, dict[str, Any]] = {}
-    host_groups: dict[str, set[str]] = {}
-    order: list[str] = []
 
-    def walk(name: str, spec: Any, level: int, ancestors: tuple[str, ...]) -> list[str]:
-        depth[name] = max(depth.get(name, 0), level)
+@dataclass
+class _Inventory:
+    """Groups, hosts and inline variables read from YAML inventory files."""
+
+    depth: dict[str, int] = field(default_factory=lambda: {"all": 0})
+    group_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: group -> hosts, inventory order, children included
+    members: dict[str, list[str]] = field(default_factory=dict)
+    host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
+    host_groups: dict[str, set[str]] = field(default_factory=dict)
+
+    def read(self, f: Path) -> None:
+        """Add one inventory file's groups."""
+        from planner.errors import ValidationError
+
+        data = _read_yaml(f)
+        if data is None:
+            return
+        if not isinstance(data, Mapping):
+            raise ValidationError(f"--inventory: {f}: expected a YAML inventory (groups)")
+        for name, spec in data.items():
+            top = name == "all"
+            self.walk(str(name), spec, 0 if top else 1, () if top else ("all",))
+
+    def walk(self, name: str, spec: Any, level: int, ancestors: tuple[str, ...]) -> list[str]:
+        """Record group ``name`` (its vars, hosts and children); returns its hosts."""
+        from planner.errors import ValidationError
+
+        self.depth[name] = max(self.depth.get(name, 0), level)
         if spec is None:
             spec = {}
         if not isinstance(spec, Mapping):
             raise ValidationError(f"--inventory: group {name!r}: expected a mapping")
-        group_vars.setdefault(name, {}).update(dict(spec.get("vars") or {}))
+        self.group_vars.setdefault(name, {}).update(dict(spec.get("vars") or {}))
         found: list[str] = []
         for host, hv in dict(spec.get("hosts") or {}).items():
             host = str(host)
-            if host not in host_vars:
-                order.append(host)
-            host_vars.setdefault(host, {}).update(dict(hv or {}))
-            host_groups.setdefault(host, set()).update((name, *ancestors))
+            self.host_vars.setdefault(host, {}).update(dict(hv or {}))
+            self.host_groups.setdefault(host, set()).update((name, *ancestors))
             found.append(host)
         for child, cspec in dict(spec.get("children") or {}).items():
-            found += walk(str(child), cspec, level + 1, (name, *ancestors))
-        have = members.setdefault(name, [])
+            found += self.walk(str(child), cspec, level + 1, (name, *ancestors))
+        have = self.members.setdefault(name, [])
         have += [h for h in found if h not in have]
         return found
 
-    for f in files:
-        data = _read_yaml(f)
-        if data is None:
-            continue
-        if not isinstance(data, Mapping):
-            raise ValidationError(f"--inventory: {f}: expected a YAML inventory (groups)")
-        for name, spec in data.items():
-            walk(str(name), spec, 0 if name == "all" else 1, () if name == "all" else ("all",))
-    hosts = members.get(group, [])
-    if not hosts:
-        raise ValidationError(f"--inventory: {p}: no host in the group {group!r}")
-    nodes = []
-    for host in hosts:
-        groups = sorted(host_groups.get(host, set()) | {"all"}, key=lambda g: (depth[g], g))
+    def host_vars_merged(self, host: str, base: Path) -> dict[str, Any]:
+        """The host's variables in Ansible's order: all, outer groups first, the host's own."""
+        groups = sorted(
+            self.host_groups.get(host, set()) | {"all"}, key=lambda g: (self.depth[g], g)
+        )
         merged: dict[str, Any] = {}
         for g in groups:
             merged.update(_vars_files(base / "group_vars" / g))
-            merged.update(group_vars.get(g, {}))
+            merged.update(self.group_vars.get(g, {}))
         merged.update(_vars_files(base / "host_vars" / host))
-        merged.update(host_vars.get(host, {}))
-        node = {"host": host}
-        for key, var, default in (("dc", "cassandra_dc", "datacenter1"),
-                                  ("rack", "cassandra_rack", "rack1")):
-            value = merged.get(var, default)
-            if not isinstance(value, str | int) or "{{" in str(value) or "{%" in str(value):
-                raise ValidationError(
-                    f"--inventory: {host}: {var} is {value!r}, not a plain name; "
-                    "give the ring with --ring instead"
-                )
-            node[key] = str(value)
-        nodes.append(node)
-    return nodes
+        merged.update(self.host_vars.get(host, {}))
+        return merged
+
+
+def _inventory_node(host: str, hostvars: Mapping[str, Any]) -> dict[str, str]:
+    """``{"host", "dc", "rack"}`` from the host's variables (the role's defaults if unset)."""
+    from planner.errors import ValidationError
+
+    node = {"host": host}
+    for key, var, default in (("dc", "cassandra_dc", "datacenter1"),
+                              ("rack", "cassandra_rack", "rack1")):
+        value = hostvars.get(var, default)
+        if not isinstance(value, str | int) or "{{" in str(value) or "{%" in str(value):
+            raise ValidationError(
+                f"--inventory: {host}: {var} is {value!r}, not a plain name; "
+                "give the ring with --ring instead"
+            )
+        node[key] = str(value)
+    return node
 
 
 def inventory_ring(nodes: Sequence[Mapping[str, str]], *, rf: int) -> Any:

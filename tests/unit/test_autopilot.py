@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner import autopilot as ap
 from planner.cli import main
@@ -201,30 +200,25 @@ def test_the_next_plan_starts_from_applied_and_superseded_steps(
                 superseded=rollout.superseded, now=at(16))
     assert main(["autopilot", "decide", "--state-dir", str(tmp_path), "--plan", str(plan),
                  "--now", at(17).isoformat()]) == 0
-    running = json.loads(capsys.readouterr().out)["current_config"]
-    assert yaml.safe_load(Path(running).read_text()) == {
-        "concurrent_reads": 64, "memtable_flush_writers": 4
-    }
+    running = json.loads(capsys.readouterr().out)["running_config"]
+    assert running == {"concurrent_reads": 64, "memtable_flush_writers": 4}
 
 
-def test_cli_adopt_pause_log_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_decide_pause_resume_status(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     state_dir = str(tmp_path)
     assert main(["autopilot", "decide", "--state-dir", state_dir]) == 0
     decision = json.loads(capsys.readouterr().out)
-    assert decision["replan"] and decision["new_plan"].endswith(".yml")
+    assert decision["replan"] and decision["replan_reasons"] == ["there is no plan"]
     assert main(["autopilot", "pause", "--state-dir", state_dir, "--reason", "freeze"]) == 0
     assert main(["autopilot", "decide", "--state-dir", state_dir]) == 0
     out = capsys.readouterr().out.splitlines()[-1]
     assert json.loads(out)["paused"] is True
-    assert main(["autopilot", "resume", "--state-dir", state_dir]) == 0
-    assert main(["autopilot", "log", "--state-dir", state_dir,
-                 "--record", '{"outcome": "noop", "message": "hi"}']) == 0
     assert main(["autopilot", "status", "--state-dir", state_dir]) == 0
-    out = capsys.readouterr().out
-    assert "active" in out and "noop: hi" in out
-    line = json.loads((tmp_path / "autopilot.log.jsonl").read_text().splitlines()[-1])
-    assert line["outcome"] == "noop" and line["cluster"] == "lab"
-    assert main(["autopilot", "log", "--state-dir", state_dir, "--record", "[1]"]) == 2
+    assert "PAUSED" in capsys.readouterr().out and "freeze" in out
+    assert main(["autopilot", "resume", "--state-dir", state_dir]) == 0
+    assert main(["autopilot", "status", "--state-dir", state_dir]) == 0
+    assert "active" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------ a failed apply
@@ -283,21 +277,44 @@ def test_apply_lock_held_by_another_run_leaves_the_step_due() -> None:
     assert "another Kairos run holds" in got.reason
 
 
-def test_cli_apply_failed_records_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_of_a_failed_apply_records_the_step_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from planner.autopilot_tick import tick_path
+
     plan_file = tmp_path / "p.yml"
     state_file = tmp_path / "p.yml.state.json"
-    args = ["autopilot", "apply-failed", "--state-dir", str(tmp_path), "--engine", "redis",
-            "--plan", str(plan_file), "--step", "s1",
-            "--since", (datetime.now(UTC) - timedelta(minutes=1)).isoformat()]
-    assert main([*args, "--output", PREFLIGHT_REFUSED]) == 0
+    started = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    tick_path(tmp_path, "r1", "redis").parent.mkdir()
+    tick_path(tmp_path, "r1", "redis").write_text(json.dumps({
+        "stage": "apply", "outcome": "apply", "apply_log": "/x.log",
+        "decision": {"plan": str(plan_file), "step": "s1", "retry_failed": False,
+                     "message": "apply step s1"}}))
+    args = ["autopilot", "record", "--state-dir", str(tmp_path), "--engine", "redis",
+            "--run", "r1", "--started-at", started, "--apply-rc", "2"]
+    assert main([*args, "--apply-output", PREFLIGHT_REFUSED]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["outcome"] == "apply-failed" and out["recorded_by"] == "autopilot"
+    assert out["outcome"] == "apply-failed" and out["failed"] and not out["applied"]
+    assert out["apply_error"].startswith("pre-flight refused") and out["step"] == "s1"
     rec = json.loads(state_file.read_text())["steps"]["s1"]
     assert rec["status"] == "failed" and rec["attempts"] == 1
     assert "pre-flight refused" in rec["error"]
-    # The record is this run's now: asking again does not add an attempt.
-    assert main([*args, "--output", PREFLIGHT_REFUSED]) == 0
-    assert json.loads(capsys.readouterr().out)["recorded_by"] is None
+    # The record is this run's now: judging again does not add an attempt.
+    assert main([*args, "--apply-output", PREFLIGHT_REFUSED]) == 0
+    capsys.readouterr()
     assert json.loads(state_file.read_text())["steps"]["s1"]["attempts"] == 1
-    assert main([*args, "--output", LOCK_BUSY]) == 0
+    assert main([*args, "--apply-output", LOCK_BUSY]) == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "apply-failed"  # recorded already
+    lines = (tmp_path / "autopilot.log.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(x)["engine"] == "redis" for x in lines)
+
+
+def test_record_without_a_tick_file_names_the_collect_stage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["autopilot", "record", "--state-dir", str(tmp_path), "--run", "r2",
+                 "--started-at", "2026-11-21T12:00:00+00:00", "--failed-task", "Collect",
+                 "--error", "no node answered"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "collect-failed" and out["failed"]
+    assert out["message"] == "Collect: no node answered"

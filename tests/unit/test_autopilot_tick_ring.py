@@ -1,12 +1,12 @@
 """The autopilot's Cassandra re-plan reads the live ring and plans on it (docs/autopilot.md).
 
 Runs the real playbooks/autopilot.yml with ansible-playbook, nothing contacted: ``kairos``
-is a stand-in that records its argv and answers as the real one does, and
+is a wrapper that records its argv, and
 ``cassandra_cluster_facts`` is a stand-in module (first on ANSIBLE_LIBRARY) that writes a
 ring description where it is told to, or fails as the real one does when no node answers.
-What is checked is what the tick passes: ``kairos plan --ring <the ring just read>`` (never
-``--hosts``/``--rf``), ``--tables`` from the inventory's ``kairos_tables``, ``kairos explain``
-with the ring and the inventory's hosts, the tables handed to the executor; and, when the
+The tick and the record are the real ``kairos`` (only collection and the executor are
+stand-ins). What is checked: the tick gets the ring just read, plans on it (its nodes, the
+CL) and hands the executor the step and the inventory's ``kairos_tables``; and, when the
 ring cannot be read, no forecast, no plan, and the reason in autopilot.log.jsonl.
 """
 
@@ -16,11 +16,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
+
+from planner.workload import WorkloadSeries, save_trace
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -29,7 +33,8 @@ RING_ERROR = "['127.0.0.251', '127.0.0.252', '127.0.0.253']: cannot read the clu
 RING_ERROR += "('Unable to connect to any servers', {})"
 
 FAKE_KAIROS = r'''#!{python}
-"""Stand-in for the kairos console script: record argv, answer like the real one."""
+"""Stand-in for kairos (and the executor's ansible-playbook): record argv; collection is
+answered here (no node to read), every other command is the real kairos."""
 import json, os, sys
 from pathlib import Path
 
@@ -37,31 +42,12 @@ tmp = Path(os.environ["FAKE_DIR"])
 argv = sys.argv[1:]
 with (tmp / "calls.jsonl").open("a") as handle:
     handle.write(json.dumps(argv) + "\n")
-base = tmp / "plans" / "lab-cassandra-20261121T120000Z"
-if argv[:2] == ["autopilot", "decide"]:
-    second = "--plan" in argv
-    apply = second and os.environ.get("FAKE_APPLY") == "1"
-    print(json.dumps({{
-        "now": "2026-11-21T12:00:00+00:00", "paused": False, "hold": None,
-        "replan": not second, "replan_reasons": [] if second else ["there is no plan"],
-        "replan_blocked": None, "apply": apply, "step": "s1" if apply else None,
-        "retry_failed": False, "plan": f"{{base}}.yml" if second else None,
-        "message": "apply step s1" if apply else ("no step is due yet" if second
-                                                   else "re-plan: there is no plan"),
-        "current_config": None, "new_plan": f"{{base}}.yml",
-        "new_forecast": f"{{base}}.forecast.json", "new_ring": f"{{base}}.ring.json",
-        "state_file": str(tmp / "lab-cassandra-autopilot.json"),
-    }}))
-elif argv[:2] == ["autopilot", "log"]:
-    with (tmp / "log.jsonl").open("a") as handle:
-        handle.write(argv[argv.index("--record") + 1] + "\n")
-    print("logged")
-elif argv[:2] == ["autopilot", "adopt"]:
-    print("{{}}")
-elif argv[0] == "collect":
+if argv[0] == "collect":
     print("collected 1 new sample(s)")
+elif argv[0].startswith("--inventory="):
+    print("the executor: done")
 else:
-    print(f"{{argv[0]}}: done")
+    os.execv({kairos!r}, [{kairos!r}, *argv])
 '''
 
 FAKE_FACTS = r'''#!{python}
@@ -114,10 +100,21 @@ def setup(tmp: Path, *, all_vars: dict[str, Any], cassandra_vars: dict[str, Any]
     for path, text in ((tmp / "kairos", FAKE_KAIROS),
                        (tmp / "lib" / "cassandra_cluster_facts.py", FAKE_FACTS),
                        (tmp / "ansible-playbook", FAKE_KAIROS)):
-        path.write_text(text.format(python=sys.executable, error=RING_ERROR))
+        path.write_text(text.format(python=sys.executable, error=RING_ERROR,
+                                    kairos=str(BIN / "kairos")))
         path.chmod(0o755)
-    (tmp / "trace.csv").write_text("timestamp,load\n")  # only its name is passed on
+    trace(tmp / "trace.csv")
     return inventory
+
+
+def trace(path: Path) -> None:
+    """A read-heavy then write-heavy trace ending a minute ago: a step is due now."""
+    n, step = 40, 20.0
+    read = np.where(np.arange(n) < 20, 0.1, 0.9)
+    save_trace(WorkloadSeries(
+        engine="cassandra", timestamps=time.time() - 60.0 - step * (n - 1 - np.arange(n)),
+        load=np.full(n, 300.0), mix={"read": read, "update": 1 - read, "insert": np.zeros(n),
+                                     "scan": np.zeros(n)}, step_seconds=step), path)
 
 
 def tick(tmp: Path, inventory: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -125,7 +122,9 @@ def tick(tmp: Path, inventory: Path, *extra: str, **env: str) -> subprocess.Comp
         [str(BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/autopilot.yml",
          "-e", f"kairos_cli={tmp / 'kairos'}", "-e", f"kairos_state_dir={tmp / 'state'}",
          "-e", f"kairos_autopilot_dir={tmp}", "-e", f"kairos_autopilot_trace={tmp / 'trace.csv'}",
-         "-e", f"kairos_autopilot_ansible_playbook={tmp / 'ansible-playbook'}", *extra],
+         "-e", f"kairos_autopilot_ansible_playbook={tmp / 'ansible-playbook'}",
+         "-e", "kairos_autopilot_forecast_model=naive", "-e", "kairos_autopilot_horizon=30",
+         "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}', *extra],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
         env=dict(os.environ, FAKE_DIR=str(tmp), ANSIBLE_FORCE_COLOR="0",
                  ANSIBLE_LIBRARY=f"{tmp / 'lib'}:{REPO / 'library'}", **env),
@@ -138,7 +137,7 @@ def calls(tmp: Path, command: str) -> list[list[str]]:
 
 
 def logged(tmp: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (tmp / "log.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (tmp / "autopilot.log.jsonl").read_text().splitlines()]
 
 
 def after(argv: list[str], flag: str) -> str:
@@ -160,38 +159,38 @@ def test_the_tick_plans_on_the_live_ring_with_the_inventory_s_tables(
 ) -> None:
     inventory = setup(tmp_path, all_vars=all_vars, cassandra_vars=cassandra_vars)
 
-    run = tick(tmp_path, inventory, FAKE_APPLY="1")
+    run = tick(tmp_path, inventory)
 
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
-    ring = str(tmp_path / "plans" / "lab-cassandra-20261121T120000Z.ring.json")
+    ring_read = str(tmp_path / "lab-cassandra-ring.json")
     facts = json.loads((tmp_path / "facts-args.json").read_text())
-    assert facts["dest"] == ring
+    assert facts["dest"] == ring_read
     assert facts["host"] == list(HOSTS.values())
     assert facts["hosts"] == {a: h for h, a in HOSTS.items()}
     assert facts["keyspaces"] is None  # every non-system keyspace, as the pre-flight reads it
-    (plan,) = calls(tmp_path, "plan")
-    assert after(plan, "--ring") == ring and Path(ring).exists()
-    assert "--hosts" not in plan and "--rf" not in plan, plan
-    assert after(plan, "--cl") == "QUORUM"
-    if tables is None:
-        assert "--tables" not in plan, plan
-    else:
-        assert after(plan, "--tables") == tables
-    (explain,) = calls(tmp_path, "explain")
-    assert after(explain, "--ring") == ring
-    assert after(explain, "--hosts") == "cass1,cass2,cass3"
-    # The executor gets the tables the plan was made for.
+    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
+    assert tick_argv[:2] == ["autopilot", "tick"] and after(tick_argv, "--ring") == ring_read
+    assert "--live-ring" in tick_argv
+    (line,) = logged(tmp_path)
+    assert line["outcome"] == "applied" and line["replanned"], line
+    # The plan was made on that ring (kept beside it) with the inventory's tables and the CL.
+    plan_file = Path(line["plan"])
+    plan = yaml.safe_load(plan_file.read_text())
+    ring = Path(str(plan_file).removesuffix(".yml") + ".ring.json")
+    assert json.loads(ring.read_text())["nodes"][0]["host"] == "cass1"
+    assert plan["availability"]["consistency_level"] == "QUORUM", plan["availability"]
+    assert {h for step in plan["steps"] for batch in step["batches"] for h in batch} <= set(HOSTS)
+    assert plan["steps"], "a step is due on this trace"
+    # The executor gets the step and the tables the plan was made for.
     (executor,) = [argv for argv in map(json.loads, (tmp_path / "calls.jsonl").read_text()
                                         .splitlines()) if argv[0].startswith("--inventory=")]
     extra = json.loads(after(executor, "--extra-vars"))
-    assert extra["step"] == "s1"
+    assert extra["step"] == line["step"] and extra["plan"] == line["plan"]
     if tables is None:
         assert "kairos_tables" not in extra
     else:
         assert extra["kairos_tables"] == tables.split(",")
-    (line,) = logged(tmp_path)
-    assert line["outcome"] == "applied" and line["replanned"], line
 
 
 def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Path) -> None:
@@ -202,13 +201,13 @@ def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Pat
     out = run.stdout + run.stderr
     assert run.returncode != 0, out[-4000:]
     assert "the autopilot tick failed for cassandra" in out, out[-4000:]
-    assert calls(tmp_path, "forecast") == [] and calls(tmp_path, "plan") == []
-    assert calls(tmp_path, "explain") == []
-    assert not (tmp_path / "plans" / "lab-cassandra-20261121T120000Z.ring.json").exists()
+    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
+    assert after(tick_argv, "--ring-error") == RING_ERROR
+    assert list((tmp_path / "plans").iterdir()) == []  # no forecast, no plan
     (line,) = logged(tmp_path)
     assert line["outcome"] == "replan-failed", line
     assert line["message"] == (
-        "Refuse to plan without the live ring (no invented ring): refusing to plan cassandra: "
+        "Decide, re-plan when due, adopt: kairos autopilot: error: refusing to plan cassandra: "
         f"cannot read the live ring: {RING_ERROR}"
     ), line
     assert not (tmp_path / "state" / "lab-autopilot.lock").exists()  # released

@@ -1,0 +1,376 @@
+"""One engine's autopilot tick in one process: decide, re-plan, adopt, and record the run.
+
+``playbooks/autopilot.yml`` does only what needs Ansible — the run lock, collecting the
+counters, reading the live ring, running the executor — and calls two commands per engine:
+
+- ``kairos autopilot tick`` (:func:`run_tick`): export the workload history from the store
+  (or take the given trace), :func:`planner.autopilot.decide`; when a re-plan is due,
+  forecast, plan on the live ring (Cassandra; no ring, no plan) or the inventory's hosts
+  (Redis), check the plan's batches against that ring and the inventory (``kairos explain``'s
+  refusal), adopt it (not in a dry run), and decide again on it. The result is a
+  :class:`TickResult` written as JSON: what the playbook passes to the executor, and what
+  :func:`record_run` logs.
+- ``kairos autopilot record`` (:func:`record_run`): after the executor (or a failure of an
+  earlier stage), judge the outcome, record a failed apply as a failed step unless the
+  executor did, and append the run's line to ``autopilot.log.jsonl``.
+
+The tick file is written before each stage begins, so a tick that fails part-way still
+says at which stage, and the record names it (``replan-failed``, ...).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from planner import autopilot as ap
+from planner.errors import KairosError, ValidationError
+
+#: Lines of the executor's output kept in the tick's record when it failed.
+APPLY_OUTPUT_LINES = 60
+
+
+@dataclass(frozen=True)
+class TickInputs:
+    """What one engine's tick is given (``kairos autopilot tick --help``).
+
+    ``ring`` is the live ring just read (Cassandra); ``ring_error`` says why it could not be
+    read. ``plan_args`` are extra ``kairos plan`` arguments (the engine's, then the shared
+    ones). ``apply_vars`` are extra variables for the executor (no secrets).
+    """
+
+    state_dir: str
+    cluster: str
+    engine: str
+    run: str
+    started_at: datetime
+    policy: ap.Policy
+    hosts: tuple[str, ...]
+    dry_run: bool = False
+    trace: str | None = None
+    store: str | None = None
+    history: str = "7d"
+    step_seconds: float = 300.0
+    horizon: int = 48
+    forecast_model: str = "auto"
+    restart_seconds: float = 60.0
+    model: str | None = None
+    current: str | None = None
+    tables: tuple[str, ...] = ()
+    plan_args: tuple[str, ...] = ()
+    live_ring: bool = False
+    ring: str | None = None
+    ring_error: str | None = None
+    apply_state_dir: str | None = None
+    apply_vars: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TickResult:
+    """The tick's outcome so far (the tick file; ``record_run`` completes it)."""
+
+    run: str
+    started_at: str
+    cluster: str
+    engine: str
+    dry_run: bool
+    stage: str = "decide"
+    trace: str = ""
+    replan_reasons: list[str] = field(default_factory=list)
+    replan_blocked: str | None = None
+    replanned: bool = False
+    plan_text: list[str] = field(default_factory=list)
+    decision: dict[str, Any] = field(default_factory=dict)
+    apply: bool = False
+    apply_vars: dict[str, Any] = field(default_factory=dict)
+    apply_log: str | None = None
+    outcome: str = "nothing-to-do"
+
+    @property
+    def message(self) -> str:
+        return str(self.decision.get("message", ""))
+
+
+def tick_path(state_dir: str | Path, run: str, engine: str) -> Path:
+    """Where one run's tick file for ``engine`` is written (unique per run)."""
+    return Path(state_dir) / "ticks" / f"{run}-{engine}.json"
+
+
+def _write(result: TickResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(result) | {"message": result.message}, sort_keys=True,
+                               default=str) + "\n")
+
+
+# --------------------------------------------------------------------- the tick
+def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickResult:
+    """Decide, re-plan when due, adopt, decide again; write and return the result."""
+    now = now or datetime.now(UTC)
+    result = TickResult(run=inp.run, started_at=inp.started_at.isoformat(timespec="seconds"),
+                        cluster=inp.cluster, engine=inp.engine, dry_run=inp.dry_run)
+    _write(result, out)
+    trace, result.trace = _pick_trace(inp)
+    first = _decide(inp, now, trace, plan=None, forecast=None)
+    result.replan_reasons = list(first["replan_reasons"])
+    result.replan_blocked = first["replan_blocked"]
+    result.decision = first
+    new_plan = new_forecast = None
+    if first["replan"] and trace:
+        result.stage = "replan"
+        _write(result, out)
+        new_plan, new_forecast, result.plan_text = _replan(inp, now, trace, first)
+        result.replanned = True
+        result.stage = "decide"
+        _write(result, out)
+        result.decision = _decide(inp, now, trace, plan=new_plan, forecast=new_forecast)
+    elif first["replan"]:
+        result.decision["message"] += f"; cannot re-plan: {result.trace}"
+    decision = result.decision
+    result.apply = bool(decision["apply"]) and not inp.dry_run
+    if result.apply:
+        result.stage = "apply"
+        result.apply_vars = _apply_vars(inp, decision)
+        result.apply_log = str(
+            (Path(inp.state_dir) / "apply-logs" / f"{inp.run}-{inp.engine}.log").resolve())
+    result.outcome = _outcome(result)
+    _write(result, out)
+    return result
+
+
+def _pick_trace(inp: TickInputs) -> tuple[str | None, str]:
+    """The trace to decide on and a note for the log: the given file, or the store's export."""
+    if inp.trace:
+        return inp.trace, f"trace {inp.trace}"
+    if not inp.store:
+        return None, "no trace: no store and no trace file"
+    from planner.commands.collect import parse_since
+    from planner.store import Store
+    from planner.workload import save_trace
+
+    path = Path(inp.state_dir) / f"{inp.cluster}-{inp.engine}-trace.csv"
+    try:
+        with Store(inp.store) as store:
+            series = store.cluster_series(inp.engine, inp.cluster,
+                                          since=parse_since(inp.history),
+                                          step_seconds=inp.step_seconds)
+            save_trace(series, path)
+            store.refresh_cluster_samples(inp.engine, inp.cluster, step_seconds=inp.step_seconds)
+    except KairosError as exc:  # too little history is a reason not to re-plan, said in the log
+        return None, f"no trace: {exc}"
+    return str(path), (f"wrote {path}: {len(series)} point(s) of {inp.engine}/{inp.cluster}, "
+                       f"mean {float(series.load.mean()):.1f} ops/s")
+
+
+def _decide(inp: TickInputs, now: datetime, trace: str | None, *, plan: str | None,
+            forecast: str | None) -> dict[str, Any]:
+    return decide_on_files(state_dir=inp.state_dir, cluster=inp.cluster, engine=inp.engine,
+                           policy=inp.policy, now=now, trace=trace, plan=plan, forecast=forecast)
+
+
+def decide_on_files(*, state_dir: str, cluster: str, engine: str, policy: ap.Policy,
+                    now: datetime, trace: str | None, plan: str | None = None,
+                    forecast: str | None = None) -> dict[str, Any]:
+    """:func:`planner.autopilot.decide` on the current plan (or ``plan``, a new one), with
+    what the cluster runs after that plan's applied steps (``running_config``)."""
+    from planner.rollout import applied_composition, load_state, state_path_for
+
+    state = ap.load_autopilot_state(ap.state_path(state_dir, cluster, engine))
+    plan_path = plan or state.get("plan")
+    view = ap.plan_view(plan_path) if plan_path and Path(plan_path).exists() else None
+    forecast = forecast or (state.get("forecast") if plan is None else None)
+    band = ap.band_from_forecast(forecast) if forecast and Path(forecast).exists() else None
+    rollout_state = load_state(state_path_for(view.path)) if view else {}
+    decision = ap.decide(
+        now=now, policy=policy, plan=view, rollout_state=rollout_state,
+        autopilot_state=state, band=band,
+        observed=ap.latest_observation(trace) if trace else None,
+    ).to_dict()
+    decision["running_config"] = None
+    if view is not None:
+        from planner.plan import load_plan
+
+        running = applied_composition(load_plan(view.path), rollout_state).cluster
+        decision["running_config"] = dict(running)
+    return decision
+
+
+def _replan(inp: TickInputs, now: datetime, trace: str,
+            first: Mapping[str, Any]) -> tuple[str, str, list[str]]:
+    """Forecast, plan, check the plan against the ring and inventory, adopt; the new files."""
+    if inp.live_ring and not inp.ring:
+        raise ValidationError(f"refusing to plan {inp.engine}: cannot read the live ring: "
+                              f"{inp.ring_error or 'no ring given'}")
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = (Path(inp.state_dir) / "plans" / f"{inp.cluster}-{inp.engine}-{stamp}").resolve()
+    base.parent.mkdir(parents=True, exist_ok=True)
+    plan, forecast = f"{base}.yml", f"{base}.forecast.json"
+    ring = None
+    if inp.live_ring and inp.ring:  # kept beside the plan it was made on
+        ring = f"{base}.ring.json"
+        shutil.copyfile(inp.ring, ring)
+    lines = _command(["forecast", "--trace", trace, "--horizon", str(inp.horizon),
+                      "--model", inp.forecast_model, "--out", forecast])
+    lines += _make_plan(_plan_argv(inp, forecast, plan, ring, first, base), plan)
+    lines += _command(["explain", plan, "--hosts", ",".join(inp.hosts)]
+                      + (["--ring", ring] if ring else []))
+    if not inp.dry_run:
+        ap.adopt_plan(ap.state_path(inp.state_dir, inp.cluster, inp.engine), plan=plan,
+                      forecast=forecast, now=now, reasons=first["replan_reasons"])
+    return plan, forecast, lines
+
+
+def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
+               first: Mapping[str, Any], base: Path) -> list[str]:
+    """``kairos plan`` arguments: the ring or hosts, T_r, tables, model, what runs now."""
+    argv = ["plan", "--forecast", forecast, "--engine", inp.engine, "--cluster", inp.cluster]
+    argv += ["--ring", ring] if ring else ["--hosts", ",".join(inp.hosts)]
+    argv += ["--horizon", str(inp.horizon), "--restart-seconds", f"{inp.restart_seconds:g}",
+             "-o", plan]
+    if inp.tables:
+        argv += ["--tables", ",".join(inp.tables)]
+    argv += list(inp.plan_args)
+    if inp.model:
+        argv += ["--model", inp.model]
+    running = first.get("running_config")
+    if running is not None:  # what the current plan's applied steps left the cluster running
+        import yaml
+
+        path = Path(f"{base}.running.yml")
+        path.write_text(yaml.safe_dump(dict(running), sort_keys=True))
+        argv += ["--current", str(path)]
+    elif inp.current:
+        argv += ["--current", inp.current]
+    return argv
+
+
+def _make_plan(argv: Sequence[str], path: str) -> list[str]:
+    """:func:`planner.planning.make_plan` on ``kairos plan`` arguments (the user's extra
+    ``kairos_autopilot_plan_args`` are in that syntax); write the plan; its progress lines."""
+    from planner.cli import build_parser
+    from planner.commands.plan import request_from_args
+    from planner.plan import save_plan
+    from planner.planning import make_plan
+
+    lines: list[str] = []
+    result = make_plan(request_from_args(build_parser().parse_args(list(argv))),
+                       progress=lines.append)
+    save_plan(result.plan, path, known_hosts=result.hosts)
+    return [*lines, f"wrote {path}: {result.summary()}"]
+
+
+def _command(argv: Sequence[str]) -> list[str]:
+    """Run one ``kairos`` sub-command in this process; its printed lines (errors raise)."""
+    from planner.cli import build_parser
+
+    args = build_parser().parse_args(list(argv))
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = int(args.func(args))
+    if code != 0:
+        raise ValidationError(f"kairos {argv[0]} exited {code}: {buffer.getvalue()[-500:]}")
+    return buffer.getvalue().splitlines()
+
+
+def _apply_vars(inp: TickInputs, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """The executor's variables: the plan and step, where its state lives, the tables."""
+    out: dict[str, Any] = {"plan": decision["plan"], "step": decision["step"],
+                           "retry_failed": bool(decision["retry_failed"])}
+    if inp.apply_state_dir:
+        out["kairos_state_dir"] = inp.apply_state_dir
+    if inp.tables:  # the tables the plan was made for (the executor's default would hide them)
+        out["kairos_tables"] = list(inp.tables)
+    return out | dict(inp.apply_vars)
+
+
+def _outcome(result: TickResult) -> str:
+    """The run's outcome before any apply (``record_run`` sets the apply's)."""
+    decision = result.decision
+    if decision.get("paused"):
+        return "paused"
+    if decision.get("hold"):
+        return "held"
+    if result.dry_run:
+        return "dry-run"
+    if result.apply:
+        return "apply"
+    return "replanned" if result.replanned else "nothing-to-do"
+
+
+# ------------------------------------------------------------------- the record
+def load_tick(path: str | Path) -> dict[str, Any]:
+    """A tick file (an absent one: the tick never started, e.g. collection failed)."""
+    from planner import inputs
+
+    p = Path(path)
+    if not p.exists():
+        return {"stage": "collect", "decision": {}}
+    data = inputs.load_json(p, kind=inputs.FileKind("autopilot tick", inputs.STATE.max_bytes))
+    if not isinstance(data, dict):
+        raise ValidationError(f"{p}: a tick file must be a JSON object")
+    return data
+
+
+def record_run(
+    tick: Mapping[str, Any], *, state_dir: str, cluster: str, engine: str, run: str,
+    started_at: str, dry_run: bool, apply_rc: int | None = None, apply_output: str = "",
+    failed_task: str | None = None, error: str = "",
+) -> dict[str, Any]:
+    """Judge the run, record a failed apply as a failed step, append the log line.
+
+    Returns the log record plus ``failed`` (this engine's tick failed: the playbook fails
+    the run after every engine had its turn).
+    """
+    decision = dict(tick.get("decision") or {})
+    base = {"run": run, "started_at": started_at, "dry_run": dry_run,
+            "plan": decision.get("plan"), "step": decision.get("step")}
+    if failed_task is not None:
+        record = base | {"outcome": f"{tick.get('stage', 'collect')}-failed", "applied": False,
+                         "message": f"{failed_task}: {error}"[:500]}
+        return _log(state_dir, cluster, engine, record) | {"failed": True}
+    outcome, apply_error = str(tick.get("outcome", "nothing-to-do")), None
+    if outcome == "apply":
+        outcome, apply_error = _judge_apply(decision, started_at, apply_rc, apply_output)
+    record = base | {
+        "outcome": outcome, "applied": outcome == "applied",
+        "replanned": bool(tick.get("replanned")),
+        "replan_reasons": list(tick.get("replan_reasons") or []),
+        "replan_blocked": tick.get("replan_blocked"),
+        "retry_failed": bool(decision.get("retry_failed")), "hold": decision.get("hold"),
+        "trace": tick.get("trace", ""), "apply_log": tick.get("apply_log"),
+        "apply_error": apply_error, "message": decision.get("message", ""),
+    }
+    return _log(state_dir, cluster, engine, record) | {"failed": outcome == "apply-failed"}
+
+
+def _judge_apply(decision: Mapping[str, Any], started_at: str, rc: int | None,
+                 output: str) -> tuple[str, str | None]:
+    """``applied``, or the failure's outcome and reason (recording the step when needed)."""
+    from planner.rollout import load_state, record_step, state_path_for
+
+    if rc is None:
+        raise ValidationError("--apply-rc: required after an apply")
+    if rc == 0:
+        return "applied", None
+    state_file = state_path_for(decision["plan"])
+    failure = ap.judge_failed_apply(
+        step=decision["step"], rollout_state=load_state(state_file),
+        since=datetime.fromisoformat(started_at), output=output,
+    )
+    if failure.record:
+        record_step(state_file, step_id=decision["step"], status="failed",
+                    error=f"the apply stopped before recording the step: {failure.reason}")
+    return failure.outcome, failure.reason
+
+
+def _log(state_dir: str, cluster: str, engine: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    line = {"logged_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "cluster": cluster, "engine": engine, **record}
+    ap.append_log(state_dir, line)
+    return line

@@ -1,0 +1,694 @@
+"""The planning pipeline: forecast -> performance model -> cost/benefit -> optimiser -> plan.
+
+:func:`make_plan` is the one place a plan is made: ``kairos plan`` calls it, and so does
+any in-process caller (the autopilot). It reads or takes the forecast (or forecasts a
+trace), predicts every candidate configuration's capacity with the performance model,
+prices each switch with the safe restart batches of the ring, searches the schedule with
+the optimiser and returns the validated :class:`planner.plan.Plan` with what the CLI
+prints. The stages it is made of are public because the simulator replays many plans on
+arrays (no files, a capacity function, a starting candidate and lockout) and shares them:
+:class:`SwitchCosts` (-> :class:`planner.costbenefit.PlanningProblem`) and :func:`optimise`.
+
+Layering: this module sits above forecast, perfmodel, costbenefit, optimiser, topology and
+plan, and below ``planner.commands``, the simulator and the autopilot. The heavy modules
+(forecast, perfmodel, workload: pandas, scipy) are imported where used, so the CLI starts
+fast.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from planner import optimiser as op
+from planner.costbenefit import (
+    Evaluation,
+    PlanningProblem,
+    ReconfigModel,
+    Served,
+    lockout_matrix,
+    served_matrix,
+    transition_costs,
+)
+from planner.errors import ValidationError
+from planner.plan import Plan, check_tables, plan_from_dict
+from planner.spaces import change_kind, get_space
+from planner.topology import Ring, load_ring, safe_batches
+
+if TYPE_CHECKING:
+    from planner.forecast import Forecast
+    from planner.perfmodel import PerformanceModel
+    from planner.workload import WorkloadSeries
+
+__all__ = [
+    "DEFAULT_CHANGE_SECONDS",
+    "DEFAULT_HOSTS",
+    "DEFAULT_RESTART_SECONDS",
+    "MAX_SAMPLES",
+    "MAX_SAMPLE_STEPS",
+    "OptimiserOptions",
+    "PlanRequest",
+    "PlanResult",
+    "Solution",
+    "SwitchCosts",
+    "capacity_matrix",
+    "change_seconds_matrix",
+    "make_plan",
+    "make_problem",
+    "optimise",
+    "restart_matrix",
+    "steps_from_evaluation",
+]
+
+#: T_r used when none is given: SOPHIA's order of magnitude for drain+restart+sync.
+DEFAULT_RESTART_SECONDS = 60.0
+#: The lab's nodes, ring order: the hosts planned for when neither a ring nor hosts are given.
+DEFAULT_HOSTS = ("cass1", "cass2", "cass3")
+#: Forecast sample paths: each one adds a (horizon x candidates) capacity matrix.
+MAX_SAMPLES = 1000
+#: Bound on samples x horizon: the stacked capacity matrices stay below ~1 GiB.
+MAX_SAMPLE_STEPS = 5_000_000
+#: Seconds of full throughput a change of these parameters costs on top of any restart:
+#: switching the compaction strategy makes every node rewrite all its SSTables (SOPHIA:
+#: the most expensive change). An assumption until the executor measures it.
+DEFAULT_CHANGE_SECONDS: dict[str, float] = {"compaction": 120.0}
+
+Progress = Callable[[str], None]
+PathLike = str | os.PathLike[str]
+
+
+# ------------------------------------------------------------ candidate matrices
+def _pairwise(
+    engine: str, candidates: Sequence[Mapping[str, Any]], value: Callable[..., Any], dtype: Any
+) -> np.ndarray:
+    """``(K, K)`` of ``value(space, a, b)`` over the completed candidates (0 on the diagonal)."""
+    space = get_space(engine)
+    full = [space.complete(c) for c in candidates]
+    n = len(full)
+    out = np.zeros((n, n), dtype=dtype)
+    for a in range(n):
+        for b in range(n):
+            if a != b:
+                out[a, b] = value(space.changed_keys(full[a], full[b]), full[a], full[b])
+    return out
+
+
+def restart_matrix(engine: str, candidates: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """``(K, K)`` bool: does going from candidate ``a`` to ``b`` need a restart?
+
+    Uses ``planner.spaces.change_kind`` per changed parameter (per-transition rules
+    such as a live row-cache resize included).
+    """
+
+    def needs_restart(keys: Sequence[str], a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+        return any(change_kind(engine, k, a[k], b[k]) == "restart" for k in keys)
+
+    return _pairwise(engine, candidates, needs_restart, bool)
+
+
+def change_seconds_matrix(
+    engine: str,
+    candidates: Sequence[Mapping[str, Any]],
+    seconds: Mapping[str, float] | None = None,
+) -> np.ndarray:
+    """``(K, K)`` extra cost (seconds of full throughput) of each candidate switch.
+
+    The sum over changed parameters of ``seconds[param]`` (default
+    :data:`DEFAULT_CHANGE_SECONDS`).
+    """
+    per = DEFAULT_CHANGE_SECONDS if seconds is None else dict(seconds)
+
+    def change_seconds(keys: Sequence[str], a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+        return sum(per.get(k, 0.0) for k in keys)
+
+    return _pairwise(engine, candidates, change_seconds, float)
+
+
+def capacity_matrix(
+    model: Any, mixes: np.ndarray, candidates: Sequence[Mapping[str, Any]]
+) -> np.ndarray:
+    """``(T, K)`` predicted cluster capacity for mix rows (engine class order)."""
+    m = np.asarray(mixes, dtype=float)
+    classes = model.classes
+    rows = [dict(zip(classes, r.tolist(), strict=True)) for r in m / m.sum(axis=1, keepdims=True)]
+    mean, _std = model.predict_matrix(rows, list(candidates))
+    return np.asarray(mean, dtype=float)
+
+
+# --------------------------------------------------------------- cost/benefit
+def make_problem(
+    capacity: np.ndarray,
+    *,
+    restart: np.ndarray,
+    reconfig: ReconfigModel,
+    step_seconds: float,
+    load: np.ndarray | None = None,
+    served: Served = "capacity",
+    initial: int = 0,
+    initial_lockout: int = 0,
+    change_seconds: np.ndarray | None = None,
+) -> PlanningProblem:
+    """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
+
+    With samples (and optionally ``(S, T)`` loads) the served throughput and the costs
+    are averaged over them: the plan then maximises the expected total.
+    """
+    cap = np.asarray(capacity, dtype=float)
+    if cap.ndim == 2:
+        cap = cap[None]
+    ld = None if load is None else np.asarray(load, dtype=float)
+    if ld is not None and ld.ndim == 1:
+        ld = np.broadcast_to(ld, cap.shape[:2])
+    srv = np.zeros(cap.shape[1:])
+    cst = np.zeros((cap.shape[1], cap.shape[2], cap.shape[2]))
+    for s in range(cap.shape[0]):
+        ls = None if ld is None else ld[s]
+        srv += served_matrix(cap[s], load=ls, served=served)
+        cst += transition_costs(
+            cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
+            load=ls, served=served, change_seconds=change_seconds,
+        )
+    n = cap.shape[0]
+    return PlanningProblem(
+        served=srv / n,
+        costs=cst / n,
+        lockout=lockout_matrix(restart, model=reconfig, step_seconds=step_seconds),
+        step_seconds=step_seconds,
+        initial=initial,
+        initial_lockout=initial_lockout,
+    )
+
+
+@dataclass(frozen=True)
+class SwitchCosts:
+    """What switching between the candidates costs, whatever the workload.
+
+    Parameters
+    ----------
+    restart
+        ``(K, K)`` bool: the switch needs a rolling restart (:func:`restart_matrix`).
+    reconfig
+        T_r, the restart batches' capacity shares and the survivors' penalty.
+    step_seconds
+        Length of one decision interval.
+    served
+        ``"capacity"`` (SOPHIA: saturated clients) or ``"offered"`` (min(load, capacity)).
+    change_seconds
+        ``(K, K)`` extra seconds of full throughput a change costs however it is applied.
+    """
+
+    restart: np.ndarray
+    reconfig: ReconfigModel
+    step_seconds: float
+    served: Served = "capacity"
+    change_seconds: np.ndarray | None = None
+
+    def problem(
+        self,
+        capacity: np.ndarray,
+        *,
+        load: np.ndarray | None = None,
+        initial: int = 0,
+        initial_lockout: int = 0,
+    ) -> PlanningProblem:
+        """The planning problem for these capacities (the load counts only when offered)."""
+        return make_problem(
+            capacity, restart=self.restart, reconfig=self.reconfig,
+            step_seconds=self.step_seconds, served=self.served,
+            load=load if self.served == "offered" else None,
+            initial=initial, initial_lockout=initial_lockout,
+            change_seconds=self.change_seconds,
+        )
+
+
+# ------------------------------------------------------------------ optimiser
+@dataclass(frozen=True)
+class OptimiserOptions:
+    """How the schedule is searched: the GA (seeded) or the exact DP."""
+
+    method: Literal["ga", "dp"] = "ga"
+    seed: int = 0
+    population: int = 48
+    generations: int = 60
+    searches: int = 2
+    workers: int = 1
+
+    def ga(self) -> op.GAOptions:
+        """The GA settings (validated there)."""
+        return op.GAOptions(
+            seed=self.seed, population=self.population, generations=self.generations,
+            searches=self.searches, workers=self.workers,
+        )
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The optimiser's schedule, the DP optimum it is measured against, and the provenance."""
+
+    evaluation: Evaluation
+    dp: Evaluation | None
+    info: dict[str, Any]
+
+
+def _ga_progress(progress: Progress, options: op.GAOptions) -> Callable[[int, int, float], None]:
+    """A GA progress callback that reports at most once a second (and the last generation)."""
+    last = [0.0]
+
+    def report(search: int, gen: int, best: float) -> None:
+        now = time.perf_counter()
+        if now - last[0] > 1.0 or gen == options.generations:
+            last[0] = now
+            progress(f"plan: GA search {search + 1}/{options.searches} generation "
+                     f"{gen}/{options.generations} best {best:.4g} ops")
+
+    return report
+
+
+def optimise(
+    problem: PlanningProblem,
+    *,
+    method: Literal["ga", "dp"] = "ga",
+    ga: op.GAOptions | None = None,
+    compare_dp: bool = True,
+    progress: Progress | None = None,
+) -> Solution:
+    """Search the schedule; with ``compare_dp`` also solve the DP and record the GA's gap.
+
+    The plan file records the gap to the DP optimum; the simulator, which replans many
+    times, does not pay for the DP when it runs the GA.
+    """
+    ga = ga or op.GAOptions()
+    dp = op.solve_dp(problem) if compare_dp or method == "dp" else None
+    if method == "dp":
+        assert dp is not None
+        return Solution(dp, dp, {"method": "dp", "seed": ga.seed})
+    report = None if progress is None else _ga_progress(progress, ga)
+    ev = op.solve_ga(problem, options=ga, progress=report).evaluation
+    info: dict[str, Any] = {
+        "method": "ga", "seed": ga.seed, "population": ga.population,
+        "generations": ga.generations, "searches": ga.searches,
+    }
+    if dp is not None:
+        gap = (dp.total_ops - ev.total_ops) / dp.total_ops if dp.total_ops else 0.0
+        info["gap_to_dp"] = round(float(gap), 6)
+    return Solution(ev, dp, info)
+
+
+# ------------------------------------------------------------------- plan file
+def steps_from_evaluation(
+    *,
+    engine: str,
+    evaluation: Any,
+    candidates: Sequence[Mapping[str, Any]],
+    batches: Sequence[Sequence[str]],
+    start: datetime,
+    step_seconds: float,
+    n_steps: int,
+    tables: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Plan-file steps (plain data) from an optimiser evaluation.
+
+    ``tables`` (``keyspace.table``) go into every step that changes a table-level
+    parameter; such a step without them is refused (the executor would not know which
+    tables to alter).
+    """
+    space = get_space(engine)
+    out: list[dict[str, Any]] = []
+    sw = list(evaluation.switches)
+    for j, s in enumerate(sw):
+        before, after = space.complete(candidates[s.source]), space.complete(candidates[s.target])
+        keys = space.changed_keys(before, after)
+        restart = [k for k in keys if change_kind(engine, k, before[k], after[k]) == "restart"]
+        table_keys = [k for k in keys if space[k].location == "table"]
+        if table_keys and not tables:
+            raise ValidationError(
+                f"--tables: step s{j + 1} changes {', '.join(table_keys)}, a table setting; "
+                "name the tables it applies to, e.g. --tables ks.t1,ks.t2"
+            )
+        until_t = sw[j + 1].t if j + 1 < len(sw) else n_steps
+        out.append(
+            {
+                "id": f"s{j + 1}",
+                "due": (start + timedelta(seconds=s.t * step_seconds)).isoformat(),
+                "until": (start + timedelta(seconds=until_t * step_seconds)).isoformat(),
+                "target": {k: after[k] for k in keys},
+                "per_node": {},
+                **({"tables": list(tables)} if table_keys else {}),
+                "live": [k for k in keys if k not in restart],
+                "restart": restart,
+                "batches": [list(b) for b in batches] if restart else [],
+                "expected": {
+                    "benefit_ops": float(s.benefit_ops),
+                    "cost_ops": float(s.cost_ops),
+                    "net_ops": float(s.benefit_ops) - float(s.cost_ops),
+                },
+            }
+        )
+    return out
+
+
+# ------------------------------------------------------------------ make_plan
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan for, and how (the ``kairos plan`` options, in-process).
+
+    Exactly one of ``forecast`` and ``trace`` is given. Files may be given by path or
+    already loaded; paths are read and checked as the CLI reads them.
+
+    Parameters
+    ----------
+    forecast
+        A :class:`planner.forecast.Forecast` or the path of a forecast file.
+    trace
+        A :class:`planner.workload.WorkloadSeries` or the path of a trace, to forecast
+        ``horizon`` steps from (``forecast_model``, ``season_length``, ``seed``).
+    source
+        What the plan's provenance names as the forecast's source (default: the path
+        given, or ``"in-process"`` for a loaded forecast or series).
+    engine, cluster
+        ``"cassandra"`` or ``"redis"``; the cluster name written into the plan.
+    current
+        The configuration running now: a mapping, the path of a YAML mapping, or None
+        for the engine's defaults. Candidates are built around it; it is candidate 0.
+    model
+        A :class:`planner.perfmodel.PerformanceModel`, the path of one, or None for the
+        engine's shipped prior.
+    ring
+        Cassandra: a :class:`planner.topology.Ring` or the path of a ring description; None
+        plans on ``hosts`` as a one-DC ring with ``rf`` replicas.
+    hosts
+        The nodes in ring order (Redis: the nodes, restarted one at a time).
+    rf, cl, tolerate, aggressive
+        Replication factor (with ``hosts``), consistency level to keep, extra failures to
+        survive, all-at-once allowed when RF = CL.
+    restart_seconds, survivor_penalty, compaction_seconds, served
+        The cost model: T_r per node, capacity the up nodes lose while a batch is down,
+        seconds of full throughput a compaction strategy change costs, and what a plan is
+        credited with (``"capacity"`` or ``"offered"``).
+    horizon
+        Decision intervals (>= 2); a shorter forecast shortens it.
+    samples
+        Optimise the expected value over this many forecast sample paths (0: the mean).
+    tables
+        ``keyspace.table`` names a table-level change (compaction) applies to.
+    optimiser
+        GA or DP and the GA's settings; its seed also seeds forecasting and sampling.
+    """
+
+    forecast: Forecast | PathLike | None = None
+    trace: WorkloadSeries | PathLike | None = None
+    source: str | None = None
+    engine: str = "cassandra"
+    cluster: str = "lab"
+    current: Mapping[str, Any] | PathLike | None = None
+    model: PerformanceModel | PathLike | None = None
+    ring: Ring | PathLike | None = None
+    hosts: Sequence[str] = DEFAULT_HOSTS
+    rf: int = 3
+    cl: str = "QUORUM"
+    tolerate: int = 0
+    aggressive: bool = False
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
+    survivor_penalty: float = 0.05
+    compaction_seconds: float = DEFAULT_CHANGE_SECONDS["compaction"]
+    served: Served = "capacity"
+    horizon: int = 48
+    forecast_model: str = "auto"
+    season_length: int | None = None
+    samples: int = 0
+    tables: Sequence[str] = ()
+    optimiser: OptimiserOptions = field(default_factory=OptimiserOptions)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The plan and what it was made from; :meth:`summary` is what ``kairos plan`` prints."""
+
+    plan: Plan
+    evaluation: Evaluation
+    dp: Evaluation | None
+    forecast: Forecast
+    hosts: tuple[str, ...]
+    batches: tuple[tuple[str, ...], ...]
+
+    def summary(self) -> str:
+        """Steps and expected net gain, e.g. ``2 step(s), expected net gain 3.1e+06 ops (...)``."""
+        ev = self.evaluation
+        return (
+            f"{len(self.plan.steps)} step(s), expected net gain {ev.net_ops:.4g} ops "
+            f"({ev.net_ops / ev.baseline_ops:+.2%} vs staying put)"
+        )
+
+
+def _check_request(req: PlanRequest) -> tuple[str, ...]:
+    """Refuse what cannot be planned before any work; returns the checked tables."""
+    if req.horizon < 2:
+        raise ValidationError(f"--horizon: must be >= 2, got {req.horizon}")
+    get_space(req.engine)  # an unknown engine is refused here
+    tables = check_tables(list(req.tables), "--tables")
+    if (req.forecast is None) == (req.trace is None):
+        raise ValidationError("forecast, trace: give exactly one")
+    if not 0 <= req.samples <= MAX_SAMPLES:
+        raise ValidationError(f"--samples: must be in [0, {MAX_SAMPLES}], got {req.samples}")
+    if req.samples * req.horizon > MAX_SAMPLE_STEPS:
+        raise ValidationError(
+            f"--samples: {req.samples} sample paths x --horizon {req.horizon} steps is over "
+            f"{MAX_SAMPLE_STEPS:,} (the capacity matrices would not fit in memory)"
+        )
+    return tables
+
+
+def _current(req: PlanRequest) -> dict[str, Any]:
+    """The running configuration, complete (read and checked through planner.inputs)."""
+    from planner import inputs
+
+    space = get_space(req.engine)
+    if req.current is None:
+        return space.complete({})
+    if isinstance(req.current, Mapping):
+        return space.complete(space.normalize(dict(req.current)))
+    return space.complete(inputs.load_config(os.fspath(req.current), engine=req.engine))
+
+
+def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
+                progress: Progress) -> list[dict[str, Any]]:
+    """The configurations to search; without tables, the table settings stay as they run.
+
+    A table-level change (compaction) needs the tables it applies to; a plan made without
+    them searches the rest rather than proposing a step the executor could not carry out.
+    """
+    space = get_space(engine)
+    table_keys = [k for k in space.grid_keys if space[k].location == "table"]
+    if tables or not table_keys:
+        return space.candidates(base=current)
+    progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
+             "(a table setting needs the tables it applies to)")
+    return space.candidates(keys=[k for k in space.grid_keys if k not in table_keys],
+                            base=current)
+
+
+def _forecast(req: PlanRequest, progress: Progress) -> tuple[Forecast, str]:
+    """The forecast (loaded, given, or made from the trace) and its provenance source."""
+    from planner.forecast import forecast, load_forecast
+    from planner.workload import load_trace
+
+    if req.forecast is not None:
+        if isinstance(req.forecast, str | os.PathLike):
+            source = os.fspath(req.forecast)
+            fc = load_forecast(source)
+        else:
+            fc, source = req.forecast, "in-process"
+    else:
+        assert req.trace is not None
+        if isinstance(req.trace, str | os.PathLike):
+            source = os.fspath(req.trace)
+            series = load_trace(source)
+        else:
+            series, source = req.trace, "in-process"
+        if series.step_seconds is None:
+            raise ValidationError(f"{source}: irregular trace; resample it first")
+        progress(f"plan: forecasting {req.horizon} steps of {source} ({len(series)} points)")
+        fc = forecast(
+            series, horizon=req.horizon, model=req.forecast_model,
+            season_length=req.season_length, seed=req.optimiser.seed, progress=progress,
+        )
+    if fc.engine != req.engine:
+        raise ValidationError(f"forecast: is for {fc.engine}, not {req.engine}")
+    return fc, req.source or source
+
+
+def _model(req: PlanRequest) -> tuple[PerformanceModel, str]:
+    """The performance model and the name the provenance gives its file."""
+    from planner.perfmodel import load_default_model, load_model
+
+    if req.model is None:
+        perf, where = load_default_model(req.engine), f"{req.engine}-prior (shipped)"
+    elif isinstance(req.model, str | os.PathLike):
+        where = os.fspath(req.model)
+        perf = load_model(where)
+    else:
+        perf, where = req.model, "in-process"
+    if perf.engine != req.engine:
+        raise ValidationError(f"--model: {where} is a {perf.engine} model, not {req.engine}")
+    return perf, where
+
+
+def _capacities(
+    req: PlanRequest, fc: Forecast, perf: Any, candidates: Sequence[Mapping[str, Any]]
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Capacities ``(T, K)`` (or ``(S, T, K)`` over sample paths), the loads, the horizon."""
+    horizon = min(req.horizon, len(fc.load_mean))
+    if req.samples > 0:
+        paths = fc.sample_paths(req.samples, np.random.default_rng(req.optimiser.seed))
+        cap = np.stack(
+            [capacity_matrix(perf, p.mix_matrix()[:horizon], candidates) for p in paths]
+        )
+        return cap, np.stack([p.load[:horizon] for p in paths]), horizon
+    mix = np.stack([np.asarray(fc.mix_mean[c], dtype=float) for c in perf.classes], axis=1)
+    cap = capacity_matrix(perf, mix[:horizon], candidates)
+    return cap, np.asarray(fc.load_mean, dtype=float)[:horizon], horizon
+
+
+def _batches(
+    req: PlanRequest, progress: Progress
+) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
+    """Restart batches safe at ``cl`` on the ring (Redis: one node at a time) and the hosts."""
+    if req.engine != "cassandra":
+        hosts = tuple(req.hosts)
+        return tuple((h,) for h in hosts), hosts
+    if req.ring is None:
+        ring = Ring.simple(list(req.hosts), rf=req.rf)
+    else:
+        ring = req.ring if isinstance(req.ring, Ring) else load_ring(os.fspath(req.ring))
+    bp = safe_batches(
+        ring, consistency_level=req.cl, tolerated_failures=req.tolerate,
+        aggressive=req.aggressive,
+    )
+    progress(f"plan: {len(bp.batches)} restart batch(es) for {req.cl.upper()}"
+             + ("" if bp.exact else f" (lower bound {bp.lower_bound})"))
+    return bp.batches, tuple(ring.hosts)
+
+
+def _switch_costs(
+    req: PlanRequest,
+    candidates: Sequence[Mapping[str, Any]],
+    batches: Sequence[Sequence[str]],
+    step_seconds: float,
+) -> SwitchCosts:
+    """The cost model of the request over the candidates."""
+    reconfig = ReconfigModel.from_batches(
+        batches, restart_seconds=req.restart_seconds, survivor_penalty=req.survivor_penalty
+    )
+    change = change_seconds_matrix(
+        req.engine, candidates, {"compaction": req.compaction_seconds}
+    ) if req.engine == "cassandra" else None
+    return SwitchCosts(
+        restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
+        step_seconds=step_seconds, served=req.served, change_seconds=change,
+    )
+
+
+def _provenance(
+    req: PlanRequest, *, fc: Forecast, source: str, perf: Any, model_file: str,
+    solution: Solution, n_batches: int,
+) -> dict[str, Any]:
+    """What the plan was made from, as the plan file records it."""
+    ev, dp = solution.evaluation, solution.dp
+    assert dp is not None
+    return {
+        "forecast": {"model": fc.model, "source": source, "samples": req.samples},
+        "performance_model": {"name": perf.name, "version": perf.version, "file": model_file},
+        "optimiser": solution.info,
+        "cost_model": {"restart_seconds": req.restart_seconds,
+                       "compaction_seconds": req.compaction_seconds,
+                       "survivor_penalty": req.survivor_penalty, "served": req.served,
+                       "batches": n_batches},
+        "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,
+                     "dp_optimum_ops": dp.total_ops},
+    }
+
+
+def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> PlanResult:
+    """Make a plan: forecast -> performance model -> cost/benefit -> optimiser -> plan.
+
+    Parameters
+    ----------
+    request
+        What to plan for (see :class:`PlanRequest`).
+    progress
+        Called with one-line progress messages (forecasting, batches, GA generations);
+        ``kairos plan`` prints them to stderr.
+
+    Returns
+    -------
+    PlanResult
+        The validated plan (not written), the optimiser's evaluation and the DP optimum.
+
+    Raises
+    ------
+    planner.errors.ValidationError
+        Naming the input (``--tables``, ``--model``, ``forecast``, ...) and why.
+
+    Examples
+    --------
+    In-process, as the autopilot re-plans on the live ring::
+
+        from planner.plan import save_plan
+        from planner.planning import OptimiserOptions, PlanRequest, make_plan
+
+        result = make_plan(PlanRequest(
+            forecast="state/forecast.json",   # or a loaded planner.forecast.Forecast
+            ring="state/ring.json",           # or a loaded planner.topology.Ring
+            engine="cassandra", cluster="lab", cl="QUORUM", horizon=48,
+            restart_seconds=45.0, tables=("shop.orders",),
+            optimiser=OptimiserOptions(seed=0),
+        ))
+        save_plan(result.plan, "state/plan.yml", known_hosts=result.hosts)
+        print(result.summary())
+    """
+    say: Progress = progress or (lambda _msg: None)
+    tables = _check_request(request)
+    current = _current(request)
+    candidates = _candidates(request.engine, current, tables, say)
+    fc, source = _forecast(request, say)
+    perf, model_file = _model(request)
+    cap, loads, horizon = _capacities(request, fc, perf, candidates)
+    batches, hosts = _batches(request, say)
+    step = float(fc.step_seconds)
+    costs = _switch_costs(request, candidates, batches, step)
+    opts = request.optimiser
+    solution = optimise(
+        costs.problem(cap, load=loads), method=opts.method, ga=opts.ga(), progress=say
+    )
+    start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
+    doc = {
+        "schema_version": 1,
+        "kind": "kairos-plan",
+        "cluster": request.cluster,
+        "engine": request.engine,
+        "created_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "horizon": {"start": start.isoformat(), "step_seconds": step, "steps": horizon},
+        "provenance": _provenance(
+            request, fc=fc, source=source, perf=perf, model_file=model_file,
+            solution=solution, n_batches=len(batches),
+        ),
+        "availability": {"consistency_level": request.cl.upper(),
+                         "tolerated_failures": request.tolerate,
+                         "aggressive": request.aggressive},
+        "current_config": dict(current),
+        "steps": steps_from_evaluation(
+            engine=request.engine, evaluation=solution.evaluation, candidates=candidates,
+            batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
+        ),
+    }
+    return PlanResult(
+        plan=plan_from_dict(doc, known_hosts=hosts), evaluation=solution.evaluation,
+        dp=solution.dp, forecast=fc, hosts=hosts, batches=tuple(batches),
+    )
+

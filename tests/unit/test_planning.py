@@ -1,0 +1,182 @@
+"""planner.planning: make_plan is what `kairos plan` runs, and the simulator shares its stages.
+
+The inputs are the demo's (tests/demo.sh): a 16-point trace that shifts from write-heavy to
+read-heavy, forecast with `naive`, the lab's three nodes at QUORUM, T_r = 45 s. On them the
+DP pays for a live compaction change and then a restart-class change
+(memtable_cleanup_threshold 0.11) rolled out one node per batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+import yaml
+
+from planner import planning
+from planner import simulator as sm
+from planner.cli import main
+from planner.costbenefit import ReconfigModel
+from planner.errors import ValidationError
+from planner.forecast import load_forecast
+from planner.optimiser import GAOptions
+from planner.perfmodel import load_default_model, prior_model
+from planner.planning import OptimiserOptions, PlanRequest, make_plan
+from planner.topology import Ring
+from planner.workload import WorkloadSeries, save_trace
+
+TABLES = ("kairos_demo.kv",)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("planning")
+    n = 16
+    read = np.where(np.arange(n) < 8, 0.1, 0.9)
+    save_trace(
+        WorkloadSeries(
+            engine="cassandra", timestamps=1.7e9 + 20 * np.arange(n), load=np.full(n, 200.0),
+            mix={"read": read, "update": 1 - read, "insert": np.zeros(n), "scan": np.zeros(n)},
+            step_seconds=20.0,
+        ),
+        tmp / "trace.csv",
+    )  # fmt: skip
+    assert main(["forecast", "--trace", str(tmp / "trace.csv"), "--horizon", "48", "--model",
+                 "naive", "--out", str(tmp / "forecast.json")]) == 0  # fmt: skip
+    (tmp / "current.yml").write_text("heap_size: 512M\n")
+    return {"dir": tmp, "forecast": tmp / "forecast.json", "current": tmp / "current.yml"}
+
+
+def _request(demo: dict[str, Path], **kw: Any) -> PlanRequest:
+    base: dict[str, Any] = {
+        "forecast": demo["forecast"], "current": demo["current"], "cl": "QUORUM",
+        "horizon": 48, "restart_seconds": 45.0, "tables": TABLES,
+        "optimiser": OptimiserOptions(method="dp"),
+    }
+    return PlanRequest(**(base | kw))
+
+
+def _plain(plan: Any) -> dict[str, Any]:
+    """The plan as data without its creation time (the only thing that differs run to run)."""
+    doc = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
+    doc.pop("created_at")
+    return doc
+
+
+def test_the_demo_inputs_pay_for_a_restart_step_one_node_per_batch(
+    demo: dict[str, Path],
+) -> None:
+    result = make_plan(_request(demo))
+    plan = result.plan
+    assert [s.id for s in plan.steps] == ["s1", "s2"]
+    live, restart = plan.steps
+    assert dict(live.target) == {"compaction": "LeveledCompactionStrategy"}
+    assert live.restart == () and live.tables == TABLES
+    assert dict(restart.target) == {"memtable_cleanup_threshold": 0.11}
+    assert restart.batches == (("cass1",), ("cass2",), ("cass3",))
+    assert restart.expected.net_ops == pytest.approx(6670072.831121067, rel=1e-9)
+    expected = plan.provenance["expected"]
+    assert expected["total_ops"] == pytest.approx(15581892.74227377, rel=1e-9)
+    assert expected["stay_ops"] == pytest.approx(5928111.41163702, rel=1e-9)
+    assert expected["dp_optimum_ops"] == expected["total_ops"]  # the DP is the optimum
+    assert result.hosts == ("cass1", "cass2", "cass3")
+    assert result.summary() == (
+        "2 step(s), expected net gain 9.654e+06 ops (+162.85% vs staying put)"
+    )
+
+
+@pytest.mark.parametrize("method", ["dp", "ga"])
+def test_kairos_plan_writes_the_plan_make_plan_returns(
+    demo: dict[str, Path], method: Literal["dp", "ga"], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = demo["dir"] / f"cli-{method}.yml"
+    argv = ["plan", "--forecast", str(demo["forecast"]), "--current", str(demo["current"]),
+            "--cl", "QUORUM", "--horizon", "48", "--restart-seconds", "45",
+            "--tables", ",".join(TABLES), "--method", method,
+            "--seed", "7", "--population", "16", "--generations", "10", "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    options = OptimiserOptions(method=method, seed=7, population=16, generations=10)
+    result = make_plan(_request(demo, optimiser=options))
+    assert _plain(yaml.safe_load(out.read_text())) == _plain(result.plan)
+    assert f"wrote {out}: {result.summary()} in " in capsys.readouterr().out
+
+
+def test_a_seeded_ga_plan_is_reproducible_and_records_its_gap_to_the_dp(
+    demo: dict[str, Path],
+) -> None:
+    options = OptimiserOptions(seed=7, population=16, generations=10)
+    first, again = (make_plan(_request(demo, optimiser=options)) for _ in range(2))
+    assert _plain(first.plan) == _plain(again.plan)
+    info = first.plan.provenance["optimiser"]
+    assert info == {"method": "ga", "seed": 7, "population": 16, "generations": 10,
+                    "searches": 2, "gap_to_dp": 0.066635}  # fmt: skip
+    assert first.evaluation.total_ops == pytest.approx(14543586.222508952, rel=1e-9)
+    assert first.dp is not None and first.dp.total_ops > first.evaluation.total_ops
+
+
+def test_loaded_forecast_ring_model_and_current_plan_as_their_files_do(
+    demo: dict[str, Path],
+) -> None:
+    from_files = make_plan(_request(demo))
+    loaded = make_plan(_request(
+        demo, forecast=load_forecast(demo["forecast"]), source=str(demo["forecast"]),
+        ring=Ring.simple(["cass1", "cass2", "cass3"], rf=3), current={"heap_size": "512M"},
+        model=load_default_model("cassandra"),
+    ))  # fmt: skip
+    a, b = _plain(from_files.plan), _plain(loaded.plan)
+    assert a["provenance"]["performance_model"]["file"] == "cassandra-prior (shipped)"
+    assert b["provenance"]["performance_model"]["file"] == "in-process"
+    for doc in (a, b):
+        del doc["provenance"]["performance_model"]["file"]
+    assert a == b
+
+
+def test_the_simulator_plans_each_replan_with_the_pipelines_optimiser(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    real = planning.optimise
+
+    def spy(problem: Any, **kw: Any) -> planning.Solution:
+        calls.append(kw)
+        return real(problem, **kw)
+
+    monkeypatch.setattr(sm, "optimise", spy)
+    n = 40
+    load = np.full(n, 100.0)
+    mix = np.stack([np.where(np.arange(n) < 20, 0.9, 0.1), np.where(np.arange(n) < 20, 0.1, 0.9)],
+                   axis=1)  # fmt: skip
+    res = sm.simulate(
+        load=load, mix=mix, timestamps=60.0 * np.arange(n), step_seconds=60.0,
+        capacity_fn=lambda m: np.stack([100 + 50 * m[:, 0], 100 + 50 * m[:, 1]], axis=1),
+        restart=np.array([[False, True], [True, False]]),
+        reconfig=ReconfigModel(restart_seconds=30.0, batch_fractions=(0.5, 0.5)),
+        forecaster=sm.oracle_forecaster(load, mix), start=10, horizon=10, replan_every=5,
+        method="ga", ga=GAOptions(seed=3, population=8, generations=3, searches=1),
+    )
+    assert res.replans == 6 and len(calls) == 6
+    assert all(c["compare_dp"] is False and c["method"] == "ga" and c["ga"].seed == 3
+               for c in calls)  # fmt: skip
+    assert [(s["t"], s["from"], s["to"]) for s in res.kairos_steps] == [(20, 0, 1)]
+
+
+def test_without_tables_no_step_changes_a_table_setting(demo: dict[str, Path]) -> None:
+    """With tables the demo's first step changes compaction; without them no step may, and
+    the plan says why (the executor could not know which tables to alter)."""
+    said: list[str] = []
+    with_tables = make_plan(_request(demo))
+    assert any("compaction" in s.target for s in with_tables.plan.steps)
+    result = make_plan(_request(demo, tables=()), progress=said.append)
+    assert all("compaction" not in s.target for s in result.plan.steps)
+    assert any("no --tables given: compaction stay(s) as the nodes run" in m for m in said)
+
+
+def test_make_plan_refuses_what_it_cannot_plan(demo: dict[str, Path]) -> None:
+    with pytest.raises(ValidationError, match=r"^forecast, trace: give exactly one$"):
+        make_plan(_request(demo, trace=demo["dir"] / "trace.csv"))
+    with pytest.raises(ValidationError, match="is a redis model, not cassandra"):
+        make_plan(_request(demo, model=prior_model("redis")))
+    with pytest.raises(ValidationError, match=r"^--samples: 1000 sample paths x --horizon 6000"):
+        make_plan(_request(demo, samples=1000, horizon=6000))
