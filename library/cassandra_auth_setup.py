@@ -19,23 +19,13 @@ description:
     role exists but the password was refused, then logs in as it.
   - With I(disable_default_superuser), takes login and superuser away from the built-in role.
   - Passwords are never logged or returned; statements are not returned either.
-requirements: [cassandra-driver]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql]
 options:
-  host:
-    description: Address of the node to connect to.
-    type: str
-    required: true
-  port:
-    description: CQL port.
-    type: int
-    default: 9042
   username:
     description: The superuser role Kairos uses.
-    type: str
     required: true
   password:
-    description: Its password; never logged or returned.
-    type: str
+    description: Its password; never on a command line, never logged or returned.
     required: true
   default_username:
     description: Cassandra's built-in superuser.
@@ -55,14 +45,7 @@ options:
     default: true
   timeout:
     description: Seconds to keep trying to log in (and per statement).
-    type: float
     default: 60
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -97,7 +80,7 @@ actions:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster
+from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
 
 if HAS_DRIVER:
     from cassandra import AuthenticationFailed, ConsistencyLevel
@@ -178,16 +161,14 @@ def login(module, params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            port=dict(type="int", default=9042),
-            username=dict(type="str", required=True),
-            password=dict(type="str", required=True, no_log=True),
+        argument_spec=cql_argument_spec(
+            username=dict(required=True),
+            password=dict(required=True),
             default_username=dict(type="str", default="cassandra"),
             default_password=dict(type="str", default="cassandra", no_log=True),
             replication_factor=dict(type="int", default=3),
             disable_default_superuser=dict(type="bool", default=True),
-            timeout=dict(type="float", default=60),
+            timeout=dict(default=60),
         ),
         supports_check_mode=True,
     )
@@ -197,6 +178,13 @@ def main():
     if params["replication_factor"] < 1:
         module.fail_json(
             msg=f"replication_factor={params['replication_factor']}: must be at least 1"
+        )
+    if not params["username"]:
+        module.fail_json(msg="username: empty; give the role Kairos logs in as")
+    if not params["password"]:
+        module.fail_json(
+            msg=f"password: empty; give the password of {params['username']} "
+            "(cassandra_cql_password), a superuser is never created without one"
         )
     if params["username"] == params["default_username"]:
         module.fail_json(msg=f"username must not be the built-in {params['default_username']} role")

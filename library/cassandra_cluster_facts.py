@@ -14,17 +14,12 @@ description:
   - Returns the ring in the planner's ring-description form (planner/topology.py), with
     nodes named by their inventory host names, and can write it to I(dest) for
     C(kairos rollout preflight). Read-only apart from I(dest).
-requirements: [cassandra-driver]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql]
 options:
   host:
     description: Addresses of the nodes to ask (the first that answers is used).
     type: list
     elements: str
-    required: true
-  port:
-    description: CQL port.
-    type: int
-    default: 9042
   hosts:
     description: Map of node address to inventory host name; unknown addresses keep the address.
     type: dict
@@ -38,22 +33,6 @@ options:
   dest:
     description: Write the ring description (JSON) to this file.
     type: path
-  username:
-    description: CQL user.
-    type: str
-  password:
-    description: CQL password; never logged or returned.
-    type: str
-  timeout:
-    description: Seconds for connection and queries.
-    type: float
-    default: 20
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -89,7 +68,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import connect_one
+from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 
 SYSTEM_KEYSPACES = (
     "system",
@@ -104,15 +83,11 @@ SYSTEM_KEYSPACES = (
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type="list", elements="str", required=True),
-            port=dict(type="int", default=9042),
+        argument_spec=cql_argument_spec(
+            host=dict(type="list", elements="str"),
             hosts=dict(type="dict", default={}),
             keyspaces=dict(type="list", elements="str"),
             dest=dict(type="path"),
-            username=dict(type="str"),
-            password=dict(type="str", no_log=True),
-            timeout=dict(type="float", default=20),
         ),
         supports_check_mode=True,
     )

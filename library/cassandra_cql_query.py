@@ -11,36 +11,12 @@ description:
   - Connects with cassandra-driver to exactly one node (a white-list load-balancing
     policy, so the answer is that node's), runs I(query) and returns the rows.
   - Only SELECT statements are accepted; the module never changes anything.
-requirements: [cassandra-driver]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
 options:
-  host:
-    description: Address of the node.
-    type: str
-    required: true
-  port:
-    description: CQL port.
-    type: int
-    default: 9042
   query:
     description: A SELECT statement.
     type: str
     required: true
-  username:
-    description: CQL user (PasswordAuthenticator).
-    type: str
-  password:
-    description: Password of I(username); never logged or returned.
-    type: str
-  timeout:
-    description: Seconds to wait for the connection and the answer.
-    type: float
-    default: 20
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -59,19 +35,12 @@ rows:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import connect_one, jsonable
+from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec, jsonable
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            port=dict(type="int", default=9042),
-            query=dict(type="str", required=True),
-            username=dict(type="str"),
-            password=dict(type="str", no_log=True),
-            timeout=dict(type="float", default=20),
-        ),
+        argument_spec=cql_argument_spec(query=dict(type="str", required=True)),
         supports_check_mode=True,
     )
     params = module.params

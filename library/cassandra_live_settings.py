@@ -14,11 +14,8 @@ description:
     if the node did not take it.
   - The configuration file is the role's business (cassandra_settings_overrides); this
     module changes only the running node, so that a restart keeps what the file says.
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_nodetool]
 options:
-  nodetool:
-    description: The node's nodetool launcher.
-    type: path
-    required: true
   settings:
     description: >-
       cassandra.yaml keys and values. Supported: concurrent_reads, concurrent_writes,
@@ -27,12 +24,6 @@ options:
       needs a restart).
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -48,7 +39,7 @@ before:
   returned: always
   type: dict
 after:
-  description: Running values after.
+  description: Running values read back after setting them (in check mode, what they would be).
   returned: always
   type: dict
 changed_keys:
@@ -59,7 +50,7 @@ changed_keys:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, run_nodetool
+from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, NODETOOL_ARGS, run_nodetool
 
 
 def read(module, nodetool, keys):
@@ -77,10 +68,7 @@ def read(module, nodetool, keys):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            nodetool=dict(type="path", required=True),
-            settings=dict(type="dict", required=True),
-        ),
+        argument_spec=dict(settings=dict(type="dict", required=True), **NODETOOL_ARGS),
         supports_check_mode=True,
     )
     nodetool = module.params["nodetool"]

@@ -17,16 +17,15 @@ description:
   - C(hints) the peer holds at most I(max_hint_files) hint files for the node in
     I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted).
   - Fails fast, without waiting for I(timeout), when a node outside the batch is down for
-    I(down_grace) seconds in a row: at once when it is the peer itself (it does not answer),
+    I(down_grace) seconds in a row - at once when it is the peer itself (it does not answer),
     else as soon as the peer sees the node UN (another node is DN, not I(node), not in
     I(expected_down)). Waiting on would only delay the rescue, and the message names the
     dead node.
-  - Read-only: never reports changed.
+  - Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_nodetool]
 options:
   nodetool:
-    description: The peer's nodetool launcher.
-    type: path
-    required: true
+    description: The peer's nodetool launcher (the gate runs on the peer).
   node:
     description: Listen address of the restarted node.
     type: str
@@ -62,12 +61,6 @@ options:
     description: Seconds between polls.
     type: float
     default: 1
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -101,7 +94,12 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import parse_schema_versions, parse_status, run_nodetool
+from ansible.module_utils.kairos_nodetool import (
+    NODETOOL_ARGS,
+    parse_schema_versions,
+    parse_status,
+    run_nodetool,
+)
 
 
 def check(module, params):
@@ -145,7 +143,6 @@ def check(module, params):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            nodetool=dict(type="path", required=True),
             node=dict(type="str", required=True),
             hints_directory=dict(type="path", default=""),
             max_hint_files=dict(type="int", default=0),
@@ -154,6 +151,7 @@ def main():
             down_grace=dict(type="float", default=5),
             timeout=dict(type="int", default=180),
             interval=dict(type="float", default=1),
+            **NODETOOL_ARGS,
         ),
         supports_check_mode=True,
     )

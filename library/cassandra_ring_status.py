@@ -11,12 +11,9 @@ description:
   - Runs C(nodetool status) on the node and returns every node's status and state.
   - With I(expect_up_normal) and I(timeout) > 0 it polls until every listed address is
     UN (up, normal) in this node's view, and fails naming the addresses that are not and
-    what they are, when the timeout passes. Read-only: never reports changed.
+    what they are, when the timeout passes. Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_nodetool]
 options:
-  nodetool:
-    description: Path of the nodetool launcher of this node (host and JMX port built in).
-    type: path
-    required: true
   expect_up_normal:
     description: Addresses that must be UN.
     type: list
@@ -30,12 +27,6 @@ options:
     description: Seconds between polls.
     type: float
     default: 2
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -68,16 +59,16 @@ waited_seconds:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import parse_status, run_nodetool
+from ansible.module_utils.kairos_nodetool import NODETOOL_ARGS, parse_status, run_nodetool
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            nodetool=dict(type="path", required=True),
             expect_up_normal=dict(type="list", elements="str", default=[]),
             timeout=dict(type="int", default=0),
             interval=dict(type="float", default=2),
+            **NODETOOL_ARGS,
         ),
         supports_check_mode=True,
     )

@@ -14,22 +14,11 @@ description:
     maximum heap from C(nodetool info) when I(heap) is given, and the compaction class of
     each of I(tables) from C(system_schema.tables).
   - Fails, naming every key, source and value, when anything read back differs from what
-    was expected. Read-only: never reports changed.
+    was expected. Read-only - never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
 options:
   host:
     description: The node's CQL address (queries go to this node only).
-    type: str
-    required: true
-  port:
-    description: CQL port.
-    type: int
-    default: 9042
-  username:
-    description: CQL login (empty when authentication is off).
-    type: str
-  password:
-    description: CQL password.
-    type: str
   settings:
     description: cassandra.yaml keys and the values the node must run and its file must hold.
     type: dict
@@ -61,16 +50,6 @@ options:
     description: The compaction class the I(tables) must have (short or full name).
     type: str
     default: ""
-  timeout:
-    description: CQL connect and request timeout, seconds.
-    type: float
-    default: 20
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -93,7 +72,7 @@ readback:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import connect_one
+from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 from ansible.module_utils.kairos_nodetool import run_nodetool
 from ansible.module_utils.kairos_settings import mismatches, same_setting
 
@@ -150,11 +129,7 @@ def read_file(module, path, keys):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            port=dict(type="int", default=9042),
-            username=dict(type="str"),
-            password=dict(type="str", no_log=True),
+        argument_spec=cql_argument_spec(
             settings=dict(type="dict", default={}),
             file_settings=dict(type="dict", default={}),
             config_file=dict(type="path", default=""),
@@ -162,7 +137,6 @@ def main():
             nodetool=dict(type="path", default=""),
             tables=dict(type="list", elements="str", default=[]),
             compaction=dict(type="str", default=""),
-            timeout=dict(type="float", default=20),
         ),
         supports_check_mode=True,
     )

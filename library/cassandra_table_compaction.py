@@ -8,19 +8,11 @@ DOCUMENTATION = r"""
 module: cassandra_table_compaction
 short_description: Set the compaction strategy of tables (read, compare, ALTER TABLE, re-read)
 description:
-  - Reads each table's compaction class from system_schema.tables and, when it differs,
+  - "Reads each table's compaction class from system_schema.tables and, when it differs,
     runs C(ALTER TABLE ks.t WITH compaction = {'class': ...}), then waits for schema
-    agreement. Run it once per cluster (run_once), not per node.
-requirements: [cassandra-driver]
+    agreement and reads the classes again. Run it once per cluster (run_once), not per node."
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_cql]
 options:
-  host:
-    description: Address of a node to connect to.
-    type: str
-    required: true
-  port:
-    description: CQL port.
-    type: int
-    default: 9042
   tables:
     description: Tables as keyspace.table.
     type: list
@@ -30,22 +22,9 @@ options:
     description: Compaction class, short name (e.g. LeveledCompactionStrategy) or fully qualified.
     type: str
     required: true
-  username:
-    description: CQL user.
-    type: str
-  password:
-    description: CQL password; never logged or returned.
-    type: str
   timeout:
-    description: Seconds for connection and statements.
-    type: float
+    description: Seconds for the connection, each statement and the schema agreement after it.
     default: 30
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -71,7 +50,7 @@ after:
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import connect_one
+from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 
 NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 
@@ -94,14 +73,10 @@ def read(session, tables):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            host=dict(type="str", required=True),
-            port=dict(type="int", default=9042),
+        argument_spec=cql_argument_spec(
             tables=dict(type="list", elements="str", required=True),
             strategy=dict(type="str", required=True),
-            username=dict(type="str"),
-            password=dict(type="str", no_log=True),
-            timeout=dict(type="float", default=30),
+            timeout=dict(default=30),
         ),
         supports_check_mode=True,
     )

@@ -16,6 +16,7 @@ description:
     ansible-playbook process is gone (recognised at once); on another host, its
     heartbeat is older than I(stale_after) seconds.
   - C(absent) removes the lock if I(owner) holds it (or with I(force)).
+extends_documentation_fragment: [kairos]
 options:
   path:
     description: The lock file.
@@ -45,7 +46,6 @@ attributes:
     support: none
   diff_mode:
     support: none
-author: Kairos
 """
 
 EXAMPLES = r"""

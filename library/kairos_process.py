@@ -13,6 +13,7 @@ description:
     its command line contains I(match). C(stopped) sends SIGTERM, waits up to
     I(stop_timeout) seconds, then SIGKILL, and fails if the process is still there.
   - A stale pid file (dead process, or a recycled pid that does not match) counts as stopped.
+extends_documentation_fragment: [kairos, kairos.check_only]
 options:
   pidfile:
     description: Path of the pid file.
@@ -58,12 +59,6 @@ options:
     description: Seconds to wait for I(ready_port).
     type: int
     default: 120
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""

@@ -19,11 +19,9 @@ description:
   - Idempotent - a I(node) that is already a replica is left alone (changed=false).
   - Fails, naming the reason, when the node has no replica in sync, or the roles did not
     swap within I(timeout).
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis.nodes,
+                                 kairos_redis.wait, kairos_redis]
 options:
-  nodes:
-    description: Inventory name -> C(host:port) of every node of the cluster.
-    type: dict
-    required: true
   node:
     description: The primary to demote (inventory name).
     type: str
@@ -33,35 +31,10 @@ options:
     type: str
   timeout:
     description: Seconds to wait for the roles to swap and the cluster to be in sync.
-    type: float
-    default: 120
   attempts:
     description: How many times to ask for the failover if Redis aborts it.
     type: int
     default: 3
-  interval:
-    description: Seconds between polls.
-    type: float
-    default: 0.5
-  password:
-    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
-    type: str
-    default: ""
-  username:
-    description: ACL user; empty for the default user.
-    type: str
-    default: ""
-  connect_timeout:
-    description: Socket timeout in seconds.
-    type: float
-    default: 5
-requirements: [redis (Python package)]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -103,15 +76,17 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    CONNECTION_ARGS,
-    HAS_REDIS,
+    WAIT_ARGS,
     Node,
     RedisModuleError,
     choose_failover_target,
+    cluster_endpoints,
+    credentials,
     describe_unmet,
     error_text,
     gate_once,
     read_topology,
+    redis_argument_spec,
     split_endpoint,
 )
 
@@ -121,26 +96,22 @@ _ASK_AGAIN_AFTER = 6.0
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            nodes=dict(type="dict", required=True),
+        argument_spec=redis_argument_spec(
+            cluster=True,
             node=dict(type="str", required=True),
             target=dict(type="str"),
-            timeout=dict(type="float", default=120),
             attempts=dict(type="int", default=3),
-            interval=dict(type="float", default=0.5),
-            **CONNECTION_ARGS,
+            **WAIT_ARGS,
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not HAS_REDIS:
-        module.fail_json(msg="the redis Python package is required on the host running this")
-    endpoints = {str(k): str(v) for k, v in p["nodes"].items()}
+    endpoints = cluster_endpoints(module)
     node = p["node"]
     for name in (node, p["target"]):
         if name is not None and name not in endpoints:
             module.fail_json(msg=f"{name} is not one of nodes ({', '.join(endpoints)})")
-    auth = (p["password"], p["username"], p["connect_timeout"])
+    auth = credentials(p)
     topology = read_topology(endpoints, *auth)
     mode = "cluster" if topology["cluster_enabled"] else "replication"
     result = dict(mode=mode, attempts=0, waited_seconds=0.0, before=topology["primaries"],

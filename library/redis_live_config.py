@@ -11,14 +11,15 @@ description:
   - Reads the running value of every directive in I(settings) and I(expect) with CONFIG
     GET. An unknown directive, or one Redis cannot change live (io-threads, ...) in
     I(settings), fails before anything is set.
-  - Sets the directives that differ in one atomic C(CONFIG SET k v [k v ...]) (Redis 7:
-    all or none), reads them back and fails if the server did not take them.
+  - Sets the directives that differ in one atomic C(CONFIG SET k v [k v ...]) (Redis 7
+    sets all or none), reads them back and fails if the server did not take them.
   - Never runs CONFIG REWRITE. The rendered conf file is the redis role's business
     (entry point C(apply_settings)); give I(conf_file) to check afterwards that the file
     says what the server runs, for every directive of I(settings) and I(expect).
-  - I(expect) is compared only (e.g. restart-only directives after a restart): a
+  - I(expect) is compared only (e.g. restart-only directives after a restart); a
     difference fails.
   - Sizes compare by value (C(64mb) equals C(67108864)), booleans as yes/no.
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis]
 options:
   host:
     description: Address of the node.
@@ -41,25 +42,6 @@ options:
       The node's rendered conf file; when given, every directive of I(settings) and
       I(expect) must have the running value in it (checked after applying).
     type: path
-  password:
-    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
-    type: str
-    default: ""
-  username:
-    description: ACL user; empty for the default user.
-    type: str
-    default: ""
-  connect_timeout:
-    description: Socket timeout in seconds.
-    type: float
-    default: 5
-requirements: [redis (Python package)]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -83,7 +65,7 @@ before:
   returned: always
   type: dict
 after:
-  description: Running values after.
+  description: Values CONFIG GET reads back after the CONFIG SET (in check mode, what would be set).
   returned: always
   type: dict
 changed_keys:
@@ -99,28 +81,28 @@ file_mismatch:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    CONNECTION_ARGS,
     RESTART_ONLY,
     SECRET_DIRECTIVES,
     Node,
     RedisModuleError,
     config_set_args,
+    credentials,
     differing,
     error_text,
     parse_conf,
+    redis_argument_spec,
     same_value,
 )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=redis_argument_spec(
             host=dict(type="str", default="127.0.0.1"),
             port=dict(type="int", required=True),
             settings=dict(type="dict", default={}),
             expect=dict(type="dict", default={}),
             conf_file=dict(type="path"),
-            **CONNECTION_ARGS,
         ),
         supports_check_mode=True,
     )
@@ -140,7 +122,7 @@ def main():
 
     keys = sorted(set(settings) | set(expect))
     try:
-        node = Node(f"{p['host']}:{p['port']}", p["password"], p["username"], p["connect_timeout"])
+        node = Node(where, *credentials(p))
         before = node.config_get(keys)
     except RedisModuleError as exc:
         module.fail_json(msg=str(exc))

@@ -12,31 +12,8 @@ description:
     when cluster mode is on) and joins them by inventory name.
   - Reports which nodes did not answer, and the sync-gate conditions that do not hold
     now (I(unmet), same rules as M(redis_sync_gate), one look, no waiting).
-  - Read-only: never reports changed.
-options:
-  nodes:
-    description: Inventory name -> C(host:port) of every node of the cluster.
-    type: dict
-    required: true
-  password:
-    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
-    type: str
-    default: ""
-  username:
-    description: ACL user; empty for the default user.
-    type: str
-    default: ""
-  connect_timeout:
-    description: Socket timeout in seconds.
-    type: float
-    default: 5
-requirements: [redis (Python package)]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
+  - Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis]
 """
 
 EXAMPLES = r"""
@@ -82,23 +59,20 @@ unmet:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    CONNECTION_ARGS,
-    HAS_REDIS,
+    cluster_endpoints,
+    credentials,
     gate_once,
     public_topology,
+    redis_argument_spec,
 )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(nodes=dict(type="dict", required=True), **CONNECTION_ARGS),
+        argument_spec=redis_argument_spec(cluster=True),
         supports_check_mode=True,
     )
-    p = module.params
-    if not HAS_REDIS:
-        module.fail_json(msg="the redis Python package is required on the host running this")
-    endpoints = {str(k): str(v) for k, v in p["nodes"].items()}
-    topology, unmet = gate_once(endpoints, p["password"], p["username"], p["connect_timeout"])
+    topology, unmet = gate_once(cluster_endpoints(module), *credentials(module.params))
     states = [f.get("cluster_state") for f in topology["nodes"].values() if f.get("up")]
     bad = [s for s in states if s != "ok"]
     result = public_topology(topology)

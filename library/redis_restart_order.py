@@ -14,38 +14,16 @@ description:
   - Fails, naming the node, when a host is unknown or does not answer, or a primary has no
     replica in sync that could take over its data.
   - In a replication set (no cluster) the conf files name a fixed primary (C(replicaof)),
-    so a restarted old primary would come back as a second, empty primary: the module
+    so a restarted old primary would come back as a second, empty primary, so the module
     refuses to restart the primary of a replication set.
-  - Read-only: never reports changed.
+  - Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis]
 options:
-  nodes:
-    description: Inventory name -> C(host:port) of every node of the cluster.
-    type: dict
-    required: true
   restart:
     description: Inventory names of the nodes to restart (the plan's batches, flattened).
     type: list
     elements: str
     required: true
-  password:
-    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
-    type: str
-    default: ""
-  username:
-    description: ACL user; empty for the default user.
-    type: str
-    default: ""
-  connect_timeout:
-    description: Socket timeout in seconds.
-    type: float
-    default: 5
-requirements: [redis (Python package)]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -71,28 +49,24 @@ order:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    CONNECTION_ARGS,
-    HAS_REDIS,
     RedisModuleError,
+    cluster_endpoints,
+    credentials,
     read_topology,
+    redis_argument_spec,
     restart_order,
 )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            nodes=dict(type="dict", required=True),
-            restart=dict(type="list", elements="str", required=True),
-            **CONNECTION_ARGS,
+        argument_spec=redis_argument_spec(
+            cluster=True, restart=dict(type="list", elements="str", required=True)
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not HAS_REDIS:
-        module.fail_json(msg="the redis Python package is required on the host running this")
-    endpoints = {str(k): str(v) for k, v in p["nodes"].items()}
-    topology = read_topology(endpoints, p["password"], p["username"], p["connect_timeout"])
+    topology = read_topology(cluster_endpoints(module), *credentials(p))
     try:
         order = restart_order(topology, list(dict.fromkeys(p["restart"])))
     except RedisModuleError as exc:

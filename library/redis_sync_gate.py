@@ -18,12 +18,10 @@ description:
   - Cluster only - C(cluster_state) is ok on every node; C(slots) every node sees all
     16384 slots assigned and ok; C(agreement) every node knows every node, flags none as
     failing, and agrees with each node about its role and primary.
-  - Read-only: never reports changed.
+  - Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes,
+                                 kairos_redis.wait, kairos_redis]
 options:
-  nodes:
-    description: Inventory name -> C(host:port) of every node of the cluster.
-    type: dict
-    required: true
   node:
     description: The node just restarted or failed over (used in messages and with I(role)).
     type: str
@@ -35,33 +33,6 @@ options:
     description: Bytes of replication offset a replica may be behind.
     type: int
     default: 0
-  timeout:
-    description: Seconds before failing.
-    type: float
-    default: 120
-  interval:
-    description: Seconds between polls.
-    type: float
-    default: 0.5
-  password:
-    description: Password (requirepass, or the ACL user's). Sent with AUTH, never on argv.
-    type: str
-    default: ""
-  username:
-    description: ACL user; empty for the default user.
-    type: str
-    default: ""
-  connect_timeout:
-    description: Socket timeout in seconds.
-    type: float
-    default: 5
-requirements: [redis (Python package)]
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author: Kairos
 """
 
 EXAMPLES = r"""
@@ -90,37 +61,33 @@ primaries:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    CONNECTION_ARGS,
-    HAS_REDIS,
+    WAIT_ARGS,
+    cluster_endpoints,
+    credentials,
     describe_unmet,
+    redis_argument_spec,
     wait_in_sync,
 )
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            nodes=dict(type="dict", required=True),
+        argument_spec=redis_argument_spec(
+            cluster=True,
             node=dict(type="str"),
             role=dict(type="str", choices=["primary", "replica"]),
             max_lag=dict(type="int", default=0),
-            timeout=dict(type="float", default=120),
-            interval=dict(type="float", default=0.5),
-            **CONNECTION_ARGS,
+            **WAIT_ARGS,
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if not HAS_REDIS:
-        module.fail_json(msg="the redis Python package is required on the host running this")
-    endpoints = {str(k): str(v) for k, v in p["nodes"].items()}
+    endpoints = cluster_endpoints(module)
     if p["node"] is not None and p["node"] not in endpoints:
         module.fail_json(msg=f"node {p['node']} is not one of nodes ({', '.join(endpoints)})")
     topology, unmet, waited = wait_in_sync(
         endpoints,
-        p["password"],
-        p["username"],
-        p["connect_timeout"],
+        *credentials(p),
         p["timeout"],
         p["interval"],
         node=p["node"],

@@ -1,4 +1,9 @@
-"""cassandra-driver helpers shared by the Cassandra modules."""
+"""What the Cassandra modules that speak CQL share: their options and the driver helpers.
+
+:func:`cql_argument_spec` builds each module's argument_spec from the connection options
+(documented once, in doc_fragments/kairos_cql.py); the password travels in the module's
+arguments (no_log) and the CQL handshake, never on a command line.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,27 @@ try:
     HAS_DRIVER = True
 except ImportError:  # pragma: no cover - reported by connect_one
     HAS_DRIVER = False
+
+# The connection options of every CQL module (doc fragment kairos_cql).
+CQL_CONNECTION_ARGS = dict(
+    host=dict(type="str", required=True),
+    port=dict(type="int", default=9042),
+    username=dict(type="str"),
+    password=dict(type="str", no_log=True),
+    timeout=dict(type="float", default=20),
+)
+
+
+def cql_argument_spec(**options):
+    """A CQL module's argument_spec: the connection options, then the module's ``options``.
+
+    An option that is also a connection option changes only the keys given, e.g.
+    ``timeout=dict(default=30)`` keeps the type float; ``password`` stays no_log.
+    """
+    spec = {name: dict(option) for name, option in CQL_CONNECTION_ARGS.items()}
+    for name, option in options.items():
+        spec[name] = {**spec.get(name, {}), **option}
+    return spec
 
 
 def build_cluster(hosts, *, port=9042, timeout=20, username=None, password=None, **profile):

@@ -1,4 +1,4 @@
-"""Parsers for nodetool output and a runner shared by the Cassandra modules.
+"""What the Cassandra modules that run nodetool share: the option, parsers and a runner.
 
 Parsers are pure functions over text so unit tests can feed them real captured output
 (tests/unit/fixtures/nodetool/).
@@ -15,6 +15,9 @@ _STATUS_LINE = re.compile(
     r"(?P<host_id>[0-9a-f-]{36})\s+(?P<rack>\S+)\s*$"
 )
 _SCHEMA_LINE = re.compile(r"^\s*(?P<version>[0-9a-f-]{36}|UNREACHABLE):\s*\[(?P<hosts>[^\]]*)\]")
+
+# The option of every module that runs nodetool (doc fragment kairos_nodetool).
+NODETOOL_ARGS = dict(nodetool=dict(type="path", required=True))
 
 
 def parse_status(text):

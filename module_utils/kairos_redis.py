@@ -1,4 +1,4 @@
-"""Shared code of the Redis modules: parsers, topology, gate and ordering rules, client.
+"""Shared code of the Redis modules: options, parsers, topology, gate and ordering rules, client.
 
 The parsers and the decisions (failover target, restart order, sync-gate conditions,
 value comparison) are pure functions over text and dicts, so unit tests feed them real
@@ -24,12 +24,17 @@ except ImportError as _exc:  # pragma: no cover - depends on the host
 
 CLUSTER_SLOTS = 16384
 
-# Connection options shared by every Redis module (merged into each argument_spec).
+# Connection options shared by every Redis module (doc fragment kairos_redis).
 CONNECTION_ARGS = dict(
     password=dict(type="str", default="", no_log=True),
     username=dict(type="str", default=""),
     connect_timeout=dict(type="float", default=5.0),
 )
+# The option of the modules that read the whole cluster (doc fragment kairos_redis.nodes).
+NODES_ARG = dict(nodes=dict(type="dict", required=True))
+# How long the modules that wait for the cluster wait, and how often they look
+# (doc fragment kairos_redis.wait).
+WAIT_ARGS = dict(timeout=dict(type="float", default=120), interval=dict(type="float", default=0.5))
 
 # Directives Redis 7.0 refuses to change with CONFIG SET (IMMUTABLE_CONFIG in config.c)
 # or that the role owns; changing them needs a restart (or is not the executor's job).
@@ -475,6 +480,24 @@ def unmet_conditions(topology, offsets=None, node=None, role=None, max_lag=0, ex
 
 def describe_unmet(unmet):
     return "; ".join(f"{cond}: {', '.join(details)}" for cond, details in sorted(unmet.items()))
+
+
+# ------------------------------------------------------------- module arguments
+def redis_argument_spec(*, cluster=False, **options):
+    """A Redis module's argument_spec: ``nodes`` (with ``cluster``), ``options``, the connection."""
+    return {**(NODES_ARG if cluster else {}), **options, **CONNECTION_ARGS}
+
+
+def credentials(params):
+    """``(password, username, timeout)`` from a module's params, as :class:`Node` takes them."""
+    return params["password"], params["username"], params["connect_timeout"]
+
+
+def cluster_endpoints(module):
+    """Inventory name -> ``host:port`` from the ``nodes`` option (fails without redis-py)."""
+    if not HAS_REDIS:
+        module.fail_json(msg=f"the redis Python package is required: {REDIS_IMPORT_ERROR}")
+    return {str(name): str(endpoint) for name, endpoint in module.params["nodes"].items()}
 
 
 # -------------------------------------------------------------------- I/O (redis-py)

@@ -14,6 +14,10 @@ Execution state lives in a JSON state file beside the plan, never in the plan it
 (docs/plan-file.md): per step its status (``applied``, ``failed``, ``superseded``), the
 per-node timings, and the nodes verified so far (read back after their change), so an
 interrupted rollout resumes from the first node not yet verified.
+
+The JSON of a :class:`RolloutStep` (``kairos rollout prepare|adhoc``) is the contract the
+playbooks read; it carries its version, :data:`ROLLOUT_CONTRACT`, and every field the
+playbooks read is documented in docs/rollout-contract.md.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ from planner.spaces import change_kind, get_space
 from planner.topology import Ring, check_batch
 
 STATE_VERSION = 1
+#: Version of the rollout JSON the playbooks read (docs/rollout-contract.md). Raise it when
+#: a field the playbooks read changes name, type or meaning; adding a field keeps it.
+ROLLOUT_CONTRACT = 1
 #: What ``kairos rollout record --status`` takes (``verified`` is per node: ``--node``).
 STATUSES = ("applied", "failed", "verified")
 #: A step's status in the state file; a step with verified nodes and none of these was
@@ -126,7 +133,9 @@ class RolloutStep:
         return [h for b in self.batches for h in b]
 
     def to_dict(self) -> dict[str, Any]:
+        """The rollout JSON of docs/rollout-contract.md, with its ``contract`` version."""
         data = asdict(self)
+        data["contract"] = ROLLOUT_CONTRACT
         data["batches"] = [list(b) for b in self.batches]
         for key in ("tables", "superseded", "verified_hosts"):
             data[key] = list(data[key])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ from planner.cli import main
 from planner.errors import ValidationError
 from planner.plan import load_plan, plan_from_dict
 from planner.rollout import (
+    ROLLOUT_CONTRACT,
     RolloutRefused,
     adhoc,
     compose,
@@ -654,3 +656,111 @@ def test_redis_plan_composes_too(tmp_path: Path) -> None:
     assert got.batches == (("r1",), ("r2",)) and got.superseded == ("s1",)
     assert settings(got)["r2"] == {"appendonly": "yes", "io-threads": "4",
                                    "maxmemory-policy": "allkeys-lru"}
+
+
+# ------------------------------------------------------------ the rollout contract
+REPO = Path(__file__).resolve().parents[2]
+#: How the playbooks read the rollout: the kairos_rollout fact, its __rollout alias, or the
+#: stdout of the command that printed it.
+PLAYBOOK_READ = re.compile(
+    r"(?:\b__rollout|\bkairos_rollout|\((?:apply_prepare|change_adhoc)\.stdout \| from_json\))"
+    r"\.(\w+)"
+)
+
+
+def fields_the_playbooks_read() -> set[str]:
+    return {
+        field
+        for path in (REPO / "playbooks").rglob("*.yml")
+        for field in PLAYBOOK_READ.findall(path.read_text())
+    }
+
+
+def documented_fields() -> set[str]:
+    text = (REPO / "docs" / "rollout-contract.md").read_text()
+    return set(re.findall(r"^\| `([\w.<>]+)` \|", text, re.M))
+
+
+def prepared_json(tmp_path: Path, doc: dict[str, Any], hosts: list[str], minute: int,
+                  capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """The rollout exactly as the playbooks get it: ``kairos rollout prepare``'s stdout."""
+    out = tmp_path / "rollout.json"
+    assert main(["rollout", "prepare", str(write(tmp_path, doc)), "--hosts", ",".join(hosts),
+                 "--now", at(minute).isoformat(), "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert json.loads(out.read_text()) == printed
+    return printed
+
+
+def test_every_field_the_playbooks_read_is_documented_and_emitted(tmp_path: Path) -> None:
+    read = fields_the_playbooks_read()
+    assert {"status", "step_id", "nodes", "batch_sizes", "engine"} <= read  # the scan works
+    assert read - documented_fields() == set(), "document them in docs/rollout-contract.md"
+    emitted = set(prepare(write(tmp_path, restart_then_live()), hosts=HOSTS,
+                          now=at(15)).to_dict())
+    assert read - emitted == set()
+    assert {"contract", "nodes.<host>.settings", "nodes.<host>.jvm"} <= documented_fields()
+
+
+def test_the_rollout_json_carries_its_contract_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    got = prepared_json(tmp_path, restart_then_live(), HOSTS, 15, capsys)
+    assert got["contract"] == ROLLOUT_CONTRACT == 1
+    assert load_rollout(tmp_path / "rollout.json").to_dict()["contract"] == ROLLOUT_CONTRACT
+    nothing = prepared_json(tmp_path, restart_then_live(), HOSTS, 1, capsys)
+    assert nothing["contract"] == ROLLOUT_CONTRACT and nothing["status"] == "nothing-due"
+    assert nothing["step_id"] is None
+
+
+def test_cassandra_rollout_fields_as_the_playbooks_read_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = plan_doc(
+        [
+            step("s1", 5, {"memtable_flush_writers": 4, "heap_size": "512M"},
+                 restart=["memtable_flush_writers", "heap_size"],
+                 batches=[["cass1", "cass2"], ["cass3"]]),
+            step("s2", 10, {"concurrent_reads": 64, "compaction": LCS},
+                 per_node={"cass3": {"concurrent_reads": 48}}, live=["concurrent_reads",
+                 "compaction"], tables=["kairos_app.events"]),
+        ]
+    )
+    got = prepared_json(tmp_path, doc, HOSTS, 11, capsys)
+    assert got["engine"] == "cassandra" and got["status"] == "due"
+    assert got["reason"].startswith("step s2 is due since") and "supersedes s1" in got["reason"]
+    assert got["step_id"] == "s2" and got["superseded"] == ["s1"]
+    assert got["state"] == str(tmp_path / "plan.yml.state.json")
+    assert re.fullmatch(r"[0-9a-f]{16}", got["fingerprint"])
+    assert got["live"] == {"concurrent_reads": 64}
+    assert got["node_live"] == {"cass1": {"concurrent_reads": 64},
+                                "cass2": {"concurrent_reads": 64},
+                                "cass3": {"concurrent_reads": 48}}
+    assert got["restart"] == {"memtable_flush_writers": 4, "heap_size": "512M"}
+    assert got["table"] == {"compaction": LCS} and got["tables"] == ["kairos_app.events"]
+    assert got["batches"] == [["cass1", "cass2"], ["cass3"]] and got["batch_sizes"] == [2, 1]
+    assert got["hosts_in_order"] == ["cass1", "cass2", "cass3"]
+    assert set(got["nodes"]) == set(HOSTS)
+    assert got["nodes"]["cass3"] == {
+        "settings": {"concurrent_reads": 48, "memtable_flush_writers": 4},
+        "jvm": {"heap_size": "512M"},
+    }
+    assert got["nodes"]["cass1"]["settings"]["concurrent_reads"] == 64
+
+
+def test_redis_rollout_fields_as_the_playbooks_read_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = plan_doc(
+        [step("s1", 5, {"io-threads": 4, "hz": 20}, restart=["io-threads"], live=["hz"],
+              batches=[["r1"], ["r2"]])],
+        current={"hz": 10},
+        engine="redis",
+    )
+    got = prepared_json(tmp_path, doc, ["r1", "r2"], 6, capsys)
+    assert got["engine"] == "redis" and got["status"] == "due" and got["step_id"] == "s1"
+    assert got["live"] == {"hz": 20} and got["restart"] == {"io-threads": 4}
+    assert got["table"] == {} and got["tables"] == [] and got["superseded"] == []
+    assert got["hosts_in_order"] == ["r1", "r2"] and got["batch_sizes"] == [1, 1]
+    assert got["nodes"] == {h: {"settings": {"hz": "20", "io-threads": "4"}, "jvm": {}}
+                            for h in ("r1", "r2")}

@@ -1,0 +1,44 @@
+"""Documentation every Kairos module shares: what its attributes mean, and its author.
+
+``extends_documentation_fragment: [kairos]`` on every module, with the support it gives:
+``kairos.read_only`` (it only reads), ``kairos.check_diff`` (check mode and diff) or
+``kairos.check_only`` (check mode, no diff); a module unlike these states its own.
+"""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+attributes:
+  check_mode:
+    description: Runs in check mode, reporting what would change and changing nothing.
+  diff_mode:
+    description: Returns what changed (or would change) as a before/after diff in diff mode.
+author: Kairos
+"""
+
+    READ_ONLY = r"""
+attributes:
+  check_mode:
+    support: full
+    details: It only reads, in check mode as in a normal run, and never reports changed.
+  diff_mode:
+    support: none
+"""
+
+    CHECK_DIFF = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+"""
+
+    CHECK_ONLY = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""

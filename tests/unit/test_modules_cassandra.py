@@ -1,0 +1,615 @@
+"""The Cassandra modules' main flows, on output captured from the lab's Cassandra 5.0.6.
+
+nodetool answers come from tests/unit/fixtures/nodetool/: a value the test changes is
+written into the captured text where the node prints it (``FakeNodetool``), and setters
+print nothing, as nodetool does. CQL answers come from tests/unit/fixtures/cassandra_views/
+(system.local, system_views.settings); system_schema rows have the driver's shapes
+(named tuples, maps of text). The fakes record every command and statement, so the tests
+see what was applied, in which order, and that no password is on a command line.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import uuid
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import cassandra_auth_setup
+import pytest
+from ansible.module_utils import kairos_cql
+from cassandra import AuthenticationFailed
+from cassandra.metadata import Murmur3Token, SimpleStrategy
+from cassandra.policies import SimpleConvictionPolicy
+from cassandra.pool import Host
+
+from tests.unit.test_modules_harness import (
+    FIXTURES,
+    SECRET,
+    ModuleFailed,
+    assert_no_secret,
+    run_module,
+)
+
+NODETOOL = "/srv/lab/cass1/bin/nodetool"
+ADDRESSES = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+#: The lab's initial_token of cass1..3 (inventories/local/hosts.yml).
+TOKENS = [-9223372036854775808, -3074457345618258603, 3074457345618258602]
+SIMPLE = "org.apache.cassandra.locator.SimpleStrategy"
+NTS = "org.apache.cassandra.locator.NetworkTopologyStrategy"
+STCS = "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy"
+LCS = "org.apache.cassandra.db.compaction.LeveledCompactionStrategy"
+
+
+def captured(name: str) -> str:
+    return (FIXTURES / "nodetool" / name).read_text()
+
+
+# ------------------------------------------------------------------ nodetool
+class FakeNodetool:
+    """One node answering nodetool like the lab's (values as in the captured output)."""
+
+    def __init__(self, *, ignores: tuple[str, ...] = (), status: str = "status_3_UN.txt",
+                 describecluster: str = "describecluster.txt") -> None:
+        self.stages = {"ReadStage": 32, "MutationStage": 32, "CounterMutationStage": 32}
+        self.compactors = 2
+        self.throughput = 64
+        self.caches = {"key": 25, "row": 0, "counter": 12}  # MiB, as in info.txt
+        self.ignores = ignores  # setters the node accepts but does not take
+        self.status = status
+        self.describecluster = describecluster
+        self.commands: list[list[str]] = []
+
+    def __call__(self, argv: Any, **_: Any) -> tuple[int, str, str]:
+        assert isinstance(argv, list), "nodetool runs with an argument list, never a shell"
+        assert argv[0] == NODETOOL
+        args = argv[1:]
+        self.commands.append(args)
+        verb = args[0]
+        if verb.startswith("set"):
+            if verb not in self.ignores:
+                self._set(args)
+            return 0, "", ""
+        return 0, self._get(args), ""
+
+    def _set(self, args: list[str]) -> None:
+        verb, *values = args
+        if verb == "setconcurrency":
+            self.stages[values[0]] = int(values[1])
+        elif verb == "setconcurrentcompactors":
+            self.compactors = int(values[0])
+        elif verb == "setcompactionthroughput":
+            self.throughput = int(values[0])
+        elif verb == "setcachecapacity":
+            self.caches = dict(zip(("key", "row", "counter"), map(int, values), strict=True))
+
+    def _get(self, args: list[str]) -> str:
+        verb = args[0]
+        if verb == "getconcurrency":
+            # Same columns as the captured getconcurrency.txt.
+            header = captured("getconcurrency.txt").splitlines()[0]
+            rows = [f"{stage:<29}{0:>12}{self.stages[stage]:>16}" for stage in args[1:]]
+            return "\n".join([header, *rows]) + "\n"
+        if verb == "getconcurrentcompactors":
+            return re.sub(r"\d+", str(self.compactors), captured("getconcurrentcompactors.txt"))
+        if verb == "getcompactionthroughput":
+            return captured("getcompactionthroughput.txt").replace("64", str(self.throughput))
+        if verb == "info":
+            text = captured("info.txt")
+            for name in ("Key", "Row", "Counter"):
+                mib = self.caches[name.lower()]
+                size = f"{mib} MiB" if mib else "0 bytes"
+                text = re.sub(rf"^({name} Cache .*?capacity )[\d.]+ (bytes|KiB|MiB)",
+                              rf"\g<1>{size}", text, flags=re.M)
+            return text
+        if verb == "status":
+            return captured(self.status)
+        if verb == "describecluster":
+            return captured(self.describecluster)
+        raise AssertionError(f"unexpected nodetool {args}")
+
+
+@pytest.fixture
+def nodetool() -> Any:
+    fake = FakeNodetool()
+    with mock.patch("ansible.module_utils.basic.AnsibleModule.run_command", fake):
+        yield fake
+
+
+def test_the_fake_answers_as_the_captured_node() -> None:
+    fake = FakeNodetool()
+    assert fake._get(["getconcurrency", "MutationStage", "ReadStage"]) == captured(
+        "getconcurrency.txt"
+    )
+    assert fake._get(["info"]) == captured("info.txt")
+    assert fake._get(["getcompactionthroughput"]) == captured("getcompactionthroughput.txt")
+
+
+# ------------------------------------------------------ cassandra_live_settings
+def live(settings: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    return run_module("cassandra_live_settings", {"nodetool": NODETOOL, "settings": settings},
+                      **kwargs)
+
+
+def test_live_settings_check_mode_reports_the_change_and_sets_nothing(nodetool: Any) -> None:
+    result = live({"concurrent_reads": 64, "compaction_throughput": "128MiB/s"},
+                  check_mode=True)
+    assert result["changed"] is True
+    assert result["changed_keys"] == ["compaction_throughput", "concurrent_reads"]
+    assert result["before"] == {"concurrent_reads": 32, "compaction_throughput": 64}
+    assert result["after"] == {"concurrent_reads": 64, "compaction_throughput": 128}
+    assert not [c for c in nodetool.commands if c[0].startswith("set")]
+
+
+def test_live_settings_already_running_change_nothing(nodetool: Any) -> None:
+    result = live({"concurrent_reads": 32, "concurrent_compactors": 2,
+                   "compaction_throughput": "64MiB/s"})
+    assert result["changed"] is False and result["changed_keys"] == []
+    assert nodetool.commands == [
+        ["getconcurrency", "ReadStage"], ["getconcurrentcompactors"], ["getcompactionthroughput"],
+    ]
+
+
+def test_live_settings_apply_then_report_what_the_node_reads_back(nodetool: Any) -> None:
+    result = live({"concurrent_writes": 48, "row_cache_size": "256MiB"})
+    assert result["changed"] is True
+    assert nodetool.commands == [
+        ["getconcurrency", "MutationStage"], ["info"],
+        ["setconcurrency", "MutationStage", "48"],
+        ["setcachecapacity", "25", "256", "12"],  # key and counter caches kept
+        ["getconcurrency", "MutationStage"], ["info"],
+    ]
+    assert result["before"] == {"concurrent_writes": 32, "row_cache_size": 0}
+    assert result["after"] == {"concurrent_writes": 48, "row_cache_size": 256}
+    assert result["diff"] == {"before": result["before"], "after": result["after"]}
+
+
+def test_live_settings_fail_when_the_node_does_not_take_a_value() -> None:
+    fake = FakeNodetool(ignores=("setconcurrentcompactors",))
+    with (
+        mock.patch("ansible.module_utils.basic.AnsibleModule.run_command", fake),
+        pytest.raises(ModuleFailed, match=r"did not take: concurrent_compactors=4 \(is 2\)"),
+    ):
+        live({"concurrent_compactors": 4})
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"memtable_flush_writers": 4}, "cannot change live: memtable_flush_writers"),
+        ({"compaction_throughput": "fast"}, "compaction_throughput: bad value 'fast'"),
+        ({"concurrent_reads": 0}, "concurrent_reads: must be positive"),
+    ],
+)
+def test_live_settings_refuse_bad_settings_before_running_nodetool(
+    nodetool: Any, settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ModuleFailed, match=message):
+        live(settings)
+    assert nodetool.commands == []
+
+
+def test_live_settings_need_nodetool() -> None:
+    with pytest.raises(ModuleFailed, match="missing required arguments: nodetool"):
+        run_module("cassandra_live_settings", {"settings": {"concurrent_reads": 64}})
+
+
+# --------------------------------------------------- ring status and node gate
+def test_ring_status_reads_every_node_and_changes_nothing(nodetool: Any) -> None:
+    result = run_module("cassandra_ring_status", {"nodetool": NODETOOL}, check_mode=True)
+    assert result["changed"] is False
+    assert sorted(result["up_normal"]) == ADDRESSES
+    assert nodetool.commands == [["status"]]
+
+
+def test_ring_status_names_the_node_that_is_not_up_normal() -> None:
+    fake = FakeNodetool(status="status_1_DN.txt")
+    with (
+        mock.patch("ansible.module_utils.basic.AnsibleModule.run_command", fake),
+        pytest.raises(ModuleFailed, match=r"not every node is UN .*: 127\.0\.0\.3 is DN") as failed,
+    ):
+        run_module("cassandra_ring_status", {"nodetool": NODETOOL, "expect_up_normal": ADDRESSES,
+                                             "timeout": 1, "interval": 0.25})
+    assert sorted(failed.value.result["up_normal"]) == ["127.0.0.1", "127.0.0.2"]
+
+
+def test_ring_status_refuses_a_timeout_that_is_not_whole_seconds(nodetool: Any) -> None:
+    with pytest.raises(ModuleFailed, match="argument 'timeout' is of type float"):
+        run_module("cassandra_ring_status", {"nodetool": NODETOOL, "timeout": 0.5})
+    assert nodetool.commands == []
+
+
+def test_node_gate_passes_when_the_node_is_back_and_schemas_agree(
+    nodetool: Any, tmp_path: Path
+) -> None:
+    result = run_module("cassandra_node_gate", {
+        "nodetool": NODETOOL, "node": "127.0.0.2", "peer": "127.0.0.1",
+        "hints_directory": str(tmp_path), "timeout": 1,
+    })
+    assert result["changed"] is False
+    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+
+
+def test_node_gate_names_every_unmet_condition(tmp_path: Path) -> None:
+    # cass3 (host id from status_1_DN.txt) still has a hint file on this peer.
+    (tmp_path / "9abbe137-7e2c-48ab-9b43-88c091e8600e-1795309138000-1.hints").write_text("")
+    fake = FakeNodetool(status="status_1_DN.txt", describecluster="describecluster_1_down.txt")
+    with (
+        mock.patch("ansible.module_utils.basic.AnsibleModule.run_command", fake),
+        pytest.raises(ModuleFailed, match=r"node 127\.0\.0\.3 not caught up") as failed,
+    ):
+        run_module("cassandra_node_gate", {
+            "nodetool": NODETOOL, "node": "127.0.0.3", "hints_directory": str(tmp_path),
+            "timeout": 0, "interval": 0.01,
+        })
+    assert failed.value.result["conditions"] == {
+        "up_normal": False, "schema": False, "hints": False,
+    }
+    assert "up_normal: DN" in str(failed.value) and "1 hint file(s)" in str(failed.value)
+
+
+# ----------------------------------------------------------------------- CQL
+@functools.cache
+def _row_type(columns: tuple[str, ...]) -> Any:
+    return namedtuple("Row", columns)
+
+
+def row(**values: Any) -> Any:
+    """A row as the driver returns it (its default row factory makes named tuples)."""
+    return _row_type(tuple(values))(**values)
+
+
+class Rows(list[Any]):
+    def one(self) -> Any:
+        return self[0] if self else None
+
+
+class FakeSession:
+    """Answers the statements the modules send with rows shaped like the captured ones."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def get_pool_state(self) -> dict[Any, Any]:
+        return {h: {} for h in self.cluster.metadata.all_hosts()}
+
+    def execute(self, query: str, params: Any = None, timeout: Any = None) -> Rows:
+        db = self.cluster.db
+        db.statements.append((query, params))
+        if db.error_on and query.startswith(db.error_on):
+            # A server error may quote the statement it refused.
+            raise RuntimeError(f'Error from server: code=2000 [Syntax error] message="{query}"')
+        if query.startswith(("ALTER", "CREATE")):
+            db.alter(query)
+            return Rows()
+        return Rows(db.select(query, params))
+
+
+class FakeCluster:
+    """What build_cluster returns: driver Hosts and token map of the lab's ring."""
+
+    def __init__(self, db: FakeDatabase, login: dict[str, Any]) -> None:
+        self.db = db
+        self.login = login
+        self.metadata = mock.Mock(all_hosts=lambda: list(db.hosts), token_map=db.token_map)
+        self.control_connection = mock.Mock(wait_for_schema_agreement=lambda wait_time: True)
+
+    def connect(self) -> FakeSession:
+        user, password = self.login.get("username"), self.login.get("password")
+        if self.db.auth and self.db.roles.get(user, {}).get("password") != password:
+            raise AuthenticationFailed("Provided username and/or password are incorrect")
+        return FakeSession(self)
+
+    def shutdown(self) -> None:
+        pass
+
+
+class FakeDatabase:
+    """The lab's three nodes (one token each, inventories/local) as cass2 answers over CQL.
+
+    system.local and system_views.settings are the captured rows (fixtures/cassandra_views/);
+    the schema version and keyspace replication are those describecluster.txt shows.
+    """
+
+    SCHEMA = "d03783d7-b468-3c1a-82f1-8e30b2edde8b"
+
+    def __init__(self, *, auth: bool = False) -> None:
+        views = FIXTURES / "cassandra_views"
+        self.local = json.loads((views / "cass2.json").read_text())["system.local"]
+        self.settings = json.loads((views / "settings_cass2.json").read_text())["rows"]
+        self.compaction = {"kairos_app.events": STCS}
+        self.replication = {
+            "system": {"class": "org.apache.cassandra.locator.LocalStrategy"},
+            "system_auth": {"class": SIMPLE, "replication_factor": "1"},
+            "system_distributed": {"class": SIMPLE, "replication_factor": "3"},
+            "kairos_app": {"class": SIMPLE, "replication_factor": "3"},
+        }
+        self.auth = auth
+        self.roles = {"cassandra": {"password": "cassandra", "can_login": True,
+                                    "is_superuser": True}}
+        self.error_on = ""
+        self.statements: list[tuple[str, Any]] = []
+        self.logins: list[dict[str, Any]] = []
+        owners = {}
+        self.hosts = []
+        for address, token in zip(ADDRESSES, TOKENS, strict=True):
+            host = Host(address, SimpleConvictionPolicy, datacenter="datacenter1", rack="rack1")
+            host.is_up = True
+            self.hosts.append(host)
+            owners[Murmur3Token(token)] = host
+        ring = sorted(owners)
+        replicas = SimpleStrategy({"replication_factor": "3"}).make_token_replica_map(owners, ring)
+        self.token_map = mock.Mock(ring=ring, get_replicas=lambda ks, token: replicas[token])
+
+    def build_cluster(self, hosts: list[str], **login: Any) -> FakeCluster:
+        self.logins.append(login)
+        return FakeCluster(self, login)
+
+    def select(self, query: str, params: Any) -> list[Any]:
+        if query == "SELECT release_version FROM system.local":
+            return [row(release_version=self.local["release_version"])]
+        if query == "SELECT name, value FROM system_views.settings":
+            return [row(name=k, value=v) for k, v in self.settings.items()]
+        if query.startswith("SELECT compaction FROM system_schema.tables"):
+            cls = self.compaction.get(".".join(params))
+            # The map system_schema.tables holds for a table created with defaults.
+            return [row(compaction={"class": cls, "max_threshold": "32",
+                                       "min_threshold": "4"})] if cls else []
+        if query == "SELECT keyspace_name, replication FROM system_schema.keyspaces":
+            return [row(keyspace_name=k, replication=v) for k, v in self.replication.items()]
+        if query.startswith("SELECT replication FROM system_schema.keyspaces"):
+            return [row(replication=self.replication["system_auth"])]
+        if query == "SELECT broadcast_address, schema_version FROM system.local":
+            return [row(broadcast_address=self.local["broadcast_address"],
+                           schema_version=uuid.UUID(self.SCHEMA))]
+        if query == "SELECT peer, schema_version FROM system.peers_v2":
+            return [row(peer=a, schema_version=uuid.UUID(self.SCHEMA))
+                    for a in ADDRESSES if a != self.local["broadcast_address"]]
+        if query.startswith("SELECT role FROM system_auth.roles"):
+            return [row(role=params[0])] if params[0] in self.roles else []
+        if query.startswith("SELECT can_login, is_superuser FROM system_auth.roles"):
+            role = self.roles.get(params[0])
+            return [row(can_login=role["can_login"], is_superuser=role["is_superuser"])
+                    ] if role else []
+        raise AssertionError(f"unexpected statement {query!r}")
+
+    def alter(self, query: str) -> None:
+        if match := re.match(r"ALTER TABLE (\S+) WITH compaction = \{'class': '(\w+)'\}", query):
+            self.compaction[match[1]] = f"org.apache.cassandra.db.compaction.{match[2]}"
+        elif query.startswith("ALTER KEYSPACE system_auth"):
+            dcs = dict(re.findall(r"'(datacenter\d)': (\d+)", query))
+            self.replication["system_auth"] = {"class": NTS, **dcs}
+        elif match := re.match(r'(?:CREATE|ALTER) ROLE "(\w+)" WITH (.*)$', query):
+            role = self.roles.setdefault(match[1], {})
+            if password := re.search(r"PASSWORD = '((?:[^']|'')*)'", match[2]):
+                role["password"] = password[1].replace("''", "'")
+            role["is_superuser"] = "SUPERUSER = true" in match[2]
+            role["can_login"] = "LOGIN = true" in match[2]
+        else:
+            raise AssertionError(f"unexpected statement {query!r}")
+
+
+@pytest.fixture
+def cql() -> Any:
+    db = FakeDatabase()
+    with mock.patch.object(kairos_cql, "build_cluster", db.build_cluster):
+        yield db
+
+
+def cql_args(**args: Any) -> dict[str, Any]:
+    return {"host": "127.0.0.2", "username": "kairos", "password": SECRET, **args}
+
+
+def test_cql_query_returns_the_nodes_rows_and_keeps_the_password_out(cql: Any) -> None:
+    result = run_module("cassandra_cql_query",
+                        cql_args(query="SELECT release_version FROM system.local"))
+    assert result == {"changed": False, "rows": [{"release_version": "5.0.6"}]}
+    assert cql.logins[0]["password"] == SECRET  # to the driver's auth provider, not argv
+    assert_no_secret(result)
+
+
+def test_cql_query_refuses_a_statement_that_writes(cql: Any) -> None:
+    with pytest.raises(ModuleFailed, match="SELECT statements only"):
+        run_module("cassandra_cql_query", cql_args(query="TRUNCATE kairos_app.events"))
+    assert cql.statements == []
+
+
+def test_readback_passes_when_the_node_runs_what_was_written(cql: Any, tmp_path: Path) -> None:
+    conf = tmp_path / "cassandra.yaml"
+    conf.write_text("concurrent_reads: 32\nmemtable_flush_writers: 2\nrow_cache_size: 0MiB\n")
+    result = run_module("cassandra_settings_readback", cql_args(
+        settings={"concurrent_reads": 32, "memtable_flush_writers": 2},
+        file_settings={"row_cache_size": "0MiB"}, config_file=str(conf),
+        tables=["kairos_app.events"], compaction="SizeTieredCompactionStrategy",
+    ), check_mode=True)
+    assert result["changed"] is False
+    assert result["readback"] == {
+        "running": {"concurrent_reads": "32", "memtable_flush_writers": "2"},
+        "tables": {"kairos_app.events": "SizeTieredCompactionStrategy"},
+        "file": {"concurrent_reads": 32, "memtable_flush_writers": 2, "row_cache_size": "0MiB"},
+    }
+    assert_no_secret(result)
+
+
+def test_readback_names_every_key_source_and_value_that_differs(
+    cql: Any, nodetool: Any, tmp_path: Path
+) -> None:
+    conf = tmp_path / "cassandra.yaml"
+    conf.write_text("memtable_flush_writers: 4\n")
+    with pytest.raises(ModuleFailed) as failed:
+        run_module("cassandra_settings_readback", cql_args(
+            settings={"memtable_flush_writers": 4}, config_file=str(conf),
+            heap="1G", nodetool=NODETOOL,
+        ))
+    assert str(failed.value) == (
+        "127.0.0.2 does not run what was applied: "
+        "running memtable_flush_writers: expected 4, reads '2'; "
+        "heap: expected 1G, the JVM runs 512.0 MB"
+    )
+    assert_no_secret(failed.value.result)
+
+
+def test_table_compaction_check_mode_reports_and_alters_nothing(cql: Any) -> None:
+    result = run_module("cassandra_table_compaction", cql_args(
+        tables=["kairos_app.events"], strategy="LeveledCompactionStrategy",
+    ), check_mode=True)
+    assert result["changed"] is True
+    assert result["before"] == {"kairos_app.events": "SizeTieredCompactionStrategy"}
+    assert result["after"] == {"kairos_app.events": "LeveledCompactionStrategy"}
+    assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
+
+
+def test_table_compaction_already_set_changes_nothing(cql: Any) -> None:
+    result = run_module("cassandra_table_compaction", cql_args(
+        tables=["kairos_app.events"], strategy=STCS,
+    ))
+    assert result["changed"] is False and result["before"] == result["after"]
+
+
+def test_table_compaction_alters_then_reports_what_it_reads_back(cql: Any) -> None:
+    result = run_module("cassandra_table_compaction", cql_args(
+        tables=["kairos_app.events"], strategy="LeveledCompactionStrategy",
+    ))
+    assert result["changed"] is True
+    assert result["after"] == {"kairos_app.events": "LeveledCompactionStrategy"}
+    queries = [q for q, _ in cql.statements]
+    assert queries[1] == (
+        "ALTER TABLE kairos_app.events WITH compaction = {'class': 'LeveledCompactionStrategy'}"
+    )
+    assert queries[2].startswith("SELECT compaction")  # the re-read after the ALTER
+    assert cql.compaction["kairos_app.events"] == LCS
+    assert_no_secret(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"tables": ["events"], "strategy": "LeveledCompactionStrategy"},
+         "tables must be keyspace.table: events"),
+        ({"tables": ["kairos_app.events"], "strategy": "Leveled"},
+         "not a compaction strategy class: 'Leveled'"),
+        ({"tables": ["kairos_app.nope"], "strategy": "LeveledCompactionStrategy"},
+         "no such table: kairos_app.nope"),
+        ({"tables": ["kairos_app.events"], "strategy": "LeveledCompactionStrategy",
+          "timeout": "soon"}, "timeout"),
+    ],
+)
+def test_table_compaction_refuses_bad_arguments(
+    cql: Any, args: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ModuleFailed, match=message) as failed:
+        run_module("cassandra_table_compaction", cql_args(**args))
+    assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
+    assert_no_secret(failed.value.result)
+
+
+# -------------------------------------------------------- cassandra_cluster_facts
+def test_cluster_facts_read_the_ring_and_write_nothing_in_check_mode(
+    cql: Any, tmp_path: Path
+) -> None:
+    dest = tmp_path / "live-ring.json"
+    result = run_module("cassandra_cluster_facts", cql_args(
+        host=ADDRESSES, hosts=dict(zip(ADDRESSES, ["cass1", "cass2", "cass3"], strict=True)),
+        dest=str(dest),
+    ), check_mode=True)
+    assert result["changed"] is False and not dest.exists()
+    ring = result["ring"]
+    assert [n["host"] for n in ring["nodes"]] == ["cass1", "cass2", "cass3"]
+    assert ring["keyspaces"] == {"kairos_app": {"replication": {
+        "class": SIMPLE, "replication_factor": "3"}}}
+    assert [(r["start"], r["end"]) for r in ring["token_ranges"]] == [
+        (TOKENS[2], TOKENS[0]), (TOKENS[0], TOKENS[1]), (TOKENS[1], TOKENS[2]),
+    ]
+    assert all(sorted(r["replicas"]["kairos_app"]) == ["cass1", "cass2", "cass3"]
+               for r in ring["token_ranges"])
+    assert result["schema_agreement"] is True and result["down"] == []
+    assert_no_secret(result)
+
+
+def test_cluster_facts_write_the_ring_for_the_preflight(cql: Any, tmp_path: Path) -> None:
+    dest = tmp_path / "live-ring.json"
+    result = run_module("cassandra_cluster_facts", cql_args(host=ADDRESSES, dest=str(dest)))
+    assert json.loads(dest.read_text()) == result["ring"]
+
+
+def test_cluster_facts_refuse_a_keyspace_the_cluster_lacks(cql: Any) -> None:
+    with pytest.raises(ModuleFailed, match="keyspaces not in the cluster: shop"):
+        run_module("cassandra_cluster_facts", cql_args(host=ADDRESSES, keyspaces=["shop"]))
+
+
+# ----------------------------------------------------------- cassandra_auth_setup
+@pytest.fixture
+def auth_db() -> Any:
+    db = FakeDatabase(auth=True)
+    with mock.patch.object(cassandra_auth_setup, "build_cluster", db.build_cluster):
+        yield db
+
+
+def auth_args(**args: Any) -> dict[str, Any]:
+    return {"host": "127.0.0.2", "username": "kairos", "password": SECRET, "timeout": 0, **args}
+
+
+def changes(db: FakeDatabase) -> list[str]:
+    return [q for q, _ in db.statements if q.startswith(("ALTER", "CREATE"))]
+
+
+def test_auth_setup_check_mode_on_a_new_cluster_reports_and_changes_nothing(
+    auth_db: Any,
+) -> None:
+    result = run_module("cassandra_auth_setup", auth_args(), check_mode=True)
+    assert result["changed"] is True and result["logged_in_as"] == "cassandra"
+    assert result["actions"] == [
+        "system_auth replication {'replication_factor': 1} -> {'datacenter1': 3}",
+        "created superuser role kairos",
+        "disabled login and superuser of the built-in cassandra role",
+    ]
+    assert result["repair_needed"] is False  # nothing was changed
+    assert changes(auth_db) == [] and "kairos" not in auth_db.roles
+    assert_no_secret(result)
+
+
+def test_auth_setup_applies_then_a_second_run_changes_nothing(auth_db: Any) -> None:
+    first = run_module("cassandra_auth_setup", auth_args())
+    assert first["changed"] is True and first["repair_needed"] is True
+    assert first["replication"] == {"datacenter1": 3}
+    assert auth_db.replication["system_auth"] == {"class": NTS, "datacenter1": "3"}
+    assert auth_db.roles["kairos"] == {"password": SECRET, "is_superuser": True,
+                                       "can_login": True}
+    assert auth_db.roles["cassandra"]["can_login"] is False
+    # The password went to the node in the CQL statement and login only, never elsewhere.
+    assert auth_db.logins[-1]["password"] == SECRET
+    assert_no_secret(first)
+
+    again = run_module("cassandra_auth_setup", auth_args())
+    assert again == {"changed": False, "logged_in_as": "kairos", "actions": [],
+                     "replication": {"datacenter1": 3}, "repair_needed": False}
+
+
+def test_auth_setup_never_lets_the_password_through_a_server_error(auth_db: Any) -> None:
+    auth_db.error_on = "CREATE ROLE"
+    with pytest.raises(ModuleFailed, match="authentication setup failed") as failed:
+        run_module("cassandra_auth_setup", auth_args())
+    assert "PASSWORD = '********'" in str(failed.value)
+    assert_no_secret(failed.value.result)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"replication_factor": 0}, "replication_factor=0: must be at least 1"),
+        ({"username": "cassandra"}, "username must not be the built-in cassandra role"),
+        ({"password": None}, "password: empty; give the password of kairos"),
+        ({"password": ""}, "password: empty"),
+        ({"username": None}, "username: empty; give the role Kairos logs in as"),
+    ],
+)
+def test_auth_setup_refuses_bad_arguments(
+    auth_db: Any, args: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ModuleFailed, match=message):
+        run_module("cassandra_auth_setup", auth_args(**args))
+    assert auth_db.logins == []

@@ -1,0 +1,111 @@
+"""The control host's modules' main flows: the run lock and the lab's process manager.
+
+Both act on local files and processes only, so the tests use real ones: a lock file in a
+temporary directory, and a ``sleep`` started and stopped by kairos_process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.test_modules_harness import ModuleFailed, run_module
+
+
+# ------------------------------------------------------------------- kairos_lock
+def lock(path: Path, owner: str, **more: Any) -> dict[str, Any]:
+    return run_module("kairos_lock", {"path": str(path), "owner": owner, **more})
+
+
+def test_lock_taken_then_refreshed_then_released(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "lab-cassandra.lock"
+    taken = lock(path, "run-1")
+    assert taken["changed"] is True and taken["holder"]["owner"] == "run-1"
+    assert json.loads(path.read_text())["owner"] == "run-1"  # read back from the file
+    again = lock(path, "run-1")
+    assert again["changed"] is False
+    assert again["holder"]["heartbeat_at"] >= taken["holder"]["heartbeat_at"]
+    released = lock(path, "run-1", state="absent")
+    assert released == {"changed": True, "holder": {}} and not path.exists()
+    assert lock(path, "run-1", state="absent") == {"changed": False, "holder": {}}
+
+
+def test_a_lock_held_by_a_live_run_is_refused_naming_its_owner(tmp_path: Path) -> None:
+    path = tmp_path / "lab.lock"
+    # Held from another control host with a fresh heartbeat: alive.
+    path.write_text(json.dumps({"owner": "run-0", "host": "elsewhere", "pid": 1,
+                                "created": "2026-11-21T12:00:00+0000",
+                                "heartbeat_at": time.time()}))
+    held = r"another Kairos run holds \S+ \(owner run-0, since 2026-11-21T12:00:00"
+    with pytest.raises(ModuleFailed, match=held) as failed:
+        lock(path, "run-1")
+    assert failed.value.result["locked"] is True
+    assert lock(path, "run-1", state="absent")["changed"] is False  # not ours: left alone
+    assert json.loads(path.read_text())["owner"] == "run-0"
+
+
+def test_a_dead_holders_lock_is_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "lab.lock"
+    path.write_text(json.dumps({"owner": "run-0", "host": "elsewhere", "pid": 1,
+                                "heartbeat_at": time.time() - 3600}))
+    taken = lock(path, "run-1", stale_after=60)
+    assert taken["changed"] is True and taken["holder"]["owner"] == "run-1"
+    assert taken["holder"]["host"] == socket.gethostname()
+
+
+def test_lock_refuses_an_unknown_state(tmp_path: Path) -> None:
+    with pytest.raises(ModuleFailed, match="value of state must be one of: present, absent"):
+        lock(tmp_path / "lab.lock", "run-1", state="held")
+
+
+# ---------------------------------------------------------------- kairos_process
+MATCH = "kairos-process-unit-test"
+
+
+def process(pidfile: Path, **more: Any) -> dict[str, Any]:
+    return run_module("kairos_process", {"pidfile": str(pidfile), "match": MATCH, **more})
+
+
+def command() -> list[str]:
+    # A server stand-in: sleeps, and carries MATCH on its command line.
+    return [sys.executable, "-c", "import time; time.sleep(60)", MATCH]
+
+
+def test_process_check_mode_reports_a_start_and_starts_nothing(tmp_path: Path) -> None:
+    pidfile = tmp_path / "node.pid"
+    result = run_module("kairos_process", {"pidfile": str(pidfile), "match": MATCH,
+                                           "command": command()}, check_mode=True)
+    assert result == {"changed": True, "was_running": False, "pid": 0}
+    assert not pidfile.exists()
+
+
+# The module detaches the server (its own session) and never waits for it, on purpose.
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
+def test_process_started_once_then_stopped(tmp_path: Path) -> None:
+    pidfile = tmp_path / "node.pid"
+    started = process(pidfile, command=command(), log=str(tmp_path / "out.log"))
+    pid = started["pid"]
+    try:
+        assert started["changed"] is True and int(pidfile.read_text()) == pid
+        again = process(pidfile, command=command())
+        assert again == {"changed": False, "was_running": True, "pid": pid}
+        stopped = process(pidfile, state="stopped", stop_timeout=10)
+        assert stopped["changed"] is True and stopped["pid"] == pid
+        assert not pidfile.exists()
+        assert process(pidfile, state="stopped") == {"changed": False, "pid": 0,
+                                                     "was_running": False}
+    finally:
+        if pidfile.exists():
+            os.kill(pid, 9)
+
+
+def test_process_start_needs_a_command(tmp_path: Path) -> None:
+    with pytest.raises(ModuleFailed, match="'command' is required when state=started"):
+        process(tmp_path / "node.pid")
