@@ -258,74 +258,22 @@ def decide(
     plan_path = plan.path if plan else None
     if autopilot_state.get("paused"):
         why = autopilot_state.get("paused_reason") or "no reason given"
-        return Decision(
-            now=stamp, paused=True, replan=False, replan_reasons=(), replan_blocked=None,
-            apply=False, step=None, retry_failed=False, hold=None, plan=plan_path,
-            message=f"autopilot paused since {autopilot_state.get('paused_at')} ({why}); "
-            "resume with: kairos autopilot resume",
-        )
-
-    # A failed step holds everything: neither a new plan nor an apply may paper over it.
-    hold: str | None = None
-    retry = False
-    step = due_step(plan, now) if plan else None
+        return _idle(stamp, plan_path, paused=True, hold=None,
+                     message=f"autopilot paused since {autopilot_state.get('paused_at')} "
+                     f"({why}); resume with: kairos autopilot resume")
     steps_state = rollout_state.get("steps", {}) if rollout_state else {}
-    failed = {sid: s for sid, s in steps_state.items() if s.get("status") == "failed"}
-    if plan and failed:
-        sid, rec = sorted(failed.items(), key=lambda kv: str(kv[1].get("finished_at")))[-1]
-        attempts = int(rec.get("attempts", 1))
-        failed_at = _parse_time(rec.get("finished_at"))
-        detail = f"step {sid} failed at {rec.get('finished_at')}: {rec.get('error', 'no detail')}"
-        if policy.failed_backoff_seconds is None:
-            hold = (
-                f"{detail}; waiting for a person "
-                "(docs/runbooks/resume-or-roll-back-a-failed-step.md)"
-            )
-        elif attempts >= policy.max_attempts:
-            hold = f"{detail}; {attempts} attempt(s), the limit: waiting for a person"
-        elif (
-            failed_at is not None
-            and (now - failed_at).total_seconds() < policy.failed_backoff_seconds
-        ):
-            until = failed_at + timedelta(seconds=policy.failed_backoff_seconds)
-            hold = f"{detail}; back-off until {until.isoformat(timespec='seconds')}"
-        else:
-            step, retry = sid, True
+    step = due_step(plan, now) if plan else None
+    # A failed step holds everything: neither a new plan nor an apply may paper over it.
+    hold, retry_step = _failed_step(plan, steps_state, now, policy)
     if hold is not None:
-        return Decision(
-            now=stamp, paused=False, replan=False, replan_reasons=(), replan_blocked=None,
-            apply=False, step=None, retry_failed=False, hold=hold, plan=plan_path,
-            message=f"holding: {hold}",
-        )
-
-    reasons: list[str] = []
-    if plan is None:
-        reasons.append("there is no plan")
-    else:
-        stale = staleness(plan, now, policy)
-        if stale:
-            reasons.append(stale)
-        if band is not None and observed is not None:
-            dev = deviation(band, observed, policy)
-            if dev:
-                reasons.append(dev)
-    blocked: str | None = None
-    last = _parse_time(autopilot_state.get("last_replan_at"))
-    if reasons and plan is not None and last is not None and not retry:
-        since = (now - last).total_seconds()
-        if since < policy.min_replan_seconds:
-            nxt = last + timedelta(seconds=policy.min_replan_seconds)
-            blocked = (
-                f"last re-plan {since:.0f} s ago, "
-                f"minimum interval {policy.min_replan_seconds:g} s: "
-                f"not before {nxt.isoformat(timespec='seconds')}"
-            )
+        return _idle(stamp, plan_path, paused=False, hold=hold, message=f"holding: {hold}")
+    retry = retry_step is not None
+    step = retry_step or step
+    reasons = _replan_reasons(plan, now, policy, band, observed)
+    blocked = None if retry or plan is None else _rate_limited(reasons, autopilot_state,
+                                                                now, policy)
     replan = bool(reasons) and blocked is None and not retry
-
-    apply = False
-    if step is not None:
-        rec = steps_state.get(step, {})
-        apply = retry or rec.get("status") != "applied"
+    apply = step is not None and (retry or steps_state.get(step, {}).get("status") != "applied")
     notes = []
     if replan:
         notes.append("re-plan: " + "; ".join(reasons))
@@ -336,14 +284,73 @@ def decide(
     elif apply:
         notes.append(f"apply step {step}")
     elif plan is not None:
-        notes.append(
-            f"step {step} already applied" if step else "no step is due yet"
-        )
+        notes.append(f"step {step} already applied" if step else "no step is due yet")
     return Decision(
         now=stamp, paused=False, replan=replan, replan_reasons=tuple(reasons),
         replan_blocked=blocked, apply=apply, step=step, retry_failed=retry, hold=None,
         plan=plan_path, message="; ".join(notes) or "nothing to do",
     )
+
+
+def _idle(now: str, plan: str | None, *, paused: bool, hold: str | None,
+          message: str) -> Decision:
+    """A decision to do nothing (paused, or held by a failed step)."""
+    return Decision(now=now, paused=paused, replan=False, replan_reasons=(), replan_blocked=None,
+                    apply=False, step=None, retry_failed=False, hold=hold, plan=plan,
+                    message=message)
+
+
+def _failed_step(
+    plan: PlanView | None, steps_state: Mapping[str, Any], now: datetime, policy: Policy
+) -> tuple[str | None, str | None]:
+    """``(hold, None)`` while the latest failed step holds the engine, ``(None, step)`` when
+    its back-off has passed (retry it), ``(None, None)`` when no step failed."""
+    failed = {sid: s for sid, s in steps_state.items() if s.get("status") == "failed"}
+    if not plan or not failed:
+        return None, None
+    sid, rec = sorted(failed.items(), key=lambda kv: str(kv[1].get("finished_at")))[-1]
+    attempts = int(rec.get("attempts", 1))
+    failed_at = _parse_time(rec.get("finished_at"))
+    detail = f"step {sid} failed at {rec.get('finished_at')}: {rec.get('error', 'no detail')}"
+    if policy.failed_backoff_seconds is None:
+        return (f"{detail}; waiting for a person "
+                "(docs/runbooks/resume-or-roll-back-a-failed-step.md)"), None
+    if attempts >= policy.max_attempts:
+        return f"{detail}; {attempts} attempt(s), the limit: waiting for a person", None
+    if failed_at is not None and (now - failed_at).total_seconds() < policy.failed_backoff_seconds:
+        until = failed_at + timedelta(seconds=policy.failed_backoff_seconds)
+        return f"{detail}; back-off until {until.isoformat(timespec='seconds')}", None
+    return None, sid
+
+
+def _replan_reasons(plan: PlanView | None, now: datetime, policy: Policy, band: Band | None,
+                    observed: Observation | None) -> list[str]:
+    """Why the plan must be remade: none, stale, or the workload left the forecast."""
+    if plan is None:
+        return ["there is no plan"]
+    reasons = []
+    stale = staleness(plan, now, policy)
+    if stale:
+        reasons.append(stale)
+    if band is not None and observed is not None:
+        dev = deviation(band, observed, policy)
+        if dev:
+            reasons.append(dev)
+    return reasons
+
+
+def _rate_limited(reasons: Sequence[str], autopilot_state: Mapping[str, Any], now: datetime,
+                  policy: Policy) -> str | None:
+    """Why a wanted re-plan must wait (the previous one was too recent), or None."""
+    last = _parse_time(autopilot_state.get("last_replan_at"))
+    if not reasons or last is None:
+        return None
+    since = (now - last).total_seconds()
+    if since >= policy.min_replan_seconds:
+        return None
+    nxt = last + timedelta(seconds=policy.min_replan_seconds)
+    return (f"last re-plan {since:.0f} s ago, minimum interval {policy.min_replan_seconds:g} s: "
+            f"not before {nxt.isoformat(timespec='seconds')}")
 
 
 # ------------------------------------------------------------- file inputs
