@@ -8,12 +8,14 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner import inputs
+from planner.commands.load import CLS
 
-CLS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
-
+if TYPE_CHECKING:  # the modules themselves load only when the command runs
+    from planner.calibrate import Budget, CalibrationState
+    from planner.loadgen import LoadConfig
 
 #: Why the run budget stops at 10,000: at a minute or more a run, that is a week of
 #: restarts, and the design search is quadratic in the runs.
@@ -45,7 +47,16 @@ def register(subparsers: Any) -> None:
                    help="calibration directory: state.json, observations.csv, model.json, "
                    "report.json, executor.log (default .kairos/calibration/cassandra); the "
                    "same directory resumes")
-    space = p.add_argument_group("what to measure")
+    _add_space_arguments(p.add_argument_group("what to measure"))
+    _add_budget_arguments(p.add_argument_group("budget (give one or both)"))
+    _add_run_arguments(p.add_argument_group("each run"))
+    _add_executor_arguments(p.add_argument_group("executor"))
+    _add_load_arguments(p.add_argument_group("load (see kairos load)"))
+    p.set_defaults(func=run_command)
+
+
+def _add_space_arguments(space: Any) -> None:
+    """The grid, the mixes, the running values, the design's start."""
     space.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2,...",
                        help="a parameter and its levels (repeatable); the running value is "
                        "always added. Default: the space's grid keys over their candidate "
@@ -62,13 +73,19 @@ def register(subparsers: Any) -> None:
                        "chooses (default: parameters + 1)")
     space.add_argument("--seed", type=inputs.SEED, default=0,
                        help="seed of the design's tie-breaks")
-    bud = p.add_argument_group("budget (give one or both)")
+
+
+def _add_budget_arguments(bud: Any) -> None:
+    """How many configurations, how much wall time."""
     bud.add_argument("--runs", type=inputs.bounded_int(1, 10_000, why=RUNS_WHY),
                      help="configurations in the whole calibration, "
                      "resumed ones included")
     bud.add_argument("--minutes", type=MINUTES, help="wall time of this invocation: no "
                      "configuration starts that is not expected to finish in it")
-    run = p.add_argument_group("each run")
+
+
+def _add_run_arguments(run: Any) -> None:
+    """Warm-up, measurement, repeats and sweeps, the end of a calibration."""
     run.add_argument("--warmup", type=inputs.DURATION, default=30.0,
                      help="seconds of unmeasured load after each change, in one window "
                      "(default 30)")
@@ -103,12 +120,18 @@ def register(subparsers: Any) -> None:
                      "(default: measure it, to report the cluster's drift beside the gains)")
     run.add_argument("--fit-only", action="store_true",
                      help="refit from the directory's observations; touch no node")
-    ex = p.add_argument_group("executor")
+
+
+def _add_executor_arguments(ex: Any) -> None:
+    """How each configuration is applied."""
     ex.add_argument("--inventory", default="inventories/local/hosts.yml")
     ex.add_argument("--playbook", default="playbooks/change_settings.yml")
     ex.add_argument("--rollout-cl", type=str.upper, choices=CLS, default="QUORUM",
                     help="consistency level the rolling restarts keep (default QUORUM)")
-    ld = p.add_argument_group("load (see kairos load)")
+
+
+def _add_load_arguments(ld: Any) -> None:
+    """The measured load (a subset of ``kairos load``)."""
     ld.add_argument("--hosts", help="comma-separated contact points (default: the local lab)")
     ld.add_argument("--port", type=inputs.PORT, default=9042)
     ld.add_argument("--cl", type=str.upper, choices=CLS, default="QUORUM",
@@ -123,7 +146,6 @@ def register(subparsers: Any) -> None:
     ld.add_argument("--concurrency", type=inputs.bounded_int(1, 4096), default=64,
                     help="requests in flight per process")
     ld.add_argument("--processes", type=inputs.PROCESSES, default=1)
-    p.set_defaults(func=run_command)
 
 
 def _log(msg: str) -> None:
@@ -235,28 +257,8 @@ def _summary(report: dict[str, Any]) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     """Validate everything, then calibrate (or only refit with --fit-only)."""
-    from planner.calibrate import (
-        DEFAULT_MIXES,
-        Budget,
-        CalibrationState,
-        ExecutorBench,
-        default_levels,
-        describe_environment,
-        find_ansible_playbook,
-        make_space,
-        parse_levels,
-        parse_mixes,
-        read_running_config,
-        recheck_original,
-        restore,
-        run_calibration,
-        write_observations,
-    )
-    from planner.errors import ValidationError
-    from planner.loadgen import LoadConfig, parse_mix
-    from planner.spaces import get_space
+    from planner.calibrate import CalibrationState, write_observations
 
-    engine = args.engine
     root = Path(args.dir)
     paths = {"state": root / "state.json", "observations": root / "observations.csv",
              "model": root / "model.json", "report": root / "report.json",
@@ -266,8 +268,39 @@ def run_command(args: argparse.Namespace) -> int:
         write_observations(state, paths["observations"])
         print(_summary(_fit_and_write(state, paths, "refit only")))
         return 0
-
     # Everything is checked here, before any node is touched.
+    run = _checked_run(args)
+    state = _open_state(args, run, paths)
+    return _calibrate(args, run, state, paths)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What the arguments ask of a calibration, validated."""
+
+    levels: dict[str, tuple[Any, ...]]
+    mixes: dict[str, dict[str, float]]
+    budget: Budget
+    initial: int
+    warmup_max: float
+    load: LoadConfig
+    ansible_playbook: str
+
+
+def _checked_run(args: argparse.Namespace) -> _Run:
+    """Every argument checked, in the order the messages are given."""
+    from planner.calibrate import (
+        DEFAULT_MIXES,
+        Budget,
+        default_levels,
+        find_ansible_playbook,
+        parse_levels,
+        parse_mixes,
+    )
+    from planner.errors import ValidationError
+    from planner.loadgen import LoadConfig, parse_mix
+
+    engine = args.engine
     levels = parse_levels(args.param, engine) if args.param else default_levels(engine)
     mixes = (parse_mixes(args.mix, engine) if args.mix
              else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
@@ -297,65 +330,101 @@ def run_command(args: argparse.Namespace) -> int:
     for name, path in (("--inventory", args.inventory), ("--playbook", args.playbook)):
         if not Path(path).exists():
             raise ValidationError(f"{name}: {path}: no such file")
-    ansible_playbook = find_ansible_playbook()
+    return _Run(levels=levels, mixes=mixes, budget=budget, initial=initial,
+                warmup_max=warmup_max, load=load, ansible_playbook=find_ansible_playbook())
 
-    if paths["state"].exists():
-        state = CalibrationState.load(paths["state"])
-        state.compatible(engine=engine, levels=levels, mixes=mixes, repeats=args.repeats,
-                         sweeps=args.sweeps)
-        if args.repeats > state.repeats:
-            _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
-                 "measured so far gets the missing runs")
-            state.repeats = args.repeats
-            state.save(paths["state"])
-        if args.sweeps > state.sweeps:
-            _log(f"calibrate: --sweeps {state.sweeps} -> {args.sweeps}: the design is measured "
-                 "again in mirrored order")
-            state.sweeps = args.sweeps
-            state.save(paths["state"])
-        _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
-             f"{len(state.measurements)} measurement(s) so far")
-    else:
-        running = _read_current(args.current, engine) if args.current else {}
-        unknown = [k for k in levels if k not in running]
-        version = ""
-        if unknown:
-            read, version = read_running_config(
-                unknown, hosts=[h.rpartition(":")[0] or h for h in load.contact_points],
-                port=args.port, keyspace=args.keyspace, table=args.table)
-            running.update(read)
-        space = make_space(engine, levels, running)
-        original = {k: running[k] for k in space.params}
-        from datetime import UTC, datetime
 
-        state = CalibrationState(
-            engine=engine, levels=space.to_dict(), mixes=mixes, seed=args.seed,
-            original=original, applied=dict(original), repeats=args.repeats,
-            sweeps=args.sweeps,
-            created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
-            command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
-            environment=describe_environment(version),
-        )
+def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
+                ) -> CalibrationState:
+    """The state of the directory (resumed, topped up to --repeats and --sweeps), or a new
+    one that starts from the configuration the cluster runs now."""
+    from planner.calibrate import CalibrationState
+
+    if not paths["state"].exists():
+        return _new_state(args, run, paths)
+    state = CalibrationState.load(paths["state"])
+    state.compatible(engine=args.engine, levels=run.levels, mixes=run.mixes,
+                     repeats=args.repeats, sweeps=args.sweeps)
+    if args.repeats > state.repeats:
+        _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
+             "measured so far gets the missing runs")
+        state.repeats = args.repeats
         state.save(paths["state"])
-        grid = len(space.grid())
-        _log(f"calibrate: {grid} configuration(s) in the grid over {list(space.params)}; "
-             f"running now: {original}")
+    if args.sweeps > state.sweeps:
+        _log(f"calibrate: --sweeps {state.sweeps} -> {args.sweeps}: the design is measured "
+             "again in mirrored order")
+        state.sweeps = args.sweeps
+        state.save(paths["state"])
+    _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
+         f"{len(state.measurements)} measurement(s) so far")
+    return state
+
+
+def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
+               ) -> CalibrationState:
+    """A new calibration: the running values (from --current, else read over CQL), saved."""
+    from datetime import UTC, datetime
+
+    from planner.calibrate import (
+        CalibrationState,
+        describe_environment,
+        make_space,
+        read_running_config,
+    )
+
+    engine = args.engine
+    running = _read_current(args.current, engine) if args.current else {}
+    unknown = [k for k in run.levels if k not in running]
+    version = ""
+    if unknown:
+        read, version = read_running_config(
+            unknown, hosts=[h.rpartition(":")[0] or h for h in run.load.contact_points],
+            port=args.port, keyspace=args.keyspace, table=args.table)
+        running.update(read)
+    space = make_space(engine, run.levels, running)
+    original = {k: running[k] for k in space.params}
+    state = CalibrationState(
+        engine=engine, levels=space.to_dict(), mixes=run.mixes, seed=args.seed,
+        original=original, applied=dict(original), repeats=args.repeats,
+        sweeps=args.sweeps,
+        created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
+        command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
+        environment=describe_environment(version),
+    )
+    state.save(paths["state"])
+    grid = len(space.grid())
+    _log(f"calibrate: {grid} configuration(s) in the grid over {list(space.params)}; "
+         f"running now: {original}")
+    return state
+
+
+def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
+               paths: dict[str, Path]) -> int:
+    """Measure, fit, restore (and re-measure the original); 130 when interrupted."""
+    from planner.calibrate import (
+        ExecutorBench,
+        recheck_original,
+        restore,
+        run_calibration,
+        write_observations,
+    )
+    from planner.spaces import get_space
 
     bench = ExecutorBench(
-        load=load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
-        warmup_max_seconds=warmup_max, warmup_tolerance=args.warmup_tolerance,
+        load=run.load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
+        warmup_max_seconds=run.warmup_max, warmup_tolerance=args.warmup_tolerance,
         restart_warmup_seconds=args.restart_warmup,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
-        log_path=paths["executor_log"], ansible_playbook=ansible_playbook, log=_log,
+        log_path=paths["executor_log"], ansible_playbook=run.ansible_playbook, log=_log,
     )
     # Split-plot order (restart-class values changed as rarely as possible) when the budget
     # covers the whole grid: the order then changes nothing of what is measured.
-    group = budget.runs is not None and budget.runs >= len(state.space.grid())
+    group = run.budget.runs is not None and run.budget.runs >= len(state.space.grid())
     if group:
         _log("calibrate: the budget covers the grid: configurations that need no restart "
              "from where the cluster is come first")
     try:
-        stopped = run_calibration(state, bench=bench, budget=budget, initial=initial,
+        stopped = run_calibration(state, bench=bench, budget=run.budget, initial=run.initial,
                                   state_path=paths["state"],
                                   observations_path=paths["observations"], log=_log,
                                   group_restarts=group)
@@ -370,7 +439,7 @@ def run_command(args: argparse.Namespace) -> int:
             if not args.no_recheck and state.sweeps == 1 and recheck_original(
                     state, bench=bench, state_path=paths["state"],
                     observations_path=paths["observations"], log=_log,
-                    restarted=bool(get_space(engine).restart_params(restored))):
+                    restarted=bool(get_space(args.engine).restart_params(restored))):
                 report = _fit_and_write(state, paths, stopped)
     except KeyboardInterrupt:
         _log(f"calibrate: interrupted; everything measured is in {paths['state']}. The "

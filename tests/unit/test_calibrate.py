@@ -105,6 +105,17 @@ def calibrate(state: cal.CalibrationState, bench: SyntheticBench, tmp_path: Path
     )
 
 
+def measure_by_hand(state: cal.CalibrationState, bench: SyntheticBench,
+                    pairs: tuple[tuple[int, int], ...]) -> None:
+    """Make the design (concurrent_reads, concurrent_writes) ``pairs`` and measure each mix
+    once under it, without the calibration loop."""
+    state.design = [{"concurrent_reads": r, "concurrent_writes": w} for r, w in pairs]
+    for config in state.design:
+        bench.running.update(config)
+        for name, mix in MIXES.items():
+            state.measurements.append({"config": config, "mix": name, **bench.measure(mix)})
+
+
 # ------------------------------------------------------------------ inputs
 def test_parse_levels_gives_canonical_sorted_levels() -> None:
     levels = cal.parse_levels(
@@ -186,12 +197,7 @@ def test_refinement_measures_a_never_seen_level_before_anything_else() -> None:
     state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [16, 64]})
     bench = SyntheticBench(DEFAULTS)
     # 4 configurations that never use concurrent_writes=16
-    state.design = [{"concurrent_reads": r, "concurrent_writes": w}
-                    for r, w in ((32, 32), (128, 64), (16, 64), (64, 32))]
-    for config in state.design:
-        bench.running.update(config)
-        for name, mix in MIXES.items():
-            state.measurements.append({"config": config, "mix": name, **bench.measure(mix)})
+    measure_by_hand(state, bench, ((32, 32), (128, 64), (16, 64), (64, 32)))
     nxt, why = cal.choose_next(state, initial=4)
     assert "most uncertain" in why
     assert nxt is not None and nxt["concurrent_writes"] == 16
@@ -200,12 +206,7 @@ def test_refinement_measures_a_never_seen_level_before_anything_else() -> None:
 def test_refinement_picks_the_largest_predictive_variance() -> None:
     state = new_state({"concurrent_reads": [16, 64, 128], "concurrent_writes": [64]})
     bench = SyntheticBench(DEFAULTS, seed=3)
-    state.design = [{"concurrent_reads": r, "concurrent_writes": w}
-                    for r, w in ((32, 32), (32, 64), (64, 32), (64, 64))]
-    for config in state.design:
-        bench.running.update(config)
-        for name, mix in MIXES.items():
-            state.measurements.append({"config": config, "mix": name, **bench.measure(mix)})
+    measure_by_hand(state, bench, ((32, 32), (32, 64), (64, 32), (64, 64)))
     model, _ = cal.fit_observations(cal.observations_frame(state), engine="cassandra")
     assert model is not None
     space = state.space
@@ -592,12 +593,19 @@ def test_cli_refuses_bad_input_before_touching_a_node(
     assert not (tmp_path / "cal" / "state.json").exists()
 
 
+def calibrate_then_refit(tmp_path: Path, bench: SyntheticBench | None = None, *,
+                         sweeps: int = 1) -> None:
+    """Six configurations calibrated into ``tmp_path``, then ``kairos calibrate --fit-only``."""
+    state = new_state()
+    state.sweeps = sweeps
+    calibrate(state, bench or SyntheticBench(DEFAULTS), tmp_path, runs=6, initial=4)
+    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+
+
 def test_cli_fit_only_refits_a_calibration_directory(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = new_state()
-    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=6, initial=4)
-    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    calibrate_then_refit(tmp_path)
     out = capsys.readouterr().out
     assert "held-out MAPE" in out and "leave-one-configuration-out" in out
     report = json.loads((tmp_path / "report.json").read_text())
@@ -610,10 +618,7 @@ def test_cli_fit_only_refits_a_calibration_directory(
 def test_cli_summary_of_a_swept_calibration_gives_the_drift_between_sweeps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = new_state()
-    state.sweeps = 2
-    calibrate(state, DriftingBench(DEFAULTS, rate=0.01), tmp_path, runs=6, initial=4)
-    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    calibrate_then_refit(tmp_path, DriftingBench(DEFAULTS, rate=0.01), sweeps=2)
     out = capsys.readouterr().out
     assert "from the first sweep to the last (12 configuration-mix pairs)" in out
     assert "the original itself moved" in out
@@ -630,9 +635,7 @@ def test_kairos_plan_takes_the_calibrated_model_and_refuses_another_engines(
     from planner.traces import mgrast_like
     from planner.workload import save_trace
 
-    state = new_state()
-    calibrate(state, SyntheticBench(DEFAULTS), tmp_path, runs=6, initial=4)
-    assert main(["calibrate", "--dir", str(tmp_path), "--fit-only"]) == 0
+    calibrate_then_refit(tmp_path)
     trace = tmp_path / "trace.json"
     save_trace(mgrast_like(steps=120, step_seconds=60.0, seed=2), trace)
     common = ["plan", "--trace", str(trace), "--forecast-model", "naive", "--horizon", "6",

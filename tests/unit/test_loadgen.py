@@ -360,10 +360,9 @@ def test_max_requests_is_split_exactly_over_processes() -> None:
 def test_plan_stops_at_max_requests() -> None:
     cfg = LoadConfig(engine="redis", max_requests=5, keys=100)
     plan = _Plan(cfg, 0, threading.Event())
-    slots = []
-    while (slot := plan.next_slot()) is not None:
-        slots.append(slot)
+    slots = list(plan.slots())  # what both engines' issue loops iterate over
     assert len(slots) == 5 and plan.stopped_by == "max_requests"
+    assert all(step is None and mix.classes == ("read", "write") for step, mix in slots)
 
 
 # ------------------------------------------------------------------------- CLI

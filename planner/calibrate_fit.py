@@ -1,0 +1,278 @@
+"""Turning measurements into the performance model, and scoring what it claims.
+
+:func:`fit_observations` scores each model design by leave-one-configuration-out MAPE
+(every configuration predicted by a model that never saw it: the error a plan meets when
+it moves to a configuration), keeps the best design, refits it on every row with
+:func:`planner.perfmodel.fit_design`, and reports the held-out and in-sample MAPE next to
+the mix-only baseline (no configuration terms). The baseline is a candidate too: when it
+predicts unseen configurations best, the configuration terms are noise and the model
+claims no configuration effect. :func:`best_by_mix` and :func:`sweep_drift` read the gains
+and the cluster's drift straight from the measurements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.calibrate_space import config_key
+from planner.calibrate_state import CalibrationState, sweep_of
+from planner.errors import ValidationError
+from planner.perfmodel import TARGET, PerformanceModel, fit_design
+from planner.workload import classes_for
+
+#: The design without configuration terms (the mix alone), scored beside the others.
+MIX_ONLY = "mix-only"
+
+
+def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:
+    return float(np.mean(np.abs(predicted - actual) / actual))
+
+
+def _predict_rows(model: PerformanceModel, df: pd.DataFrame, params: Sequence[str]) -> np.ndarray:
+    classes = model.classes
+    out = np.empty(len(df))
+    for i, row in enumerate(df.to_dict("records")):
+        mix = {c: float(row[c]) for c in classes}
+        config = {p: _plain(row[p]) for p in params}
+        out[i] = model.predict(mix, config).ops_per_s
+    return out
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _row_keys(df: pd.DataFrame, params: Sequence[str]) -> list[str]:
+    return [config_key({p: _plain(r[p]) for p in params}) for r in df.to_dict("records")]
+
+
+def config_means(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> pd.DataFrame:
+    """One row per (configuration, mix): the geometric mean of its measurements.
+
+    Geometric, because the model is fitted on log throughput. This is what a configuration
+    delivers under a mix as far as repeated runs can tell, and what the errors of
+    :func:`fit_observations` are measured against; with one run per pair it is the row.
+    """
+    cols = [*classes_for(engine), *params]
+    logged = df.assign(**{TARGET: np.log(df[TARGET].astype(float))})
+    means = logged.groupby(cols, sort=False, dropna=False)[TARGET].mean().reset_index()
+    return means.assign(**{TARGET: np.exp(means[TARGET])})
+
+
+def repeat_spread(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> float | None:
+    """Run-to-run noise: mean ``|run / its (configuration, mix) geometric mean - 1|`` over the
+    pairs measured more than once (None when none was). No model can predict a single run
+    better than this."""
+    cols = [*classes_for(engine), *params]
+    logged = np.log(df[TARGET].astype(float))
+    groups = logged.groupby([df[c] for c in cols], sort=False, dropna=False)
+    dev = [np.abs(np.exp(g - g.mean()) - 1) for _, g in groups if len(g) > 1]
+    return float(np.mean(np.concatenate(dev))) if dev else None
+
+
+def leave_one_config_out(
+    df: pd.DataFrame, *, engine: str, design: str, params: Sequence[str],
+    mix_only: bool = False,
+) -> dict[str, Any]:
+    """Predict each configuration from a model fitted on the other configurations' runs.
+
+    ``params`` are the configuration columns (they define the groups). ``mix_only`` fits
+    without them: the baseline that says how much the configuration terms explain. The
+    prediction is scored against the configuration's measured throughput per mix (the
+    geometric mean of its runs, :func:`config_means`). Returns ``{"mape": pooled MAPE over
+    the predicted (configuration, mix) pairs or None, "per_config": [...], "skipped":
+    [reasons]}``; a fold is skipped when its training rows cannot fit the design (too few
+    rows, or parameters that never vary independently there).
+    """
+    keys = _row_keys(df, params)
+    means = config_means(df, engine=engine, params=params)
+    mean_keys = _row_keys(means, params)
+    fit_df = df.drop(columns=list(params)) if mix_only else df
+    actual: list[float] = []
+    predicted: list[float] = []
+    per_config: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for key in dict.fromkeys(keys):
+        held = np.array([k == key for k in keys])
+        try:
+            model = fit_design(fit_df[~held], engine=engine, design=design)
+        except ValidationError as exc:
+            skipped.append(f"{key}: {exc}")
+            continue
+        test = means[np.array([k == key for k in mean_keys])]
+        pred = _predict_rows(model, test, [] if mix_only else params)
+        y = test[TARGET].to_numpy(dtype=float)
+        actual.extend(y)
+        predicted.extend(pred)
+        per_config.append({"config": json.loads(key), "mape": _mape(y, pred)})
+    mape = _mape(np.array(actual), np.array(predicted)) if actual else None
+    return {"mape": mape, "per_config": per_config, "skipped": skipped}
+
+
+def fit_observations(
+    df: pd.DataFrame, *, engine: str, name: str | None = None
+) -> tuple[PerformanceModel | None, dict[str, Any]]:
+    """Choose the design by leave-one-configuration-out MAPE, refit it on every row.
+
+    Returns ``(model or None, report)``; the model is None (and ``report["error"]`` says why)
+    when no design can be fitted on the rows. The report holds the held-out MAPE of the
+    chosen design (None when no fold could be fitted), the in-sample MAPE, and the same two
+    figures for a mix-only baseline, all against the (configuration, mix) geometric means of
+    the runs; and the runs' own spread around those means (``repeat_spread``).
+    """
+    classes = classes_for(engine)
+    params = [c for c in df.columns if c not in (*classes, TARGET)]
+    varying = [p for p in params if df[p].astype(str).nunique() > 1]
+    n_configs = len(set(_row_keys(df, params)))
+    report: dict[str, Any] = {
+        "n_observations": len(df),
+        "n_configurations": n_configs,
+        "params": varying,
+        "validation": "leave-one-configuration-out",
+    }
+    candidates: dict[str, dict[str, Any]] = {}
+    for design in ("interaction", "additive"):
+        try:
+            fit_design(df, engine=engine, design=design)
+        except ValidationError as exc:
+            candidates[design] = {"mape": None, "error": str(exc)}
+            continue
+        candidates[design] = leave_one_config_out(df, engine=engine, design=design,
+                                                  params=params)
+    fittable = [d for d, c in candidates.items() if "error" not in c]
+    if not fittable:
+        report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
+        report["error"] = "; ".join(c["error"] for c in candidates.values())
+        report["heldout_mape"] = None
+        return None, report
+    # The mix-only model competes too: configuration terms that predict an unseen
+    # configuration worse than the mix alone are fitted noise, and a planner must not
+    # restart nodes for them.
+    baseline = leave_one_config_out(df, engine=engine, design="interaction", params=params,
+                                    mix_only=True)
+    candidates[MIX_ONLY] = baseline
+    report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
+    scored = [d for d in [*fittable, MIX_ONLY] if candidates[d]["mape"] is not None]
+    # With a held-out figure the lowest wins (a configuration design on a tie); without,
+    # the smaller (additive) configuration design.
+    chosen = min(scored, key=lambda d: (candidates[d]["mape"], d == MIX_ONLY)) if scored \
+        else fittable[-1]
+    means = config_means(df, engine=engine, params=params)
+    y = means[TARGET].to_numpy(dtype=float)
+    mix_model: PerformanceModel | None = None
+    baseline_in_sample: float | None = None
+    with contextlib.suppress(ValidationError):
+        mix_model = fit_design(df, engine=engine, design="interaction", params=[])
+        baseline_in_sample = _mape(y, _predict_rows(mix_model, means, []))
+    model_name = name or f"{engine}-calibrated"
+    if chosen == MIX_ONLY and mix_model is not None:
+        model = dataclasses.replace(mix_model, name=model_name)
+    else:
+        model = fit_design(df, engine=engine, design=chosen, name=model_name)
+    report.update({
+        "design": chosen,
+        "heldout_mape": candidates[chosen]["mape"],
+        "heldout_per_config": candidates[chosen]["per_config"],
+        "heldout_skipped": candidates[chosen]["skipped"],
+        "in_sample_mape": _mape(y, _predict_rows(model, means, params)),
+        "repeat_spread": repeat_spread(df, engine=engine, params=params),
+        "baseline_heldout_mape": baseline["mape"],
+        "baseline_in_sample_mape": baseline_in_sample,
+        "r_squared": model.info["fit"]["r_squared"],
+        "sigma": model.sigma,
+        "notes": model.info["fit"]["notes"],
+    })
+    return model, report
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
+def best_by_mix(state: CalibrationState) -> dict[str, dict[str, Any]]:
+    """Per mix: the best measured configuration against the original.
+
+    Each configuration counts with the geometric mean of its runs (every sweep; the final
+    re-measurement excluded). With one sweep, the original's runs are those taken first (the
+    start of the calibration); after :func:`recheck_original`, its re-measured figure and
+    its drift are given too: a gain smaller than that drift is not one to stand behind. With
+    several sweeps the original's runs span the calibration like every other
+    configuration's, so the gain is free of a linear drift; its drift is then its last sweep
+    against its first (``original_first_sweep_ops_per_s``, ``original_last_sweep_ops_per_s``).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    original = config_key(state.original)
+    last = state.sweeps
+    for mix in state.mixes:
+        runs: dict[str, list[float]] = {}
+        recheck: list[float] = []
+        by_sweep: dict[int, list[float]] = {}
+        for m in state.measurements:
+            if m["mix"] != mix or not m.get("ops_per_s", 0) > 0:
+                continue
+            sweep = sweep_of(m)
+            if sweep is None:
+                recheck.append(m["ops_per_s"])
+                continue
+            key = config_key(m["config"])
+            runs.setdefault(key, []).append(m["ops_per_s"])
+            if key == original:
+                by_sweep.setdefault(sweep, []).append(m["ops_per_s"])
+        if not runs:
+            continue
+        means = {key: _geomean(v) for key, v in runs.items()}
+        best = max(means, key=lambda key: means[key])
+        base = means.get(original)
+        entry: dict[str, Any] = {
+            "best_config": json.loads(best),
+            "best_ops_per_s": round(means[best], 1),
+            "best_runs": len(runs[best]),
+            "original_ops_per_s": round(base, 1) if base else None,
+            "gain": means[best] / base - 1 if base else None,
+        }
+        again = _geomean(recheck) if recheck else None
+        entry.update({
+            "original_recheck_ops_per_s": round(again, 1) if again else None,
+            "gain_over_recheck": means[best] / again - 1 if again else None,
+        })
+        if last > 1:
+            first_s = _geomean(by_sweep[1]) if by_sweep.get(1) else None
+            last_s = _geomean(by_sweep[last]) if by_sweep.get(last) else None
+            entry.update({
+                "original_first_sweep_ops_per_s": round(first_s, 1) if first_s else None,
+                "original_last_sweep_ops_per_s": round(last_s, 1) if last_s else None,
+                "original_drift": last_s / first_s - 1 if first_s and last_s else None,
+            })
+        else:
+            entry["original_drift"] = again / base - 1 if again and base else None
+        out[mix] = entry
+    return out
+
+
+def sweep_drift(state: CalibrationState) -> dict[str, Any] | None:
+    """How far the whole cluster moved between the first and the last sweep: the geometric
+    mean over every (configuration, mix) measured in both of last / first (None with one
+    sweep, or before the last sweep measured anything)."""
+    if state.sweeps < 2:
+        return None
+    runs: dict[tuple[str, str, int], list[float]] = {}
+    for m in state.measurements:
+        sweep = sweep_of(m)
+        if sweep in (1, state.sweeps) and m.get("ops_per_s", 0) > 0:
+            runs.setdefault((config_key(m["config"]), m["mix"], sweep), []).append(
+                m["ops_per_s"])
+    ratios = [_geomean(runs[(c, mix, state.sweeps)]) / _geomean(v)
+              for (c, mix, sweep), v in runs.items()
+              if sweep == 1 and (c, mix, state.sweeps) in runs]
+    if not ratios:
+        return None
+    return {"first_to_last": _geomean(ratios) - 1, "pairs": len(ratios),
+            "per_pair_range": [min(ratios) - 1, max(ratios) - 1]}
+

@@ -1,0 +1,242 @@
+"""The record of one calibration: what it decided and measured, saved after every step.
+
+:class:`CalibrationState` is the state file (``state.json``) an interrupted calibration
+resumes from: the original configuration, what is applied now, the design in the order it
+was started and every measurement. :func:`write_observations` rewrites the observations
+CSV from it (the format :func:`planner.perfmodel.fit_model` reads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.calibrate_space import CalibrationSpace, Config, config_key, make_space, ordered_levels
+from planner.errors import ValidationError
+from planner.perfmodel import TARGET
+from planner.workload import classes_for
+
+STATE_KIND = "kairos-calibration"
+
+
+@dataclass
+class CalibrationState:
+    """Everything a calibration has decided and measured; saved after every measurement.
+
+    ``original`` is the configuration (calibrated parameters only) that ran before the
+    calibration began, restored at the end; ``applied`` is what the calibration last applied;
+    ``design`` lists the configurations in the order they were started; ``measurements``
+    holds one record per measurement: ``repeats`` per (configuration, mix), taken in rounds
+    over the mixes, plus the re-measurements of the original at the end (``"phase":
+    "recheck"``, see :func:`recheck_original`).
+    """
+
+    engine: str
+    levels: dict[str, list[Any]]
+    mixes: dict[str, dict[str, float]]
+    seed: int
+    original: Config
+    applied: Config
+    design: list[Config] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    preloaded: bool = False
+    repeats: int = 1
+    sweeps: int = 1
+    created_at: str = ""
+    command: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def space(self) -> CalibrationSpace:
+        return CalibrationSpace(
+            self.engine, {k: ordered_levels(self.engine, k, v) for k, v in self.levels.items()}
+        )
+
+    def count(self, config: Mapping[str, Any], mix: str, *, phase: str | None = None,
+              sweep: int | None = None) -> int:
+        """Measurements of ``mix`` under ``config`` (of one ``phase``, or of one ``sweep``
+        of the design, when given)."""
+        key = config_key(config)
+        return sum(1 for m in self.measurements
+                   if m["mix"] == mix and config_key(m["config"]) == key
+                   and (phase is None or m.get("phase") == phase)
+                   and (sweep is None or sweep_of(m) == sweep))
+
+    def measured(self, config: Mapping[str, Any], mix: str, sweep: int = 1) -> bool:
+        return self.count(config, mix, sweep=sweep) >= self.repeats
+
+    def runs_missing(self, config: Mapping[str, Any], sweep: int) -> int:
+        """Runs ``sweep`` still owes ``config`` over every mix."""
+        return sum(max(self.repeats - self.count(config, mix, sweep=sweep), 0)
+                   for mix in self.mixes)
+
+    def missing_mixes(self, config: Mapping[str, Any], sweep: int = 1) -> list[str]:
+        """The mixes of ``config`` with fewer than ``repeats`` measurements in ``sweep``, in
+        the sweep's order (even sweeps take the mixes in reverse, mirroring the odd ones)."""
+        names = list(self.mixes) if sweep % 2 else list(reversed(self.mixes))
+        return [name for name in names if not self.measured(config, name, sweep)]
+
+    def pending(self) -> Config | None:
+        """The first started configuration with a mix still to measure in the first sweep
+        (an interrupted run, or a top-up after ``repeats`` was raised)."""
+        return next((c for c in self.design if self.missing_mixes(c)), None)
+
+    @property
+    def design_closed(self) -> bool:
+        """A later sweep has begun: the design is fixed (no configuration is added)."""
+        return any((sweep_of(m) or 1) > 1 for m in self.measurements)
+
+    def sweep_order(self, sweep: int) -> list[Config]:
+        """The design in the order ``sweep`` visits it: forward in odd sweeps, backward in
+        even ones (A B C, C B A, A B C, ...)."""
+        return list(self.design) if sweep % 2 else list(reversed(self.design))
+
+    def revisit(self) -> tuple[Config, int] | None:
+        """The next (configuration, sweep) of the later sweeps with a run still missing."""
+        for sweep in range(2, self.sweeps + 1):
+            for config in self.sweep_order(sweep):
+                if self.missing_mixes(config, sweep):
+                    return config, sweep
+        return None
+
+    def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
+                   mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
+                   sweeps: int = 1) -> None:
+        """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
+        at least as many repeats and sweeps (more top up what was measured so far)."""
+        if engine != self.engine:
+            raise ValidationError(f"state: made for {self.engine}, not {engine}")
+        if set(levels) != set(self.levels) or \
+                make_space(engine, levels, self.original).to_dict() != self.levels:
+            raise ValidationError(
+                f"state: calibrates {self.levels} but {dict(levels)} was asked; give the same "
+                "--param options to resume, or a new --dir"
+            )
+        if {k: dict(v) for k, v in mixes.items()} != self.mixes:
+            raise ValidationError(
+                f"state: measures mixes {self.mixes} but {dict(mixes)} was asked; give the "
+                "same --mix options to resume, or a new --dir"
+            )
+        if repeats < self.repeats:
+            raise ValidationError(
+                f"state: measures every mix {self.repeats} time(s) but --repeats {repeats} "
+                "was asked; give at least as many to resume, or a new --dir"
+            )
+        if sweeps < self.sweeps:
+            raise ValidationError(
+                f"state: measures the design in {self.sweeps} sweep(s) but --sweeps {sweeps} "
+                "was asked; give at least as many to resume, or a new --dir"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": STATE_KIND,
+            "schema_version": 1,
+            "engine": self.engine,
+            "levels": self.levels,
+            "mixes": self.mixes,
+            "seed": self.seed,
+            "original": self.original,
+            "applied": self.applied,
+            "design": self.design,
+            "measurements": self.measurements,
+            "preloaded": self.preloaded,
+            "repeats": self.repeats,
+            "sweeps": self.sweeps,
+            "created_at": self.created_at,
+            "command": self.command,
+            "environment": self.environment,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CalibrationState:
+        if not isinstance(data, Mapping) or data.get("kind") != STATE_KIND:
+            raise ValidationError(f"state: not a {STATE_KIND} document")
+        if data.get("schema_version") != 1:
+            raise ValidationError(f"state: unsupported schema_version "
+                                  f"{data.get('schema_version')!r}")
+        try:
+            state = cls(
+                engine=str(data["engine"]),
+                levels={k: list(v) for k, v in data["levels"].items()},
+                mixes={k: {c: float(f) for c, f in m.items()} for k, m in data["mixes"].items()},
+                seed=int(data["seed"]),
+                original=dict(data["original"]),
+                applied=dict(data["applied"]),
+                design=[dict(c) for c in data.get("design", [])],
+                measurements=[dict(m) for m in data.get("measurements", [])],
+                preloaded=bool(data.get("preloaded", False)),
+                repeats=int(data.get("repeats", 1)),
+                sweeps=int(data.get("sweeps", 1)),
+                created_at=str(data.get("created_at", "")),
+                command=str(data.get("command", "")),
+                environment=dict(data.get("environment", {})),
+            )
+        except (KeyError, AttributeError, TypeError, ValueError) as exc:
+            raise ValidationError(f"state: malformed ({exc!r})") from None
+        _ = state.space  # validates the levels against the engine's space
+        if state.repeats < 1 or state.sweeps < 1:
+            raise ValidationError(f"state: repeats and sweeps must be >= 1, got "
+                                  f"{state.repeats} and {state.sweeps}")
+        return state
+
+    def save(self, path: str | Path) -> None:
+        _write_atomic(Path(path), json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CalibrationState:
+        from planner import inputs
+
+        kind = inputs.FileKind("calibration state", inputs.STATE.max_bytes)
+        data = inputs.load_json(path, kind=kind)
+        with inputs.in_file(path):
+            return cls.from_dict(data)
+
+
+def sweep_of(measurement: Mapping[str, Any]) -> int | None:
+    """The sweep a measurement belongs to (records from before sweeps existed: the first);
+    None for the final re-measurement of the original (``phase: recheck``)."""
+    if measurement.get("phase") == "recheck":
+        return None
+    return int(measurement.get("sweep", 1))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so an interruption never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def observations_frame(state: CalibrationState) -> pd.DataFrame:
+    """One row per measurement: class fractions, calibrated parameters, ``ops_per_s``.
+
+    This is the CSV :func:`planner.perfmodel.fit_model` reads; measurements with no
+    successful operation are left out (they carry no throughput to fit).
+    """
+    classes = classes_for(state.engine)
+    rows = []
+    for m in state.measurements:
+        if not m.get("ops_per_s", 0) > 0:
+            continue
+        mix = state.mixes[m["mix"]]
+        row: dict[str, Any] = {c: mix.get(c, 0.0) for c in classes}
+        row.update({k: m["config"][k] for k in state.levels})
+        row[TARGET] = m["ops_per_s"]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*classes, *state.levels, TARGET])
+
+
+def write_observations(state: CalibrationState, path: str | Path) -> int:
+    """Rewrite the observations CSV from ``state``; returns the number of rows."""
+    df = observations_frame(state)
+    _write_atomic(Path(path), df.to_csv(index=False))
+    return len(df)
+
