@@ -259,6 +259,18 @@ def load_json(path: str | Path, *, kind: FileKind) -> Any:
     return data
 
 
+def json_argument(flag: str, text: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:
+    """A command-line option's JSON value, which must be an object (``dict``) or a list."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{flag}: not JSON: {exc}") from None
+    if not isinstance(value, kind):
+        want = "object" if kind is dict else "list"
+        raise ValidationError(f"{flag}: expected a JSON {want}, got {type(value).__name__}")
+    return value
+
+
 def _check_depth(data: Any, where: str, budget: int) -> None:
     """Refuse a document nested deeper than MAX_DEPTH or holding more than ``budget`` values.
 

@@ -166,22 +166,10 @@ def _register_status(actions: Any) -> None:
     st.set_defaults(func=run_status)
 
 
-def _json_arg(text: str, name: str, kind: type) -> Any:
-    from planner.errors import ValidationError
-
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{name}: not JSON: {exc}") from None
-    if not isinstance(value, kind):
-        raise ValidationError(f"{name}: expected a JSON {'list' if kind is list else 'object'}")
-    return value
-
-
 def run_tick(args: argparse.Namespace) -> int:
     from planner.autopilot_tick import TickInputs, run_tick, tick_path
 
-    plan_args = _json_arg(args.plan_args, "--plan-args", list)
+    plan_args = inputs.json_argument("--plan-args", args.plan_args, list)
     inp = TickInputs(
         state_dir=args.state_dir, cluster=args.cluster, engine=args.engine, run=args.run,
         started_at=_now(args.started_at), policy=_policy(args), dry_run=args.dry_run,
@@ -192,7 +180,7 @@ def run_tick(args: argparse.Namespace) -> int:
         tables=tuple(t for t in args.tables.split(",") if t),
         plan_args=tuple(str(a) for a in plan_args), live_ring=args.live_ring,
         ring=args.ring, ring_error=args.ring_error, apply_state_dir=args.apply_state_dir,
-        apply_vars=_json_arg(args.apply_vars, "--apply-vars", dict),
+        apply_vars=inputs.json_argument("--apply-vars", args.apply_vars, dict),
     )
     out = tick_path(args.state_dir, args.run, args.engine)
     result = run_tick(inp, out)

@@ -227,17 +227,9 @@ def run_preflight(args: argparse.Namespace) -> int:
 
 
 def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
-    from planner.errors import ValidationError
+    from planner import inputs
 
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{flag}: not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ValidationError(f"{flag}: expected a JSON object, got {type(value).__name__}")
-    return value
+    return None if text is None else inputs.json_argument(flag, text, dict)
 
 
 def run_record(args: argparse.Namespace) -> int:
