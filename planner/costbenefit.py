@@ -6,10 +6,18 @@ performance model:
 * ``capacity[t, k]``: throughput (ops/s) candidate configuration ``k`` can serve in
   decision interval ``t`` -- what the performance model predicts for the workload
   forecast for that interval (the saturated cluster throughput).
-* ``served[t, k]``: the throughput the plan is credited with. SOPHIA credits the
-  capacity (clients saturate the cluster; ``served="capacity"``). With
-  ``served="offered"`` it is ``min(load[t], capacity[t, k])``: a configuration gains
+* ``served[t, k]``: the throughput the plan is credited with, ``g(load, capacity)``.
+  SOPHIA credits the capacity (clients saturate the cluster; ``served="capacity"``).
+  With ``served="offered"`` it is ``min(load[t], capacity[t, k])``: a configuration gains
   nothing beyond the load actually offered, and restarts in quiet periods are cheap.
+  ``served="work"`` is the work served plus a headroom term below saturation::
+
+      g = min(load, cap) + headroom_weight * load * max(0, 1 - load / cap)
+
+  the offered work times the share of capacity left free (1 - utilisation). Its value
+  grows with capacity as utilisation squared: a cluster at 2% utilisation gains nothing
+  worth a restart from more capacity, one at 90% nearly as much as at saturation (and
+  queueing latency, ~1/(1 - u), is what falls). Weight 0 is ``offered``.
 * ``costs[t, a, b]``: operations lost when a switch from ``a`` to ``b`` starts at the
   beginning of interval ``t`` (see :func:`transition_costs`).
 
@@ -32,7 +40,8 @@ streaming) they take over:
     cost     = sum_i T_r * max(0, served(cap_b) - served(actual_i))
 
 (a restart is never credited as a gain, even when the old configuration the pending
-nodes still run is the faster one).
+nodes still run is the faster one). ``T_r`` may differ per batch (``batch_seconds``: the
+slowest measured node of the batch), see :class:`ReconfigModel`.
 SOPHIA's Eq. 8 (``L = H(C_k) * T_r``) is the special case that ignores the pending
 nodes still running the old configuration. A change whose parameters are all live
 costs ``live_seconds * served(cap_b)`` (default 0: e.g. a cache warm-up). Parameters
@@ -43,7 +52,7 @@ every SSTable) add ``change_seconds[a, b] * served(cap_b)`` to any switch.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +61,7 @@ import numpy as np
 from planner.errors import ValidationError
 
 __all__ = [
+    "SERVED_MODES",
     "Evaluation",
     "PlanningProblem",
     "ReconfigModel",
@@ -67,7 +77,8 @@ __all__ = [
     "transition_costs",
 ]
 
-Served = Literal["capacity", "offered"]
+Served = Literal["capacity", "offered", "work"]
+SERVED_MODES = ("capacity", "offered", "work")
 
 
 @dataclass(frozen=True)
@@ -86,12 +97,16 @@ class ReconfigModel:
         Fraction of the up nodes' capacity lost to the extra load while a batch is down.
     live_seconds
         Seconds of full capacity an all-live change costs (default 0).
+    batch_seconds
+        Seconds each batch is out of service, in batch order (the slowest measured node of
+        the batch: its nodes restart together); None: ``restart_seconds`` for every batch.
     """
 
     restart_seconds: float
     batch_fractions: tuple[float, ...]
     survivor_penalty: float = 0.0
     live_seconds: float = 0.0
+    batch_seconds: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.restart_seconds) or self.restart_seconds < 0:
@@ -111,6 +126,16 @@ class ReconfigModel:
             )
         if self.live_seconds < 0:
             raise ValidationError(f"live_seconds: must be >= 0, got {self.live_seconds!r}")
+        if self.batch_seconds is not None:
+            bs = tuple(float(x) for x in self.batch_seconds)
+            if len(bs) != len(self.batch_fractions) or not all(
+                math.isfinite(x) and x >= 0 for x in bs
+            ):
+                raise ValidationError(
+                    f"batch_seconds: expected {len(self.batch_fractions)} finite values >= 0 "
+                    f"(one per batch), got {self.batch_seconds!r}"
+                )
+            object.__setattr__(self, "batch_seconds", bs)
 
     @classmethod
     def from_batches(
@@ -120,38 +145,85 @@ class ReconfigModel:
         restart_seconds: float,
         survivor_penalty: float = 0.0,
         live_seconds: float = 0.0,
+        node_seconds: Mapping[str, float] | None = None,
     ) -> ReconfigModel:
-        """Model for host batches of a homogeneous cluster (share = batch size / nodes)."""
-        sizes = [len(b) for b in batches if len(b)]
-        total = sum(sizes)
+        """Model for host batches of a homogeneous cluster (share = batch size / nodes).
+
+        ``node_seconds`` gives measured T_r per host; a batch is down as long as its slowest
+        node, and a host without a measurement counts ``restart_seconds``.
+        """
+        kept = [list(b) for b in batches if len(b)]
+        total = sum(len(b) for b in kept)
         if total == 0:
             raise ValidationError("batches: no hosts to reconfigure")
+        per_batch = None
+        if node_seconds:
+            per_batch = tuple(
+                max(float(node_seconds.get(h, restart_seconds)) for h in b) for b in kept
+            )
         return cls(
             restart_seconds=float(restart_seconds),
-            batch_fractions=tuple(s / total for s in sizes),
+            batch_fractions=tuple(len(b) / total for b in kept),
             survivor_penalty=survivor_penalty,
             live_seconds=live_seconds,
+            batch_seconds=per_batch,
         )
 
     @property
+    def batch_durations(self) -> tuple[float, ...]:
+        """Seconds each batch is out of service."""
+        if self.batch_seconds is not None:
+            return self.batch_seconds
+        return (self.restart_seconds,) * len(self.batch_fractions)
+
+    @property
     def duration_seconds(self) -> float:
-        """Wall time of one rolling restart: batches x T_r."""
-        return len(self.batch_fractions) * self.restart_seconds
+        """Wall time of one rolling restart: the sum of the batches' T_r."""
+        return float(sum(self.batch_durations))
+
+
+def _check_served(served: str, load: np.ndarray | None, headroom_weight: float) -> None:
+    """Refuse an unknown credit mode, a missing load, or a headroom weight outside [0, 1]."""
+    if served not in SERVED_MODES:
+        raise ValidationError(
+            f"served: expected one of {', '.join(SERVED_MODES)}, got {served!r}"
+        )
+    if served != "capacity" and load is None:
+        raise ValidationError(f"served={served!r} needs the offered load per interval")
+    if not (math.isfinite(headroom_weight) and 0.0 <= headroom_weight <= 1.0):
+        raise ValidationError(f"headroom_weight: must be in [0, 1], got {headroom_weight!r}")
+
+
+def credit(x: np.ndarray, load: np.ndarray | None, headroom_weight: float = 0.0) -> np.ndarray:
+    """``g(load, x)``: served work plus ``headroom_weight * load * (1 - utilisation)``
+    below saturation (see the module docstring); ``load`` None credits ``x``.
+
+    ``load`` broadcasts against ``x`` (the caller shapes it).
+    """
+    if load is None:
+        return x
+    served = np.minimum(x, load)
+    if headroom_weight == 0.0:
+        return served
+    free = np.where(x > load, 1.0 - load / np.where(x > 0, x, 1.0), 0.0)
+    return served + headroom_weight * load * free
 
 
 def served_matrix(
-    capacity: np.ndarray, *, load: np.ndarray | None = None, served: Served = "capacity"
+    capacity: np.ndarray,
+    *,
+    load: np.ndarray | None = None,
+    served: Served = "capacity",
+    headroom_weight: float = 0.0,
 ) -> np.ndarray:
-    """Throughput credited per (interval, candidate): capacity, or min(load, capacity)."""
+    """Throughput credited per (interval, candidate): capacity, min(load, capacity), or
+    the work served plus the weighted headroom term (``"work"``, see :func:`credit`)."""
     cap = np.asarray(capacity, dtype=float)
-    if served == "capacity":
+    _check_served(served, load, headroom_weight)
+    if served == "capacity" or load is None:
         return cap
-    if served != "offered":
-        raise ValidationError(f"served: expected 'capacity' or 'offered', got {served!r}")
-    if load is None:
-        raise ValidationError("served='offered' needs the offered load per interval")
     ld = np.asarray(load, dtype=float)
-    return np.minimum(cap, ld.reshape((*ld.shape, 1)))
+    return credit(cap, ld.reshape((*ld.shape, 1)), headroom_weight if served == "work" else 0.0)
 
 
 def transition_costs(
@@ -163,6 +235,7 @@ def transition_costs(
     load: np.ndarray | None = None,
     served: Served = "capacity",
     change_seconds: np.ndarray | None = None,
+    headroom_weight: float = 0.0,
 ) -> np.ndarray:
     """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``.
 
@@ -177,8 +250,9 @@ def transition_costs(
     step_seconds
         Length of one interval; a restart longer than that spans the next intervals,
         whose capacity and load are then used (the last interval repeats past the end).
-    load, served
-        As for :func:`served_matrix`.
+    load, served, headroom_weight
+        As for :func:`served_matrix`: what is lost is credit, so below saturation a
+        restart loses headroom (weighted), not served work.
     change_seconds
         ``(K, K)`` extra seconds of full throughput lost by the change itself, whether live
         or not (e.g. a compaction strategy change rewrites every SSTable).
@@ -191,8 +265,10 @@ def transition_costs(
     cap, rst, ld = _check_cost_inputs(
         capacity, restart=restart, step_seconds=step_seconds, load=load, served=served
     )
+    _check_served(served, load, headroom_weight)
+    hw = headroom_weight if served == "work" else 0.0
     n_k = cap.shape[1]
-    costs = np.where(rst[None, :, :], _rolling_costs(cap, model, step_seconds, ld), 0.0)
+    costs = np.where(rst[None, :, :], _rolling_costs(cap, model, step_seconds, ld, hw), 0.0)
     extra = np.full((n_k, n_k), model.live_seconds)
     extra = np.where(rst, 0.0, extra)  # the uniform live cost applies to all-live changes
     if change_seconds is not None:
@@ -201,7 +277,7 @@ def transition_costs(
             raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
         extra = extra + cs
     if np.any(extra > 0):
-        full = _credit(np.broadcast_to(cap[:, None, :], costs.shape), np.arange(len(cap)), ld)
+        full = _credit(np.broadcast_to(cap[:, None, :], costs.shape), np.arange(len(cap)), ld, hw)
         costs = costs + extra[None, :, :] * full
     diag = np.arange(n_k)
     costs[:, diag, diag] = 0.0
@@ -226,36 +302,35 @@ def _check_cost_inputs(
         raise ValidationError(f"restart: expected shape ({n_k}, {n_k}), got {rst.shape}")
     if step_seconds <= 0:
         raise ValidationError(f"step_seconds: must be > 0, got {step_seconds!r}")
-    if served == "capacity":
+    _check_served(served, load, 0.0)
+    if served == "capacity" or load is None:
         return cap, rst, None
-    if served != "offered":
-        raise ValidationError(f"served: expected 'capacity' or 'offered', got {served!r}")
-    if load is None:
-        raise ValidationError("served='offered' needs the offered load per interval")
     ld = np.asarray(load, dtype=float)
     if ld.shape != (n_t,):
         raise ValidationError(f"load: expected {n_t} values, got shape {ld.shape}")
     return cap, rst, ld
 
 
-def _credit(x: np.ndarray, u: np.ndarray, load: np.ndarray | None) -> np.ndarray:
+def _credit(
+    x: np.ndarray, u: np.ndarray, load: np.ndarray | None, headroom_weight: float = 0.0
+) -> np.ndarray:
     """Credited throughput of ``x`` (T, K, K) during a piece lying in intervals ``u`` (T,)."""
     if load is None:
         return x
-    return np.minimum(x, load[u][:, None, None])
+    return credit(x, load[u][:, None, None], headroom_weight)
 
 
 def _rolling_costs(
-    cap: np.ndarray, model: ReconfigModel, step_seconds: float, load: np.ndarray | None
+    cap: np.ndarray, model: ReconfigModel, step_seconds: float, load: np.ndarray | None,
+    headroom_weight: float = 0.0,
 ) -> np.ndarray:
     """``(T, K, K)`` operations a rolling restart a -> b loses, batch by batch (every pair)."""
     n_t, n_k = cap.shape
     costs = np.zeros((n_t, n_k, n_k))
     t_idx = np.arange(n_t)
-    tr = model.restart_seconds
     keep = 1.0 - model.survivor_penalty
     done = 0.0
-    for f in model.batch_fractions:
+    for f, tr in zip(model.batch_fractions, model.batch_durations, strict=True):
         pending = 1.0 - done - f
         lo, hi = 0.0, tr
         # split [lo, hi) (relative to the start of interval t) at interval boundaries
@@ -268,7 +343,8 @@ def _rolling_costs(
             cap_a = cap_u[:, :, None]
             cap_b = cap_u[:, None, :]
             actual = keep * (done * cap_b + pending * cap_a)
-            short = _credit(np.broadcast_to(cap_b, costs.shape), u, load) - _credit(actual, u, load)
+            short = (_credit(np.broadcast_to(cap_b, costs.shape), u, load, headroom_weight)
+                     - _credit(actual, u, load, headroom_weight))
             costs += dt * np.maximum(short, 0.0)
             lo = piece_end
         done += f

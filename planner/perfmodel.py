@@ -10,7 +10,9 @@ clipped, centred and scaled number) and ``alpha_c`` is the log throughput of a p
 workload under the reference (default) configuration. An *additive* design is the special
 case ``gamma_cj = gamma_j`` for every class. Uncertainty comes from the coefficient covariance
 and the residual ``sigma``; predictions are lognormal: ``ops_per_s`` is the median
-``exp(mu)`` and ``std`` the lognormal standard deviation.
+``exp(mu)`` and ``std`` the lognormal standard deviation. :meth:`PerformanceModel.sample_capacity`
+draws plausible coefficient sets (the planner's scenarios for P(gain > cost)). The model
+predicts throughput only (:attr:`PerformanceModel.predicts_latency` is False).
 
 :func:`fit_model` fits the model with statsmodels OLS from observations (a CSV or DataFrame:
 one column per class fraction, any configuration columns, and ``ops_per_s``), choosing between
@@ -243,26 +245,100 @@ class PerformanceModel:
         return out
 
     # ------------------------------------------------------------ predicting
-    def predict_log(self, mixes: np.ndarray, xconf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and variance of log throughput for mix rows x configuration rows."""
+    @property
+    def predicts_latency(self) -> bool:
+        """Whether the model predicts latency: not yet (throughput only).
+
+        Callers that need a latency/headroom measure use utilisation (offered load over
+        predicted capacity) and say so.
+        """
+        return False
+
+    def predict_log(
+        self, mixes: np.ndarray, xconf: np.ndarray, *, noise: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and variance of log throughput for mix rows x configuration rows.
+
+        ``noise=False`` leaves out the residual ``sigma**2``: the variance of the *mean*
+        throughput (coefficient uncertainty only), what a sustained period delivers.
+        """
         mu = mixes @ self.coef @ xconf.T
         n_c, n_j = self.coef.shape
         s = self.cov.reshape(n_c, n_j, n_c, n_j)
         a = np.einsum("ic,cjdl,id->ijl", mixes, s, mixes, optimize=True)
         var = np.einsum("ijl,kj,kl->ik", a, xconf, xconf, optimize=True)
-        return mu, np.maximum(var, 0.0) + self.sigma**2
+        return mu, np.maximum(var, 0.0) + (self.sigma**2 if noise else 0.0)
+
+    def coefficient_draws(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``(n, n_classes, 1 + n_features)`` coefficients drawn from N(coef, cov).
+
+        The model's epistemic uncertainty: the fit's parameter covariance (from its
+        residuals), or the prior's stated uncertainty of each effect. A singular
+        covariance (a parameter never varied) is handled through its eigenvectors.
+        """
+        if n < 1:
+            raise ValidationError(f"n: must be >= 1, got {n}")
+        w, v = np.linalg.eigh((self.cov + self.cov.T) / 2)
+        root = v * np.sqrt(np.maximum(w, 0.0))
+        z = rng.standard_normal((n, self.coef.size))
+        return (self.coef.ravel()[None, :] + z @ root.T).reshape(n, *self.coef.shape)
+
+    def sample_capacity(
+        self,
+        mixes: np.ndarray,
+        configs: Sequence[Mapping[str, Any]],
+        *,
+        n: int,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """``(n, T, K)`` plausible mean throughputs: one coefficient draw per sample.
+
+        Parameters
+        ----------
+        mixes
+            ``(T, n_classes)`` fractions (one mix for every sample) or ``(n, T, n_classes)``
+            (sample ``s`` uses its own path, e.g. a forecast sample path).
+        configs
+            The K configurations.
+
+        Notes
+        -----
+        Draws are of the mean throughput a configuration sustains, so the residual
+        ``sigma`` (run-to-run noise of one measurement) is not added: it averages out over
+        the minutes a step holds, while an error in a coefficient persists.
+        """
+        m = np.asarray(mixes, dtype=float)
+        if m.ndim == 2:
+            m = np.broadcast_to(m, (n, *m.shape))
+        if m.ndim != 3 or m.shape[0] != n or m.shape[2] != len(self.classes):
+            raise ValidationError(
+                f"mixes: expected (T, {len(self.classes)}) or ({n}, T, {len(self.classes)}), "
+                f"got {np.shape(mixes)}"
+            )
+        m = m / np.maximum(m.sum(axis=2, keepdims=True), 1e-12)
+        xconf = self.config_matrix(configs)
+        coef = self.coefficient_draws(n, rng)
+        return np.exp(np.einsum("stc,scj,kj->stk", m, coef, xconf, optimize=True))
 
     def predict_matrix(
-        self, mixes: Sequence[Mapping[str, float]], configs: Sequence[Mapping[str, Any]]
+        self,
+        mixes: Sequence[Mapping[str, float]],
+        configs: Sequence[Mapping[str, Any]],
+        *,
+        noise: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Predictions for every mix x configuration pair.
+
+        ``noise=False``: the std of the mean throughput (no run-to-run noise).
 
         Returns
         -------
         mean, std : numpy.ndarray
             Both of shape ``(len(mixes), len(configs))``; ``mean`` is the median ops/s.
         """
-        mu, var = self.predict_log(self.mix_matrix(mixes), self.config_matrix(configs))
+        mu, var = self.predict_log(
+            self.mix_matrix(mixes), self.config_matrix(configs), noise=noise
+        )
         median = np.exp(mu)
         std = median * np.sqrt(np.expm1(var) * np.exp(var))
         return median, std

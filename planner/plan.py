@@ -21,6 +21,7 @@ from planner.topology import CONSISTENCY_LEVELS
 
 __all__ = [
     "ENGINES",
+    "GAINS",
     "KIND",
     "SCHEMA_VERSION",
     "TABLE_NAME",
@@ -81,13 +82,45 @@ class Availability:
     aggressive: bool = False
 
 
+#: What a step gains: served work at saturation, or latency/headroom below it.
+GAINS = ("throughput", "headroom")
+
+
 @dataclass(frozen=True)
 class Expected:
-    """Expected operations gained and lost by one step."""
+    """Expected operations gained and lost by one step.
+
+    The optional fields (absent from older plans: None) say what the step gains
+    (``gains``: ``throughput`` when the configuration before it is saturated by the
+    offered load, else ``headroom``), the served work it adds (``served_ops``), the
+    utilisation at the offered load before and after it, and P(gain > cost) over the
+    planner's scenarios (``p_gain``).
+    """
 
     benefit_ops: float
     cost_ops: float
     net_ops: float
+    p_gain: float | None = None
+    gains: str | None = None
+    served_ops: float | None = None
+    utilisation_before: float | None = None
+    utilisation_after: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data; optional fields only when set."""
+        out: dict[str, Any] = {"benefit_ops": float(self.benefit_ops),
+                               "cost_ops": float(self.cost_ops),
+                               "net_ops": float(self.net_ops)}
+        if self.gains is not None:
+            out["gains"] = self.gains
+        if self.served_ops is not None:
+            out["served_ops"] = float(self.served_ops)
+        if self.utilisation_before is not None and self.utilisation_after is not None:
+            out["utilisation"] = {"before": float(self.utilisation_before),
+                                  "after": float(self.utilisation_after)}
+        if self.p_gain is not None:
+            out["p_gain"] = float(self.p_gain)
+        return out
 
 
 @dataclass(frozen=True)
@@ -158,11 +191,7 @@ class Plan:
                     "live": list(s.live),
                     "restart": list(s.restart),
                     "batches": [list(b) for b in s.batches],
-                    "expected": {
-                        "benefit_ops": float(s.expected.benefit_ops),
-                        "cost_ops": float(s.expected.cost_ops),
-                        "net_ops": float(s.expected.net_ops),
-                    },
+                    "expected": s.expected.to_dict(),
                 }
                 for s in self.steps
             ],
@@ -591,7 +620,32 @@ def _expected(st: Mapping[str, Any], p: str) -> Expected:
             f"{p}.expected.net_ops",
             f"{net:g} is not benefit_ops - cost_ops = {benefit - cost:g}",
         )
-    return Expected(benefit_ops=benefit, cost_ops=cost, net_ops=net)
+    return Expected(benefit_ops=benefit, cost_ops=cost, net_ops=net, **_expected_extra(ex, p))
+
+
+def _expected_extra(ex: Mapping[str, Any], p: str) -> dict[str, Any]:
+    """The optional ``expected`` fields (docs/plan-file.md), checked; absent ones omitted."""
+    out: dict[str, Any] = {}
+    if ex.get("p_gain") is not None:
+        pg = _number(ex["p_gain"], f"{p}.expected.p_gain", minimum=0.0)
+        if pg > 1.0:
+            raise _fail(f"{p}.expected.p_gain", f"a probability is at most 1, got {pg:g}")
+        out["p_gain"] = pg
+    if ex.get("gains") is not None:
+        if ex["gains"] not in GAINS:
+            raise _fail(f"{p}.expected.gains",
+                        f"expected one of {', '.join(GAINS)}, got {ex['gains']!r}")
+        out["gains"] = ex["gains"]
+    if ex.get("served_ops") is not None:
+        out["served_ops"] = _number(ex["served_ops"], f"{p}.expected.served_ops")
+    if ex.get("utilisation") is not None:
+        util = _mapping(ex["utilisation"], f"{p}.expected.utilisation")
+        for key in ("before", "after"):
+            out[f"utilisation_{key}"] = _number(
+                _require(util, key, f"{p}.expected.utilisation"),
+                f"{p}.expected.utilisation.{key}", minimum=0.0,
+            )
+    return out
 
 
 def _table_keys(space: SpaceLike, keys: Iterable[str]) -> list[str]:

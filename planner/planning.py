@@ -27,11 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from planner import optimiser as op
+from planner import risk as rk
 from planner.costbenefit import (
+    SERVED_MODES,
     Evaluation,
     PlanningProblem,
     ReconfigModel,
     Served,
+    evaluate,
     lockout_matrix,
     served_matrix,
     transition_costs,
@@ -43,11 +46,13 @@ from planner.topology import Ring, load_ring, safe_batches
 
 if TYPE_CHECKING:
     from planner.forecast import Forecast
+    from planner.measured_costs import MeasuredRestarts
     from planner.perfmodel import PerformanceModel
     from planner.workload import WorkloadSeries
 
 __all__ = [
     "DEFAULT_CHANGE_SECONDS",
+    "DEFAULT_HEADROOM_WEIGHT",
     "DEFAULT_HOSTS",
     "DEFAULT_RESTART_SECONDS",
     "MAX_SAMPLES",
@@ -78,6 +83,14 @@ MAX_SAMPLE_STEPS = 5_000_000
 #: switching the compaction strategy makes every node rewrite all its SSTables (SOPHIA:
 #: the most expensive change). An assumption until the executor measures it.
 DEFAULT_CHANGE_SECONDS: dict[str, float] = {"compaction": 120.0}
+#: ``--served work``: weight of the headroom term load x (1 - utilisation) (a judgement:
+#: halving utilisation from 90% to 45% is then worth serving 22% more load).
+DEFAULT_HEADROOM_WEIGHT = 0.5
+#: What a plan says when the performance model predicts no latency.
+HEADROOM_BY_UTILISATION = (
+    "utilisation (offered load / predicted capacity): the performance model has no "
+    "latency data"
+)
 
 Progress = Callable[[str], None]
 PathLike = str | os.PathLike[str]
@@ -153,6 +166,7 @@ def make_problem(
     initial: int = 0,
     initial_lockout: int = 0,
     change_seconds: np.ndarray | None = None,
+    headroom_weight: float = 0.0,
 ) -> PlanningProblem:
     """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
 
@@ -169,10 +183,11 @@ def make_problem(
     cst = np.zeros((cap.shape[1], cap.shape[2], cap.shape[2]))
     for s in range(cap.shape[0]):
         ls = None if ld is None else ld[s]
-        srv += served_matrix(cap[s], load=ls, served=served)
+        srv += served_matrix(cap[s], load=ls, served=served, headroom_weight=headroom_weight)
         cst += transition_costs(
             cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
             load=ls, served=served, change_seconds=change_seconds,
+            headroom_weight=headroom_weight,
         )
     n = cap.shape[0]
     return PlanningProblem(
@@ -198,9 +213,12 @@ class SwitchCosts:
     step_seconds
         Length of one decision interval.
     served
-        ``"capacity"`` (SOPHIA: saturated clients) or ``"offered"`` (min(load, capacity)).
+        ``"capacity"`` (SOPHIA: saturated clients), ``"offered"`` (min(load, capacity)) or
+        ``"work"`` (min(load, capacity) + ``headroom_weight`` x load x (1 - utilisation)).
     change_seconds
         ``(K, K)`` extra seconds of full throughput a change costs however it is applied.
+    headroom_weight
+        With ``"work"``: the weight of the headroom term.
     """
 
     restart: np.ndarray
@@ -208,6 +226,7 @@ class SwitchCosts:
     step_seconds: float
     served: Served = "capacity"
     change_seconds: np.ndarray | None = None
+    headroom_weight: float = 0.0
 
     def problem(
         self,
@@ -217,13 +236,14 @@ class SwitchCosts:
         initial: int = 0,
         initial_lockout: int = 0,
     ) -> PlanningProblem:
-        """The planning problem for these capacities (the load counts only when offered)."""
+        """The planning problem for these capacities (the load counts unless ``capacity``)."""
         return make_problem(
             capacity, restart=self.restart, reconfig=self.reconfig,
             step_seconds=self.step_seconds, served=self.served,
-            load=load if self.served == "offered" else None,
+            load=load if self.served != "capacity" else None,
             initial=initial, initial_lockout=initial_lockout,
             change_seconds=self.change_seconds,
+            headroom_weight=self.headroom_weight if self.served == "work" else 0.0,
         )
 
 
@@ -311,12 +331,14 @@ def steps_from_evaluation(
     step_seconds: float,
     n_steps: int,
     tables: Sequence[str] = (),
+    details: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Plan-file steps (plain data) from an optimiser evaluation.
 
     ``tables`` (``keyspace.table``) go into every step that changes a table-level
     parameter; such a step without them is refused (the executor would not know which
-    tables to alter).
+    tables to alter). ``details[j]`` (optional: ``p_gain``, ``gains``, ``served_ops``,
+    ``utilisation``) is added to step ``j``'s ``expected``.
     """
     space = get_space(engine)
     out: list[dict[str, Any]] = []
@@ -347,6 +369,7 @@ def steps_from_evaluation(
                     "benefit_ops": float(s.benefit_ops),
                     "cost_ops": float(s.cost_ops),
                     "net_ops": float(s.benefit_ops) - float(s.cost_ops),
+                    **(dict(details[j]) if details is not None else {}),
                 },
             }
         )
@@ -390,7 +413,25 @@ class PlanRequest:
     restart_seconds, survivor_penalty, compaction_seconds, served
         The cost model: T_r per node, capacity the up nodes lose while a batch is down,
         seconds of full throughput a compaction strategy change costs, and what a plan is
-        credited with (``"capacity"`` or ``"offered"``).
+        credited with (``"capacity"``, ``"offered"`` or ``"work"``).
+    restart_seconds_from
+        A state directory, plan, state file or store whose recorded rollouts give T_r
+        per node (:mod:`planner.measured_costs`); ``restart_seconds`` is then the fallback
+        until a restart is measured.
+    headroom_weight
+        With ``served="work"``: the weight of the headroom term ``load x (1 - utilisation)``
+        below saturation (0: served work only).
+    confidence
+        A step is kept only when P(gain > cost) over the scenarios reaches it (0: every
+        step the optimiser finds is kept).
+    scenarios
+        Joint scenarios (forecast sample path x performance-model draw) P(gain > cost) and
+        the ``quantile`` objective are computed on (0: none; then confidence must be 0).
+    risk
+        What the optimiser maximises: ``"mean"`` (the expected/point value), ``"quantile"``
+        (each candidate at the ``1 - confidence`` quantile of its capacity relative to the
+        running one, under the model's uncertainty) or ``"endure"``
+        (the worst mix in the forecast's interval box).
     horizon
         Decision intervals (>= 2); a shorter forecast shortens it.
     samples
@@ -418,6 +459,11 @@ class PlanRequest:
     survivor_penalty: float = 0.05
     compaction_seconds: float = DEFAULT_CHANGE_SECONDS["compaction"]
     served: Served = "capacity"
+    restart_seconds_from: PathLike | None = None
+    headroom_weight: float = DEFAULT_HEADROOM_WEIGHT
+    confidence: float = rk.DEFAULT_CONFIDENCE
+    scenarios: int = rk.DEFAULT_SCENARIOS
+    risk: rk.Risk = "mean"
     horizon: int = 48
     forecast_model: str = "auto"
     season_length: int | None = None
@@ -436,14 +482,25 @@ class PlanResult:
     forecast: Forecast
     hosts: tuple[str, ...]
     batches: tuple[tuple[str, ...], ...]
+    p_gain: tuple[float, ...] = ()
+    dropped: tuple[rk.Dropped, ...] = ()
 
     def summary(self) -> str:
-        """Steps and expected net gain, e.g. ``2 step(s), expected net gain 3.1e+06 ops (...)``."""
+        """Steps and expected net gain, e.g. ``2 step(s), expected net gain 3.1e+06 ops (...)``.
+
+        Steps the confidence rule dropped are counted at the end.
+        """
         ev = self.evaluation
-        return (
+        base = ev.baseline_ops
+        text = (
             f"{len(self.plan.steps)} step(s), expected net gain {ev.net_ops:.4g} ops "
-            f"({ev.net_ops / ev.baseline_ops:+.2%} vs staying put)"
+            f"({ev.net_ops / base:+.2%} vs staying put)" if base else
+            f"{len(self.plan.steps)} step(s), expected net gain {ev.net_ops:.4g} ops"
         )
+        if self.dropped:
+            conf = self.plan.provenance.get("uncertainty", {}).get("confidence")
+            text += f"; {len(self.dropped)} step(s) dropped below confidence {conf}"
+        return text
 
 
 def _check_request(req: PlanRequest) -> tuple[str, ...]:
@@ -461,7 +518,31 @@ def _check_request(req: PlanRequest) -> tuple[str, ...]:
             f"--samples: {req.samples} sample paths x --horizon {req.horizon} steps is over "
             f"{MAX_SAMPLE_STEPS:,} (the capacity matrices would not fit in memory)"
         )
+    _check_objective(req)
     return tables
+
+
+def _check_objective(req: PlanRequest) -> None:
+    """The credit, risk and confidence options, checked before any work."""
+    if req.served not in SERVED_MODES:
+        raise ValidationError(
+            f"--served: expected one of {', '.join(SERVED_MODES)}, got {req.served!r}"
+        )
+    if not 0.0 <= req.headroom_weight <= 1.0:
+        raise ValidationError(f"--headroom-weight: must be in [0, 1], got {req.headroom_weight}")
+    if not 0.0 <= req.confidence < 1.0:
+        raise ValidationError(f"--confidence: must be in [0, 1), got {req.confidence}")
+    if req.risk not in rk.RISK_MODES:
+        raise ValidationError(
+            f"--risk: expected one of {', '.join(rk.RISK_MODES)}, got {req.risk!r}"
+        )
+    if not 0 <= req.scenarios <= MAX_SAMPLES:
+        raise ValidationError(f"--scenarios: must be in [0, {MAX_SAMPLES}], got {req.scenarios}")
+    if req.scenarios == 0 and req.confidence > 0:
+        raise ValidationError(
+            "--scenarios: 0 scenarios cannot estimate P(gain > cost); give --scenarios N "
+            "or --confidence 0"
+        )
 
 
 def _current(req: PlanRequest) -> dict[str, Any]:
@@ -575,15 +656,29 @@ def _batches(
     return bp.batches, tuple(ring.hosts)
 
 
+def _restarts(req: PlanRequest) -> MeasuredRestarts:
+    """T_r: measured from ``restart_seconds_from``, else the ``restart_seconds`` given."""
+    from planner.measured_costs import MeasuredRestarts, measured_restarts
+
+    if req.restart_seconds_from is None:
+        return MeasuredRestarts(seconds=req.restart_seconds,
+                                source=f"given: --restart-seconds {req.restart_seconds:g}")
+    return measured_restarts(req.restart_seconds_from, cluster=req.cluster,
+                             engine=req.engine, default=req.restart_seconds)
+
+
 def _switch_costs(
     req: PlanRequest,
     candidates: Sequence[Mapping[str, Any]],
     batches: Sequence[Sequence[str]],
     step_seconds: float,
+    restarts: MeasuredRestarts | None = None,
 ) -> SwitchCosts:
-    """The cost model of the request over the candidates."""
+    """The cost model of the request over the candidates (T_r per node when measured)."""
+    tr = restarts or _restarts(req)
     reconfig = ReconfigModel.from_batches(
-        batches, restart_seconds=req.restart_seconds, survivor_penalty=req.survivor_penalty
+        batches, restart_seconds=tr.seconds, survivor_penalty=req.survivor_penalty,
+        node_seconds=tr.node_seconds or None,
     )
     change = change_seconds_matrix(
         req.engine, candidates, {"compaction": req.compaction_seconds}
@@ -591,24 +686,175 @@ def _switch_costs(
     return SwitchCosts(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
         step_seconds=step_seconds, served=req.served, change_seconds=change,
+        headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
     )
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """The optimiser's search, and the plan after the confidence rule, valued as expected."""
+
+    solution: Solution
+    evaluation: Evaluation
+    p_gain: tuple[float, ...]
+    dropped: tuple[rk.Dropped, ...]
+    quantile: float | None
+
+
+def _risk_quantile(confidence: float) -> float:
+    """The ``quantile`` objective's level: 1 - confidence (at most the median)."""
+    return min(0.5, round(1.0 - confidence, 6))
+
+
+def _target_problem(
+    req: PlanRequest, base: PlanningProblem, *, cap: np.ndarray,
+    fc: Forecast, perf: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+) -> PlanningProblem:
+    """The problem the optimiser maximises: the expected one, or risk-adjusted."""
+    lower = np.asarray(fc.load_lower, dtype=float)[:horizon]
+    if req.risk == "quantile":
+        mix = np.stack([np.asarray(fc.mix_mean[c], dtype=float)[:horizon] for c in perf.classes],
+                       axis=1)
+        point = cap.mean(axis=0) if cap.ndim == 3 else cap
+        load = np.asarray(fc.load_mean, dtype=float)[:horizon]
+        return rk.quantile_problem(
+            base, model=perf, mixes=mix, capacity=point, candidates=candidates,
+            quantile=_risk_quantile(req.confidence),
+            load=None if req.served == "capacity" else load, served=req.served,
+            headroom_weight=req.headroom_weight,
+        )
+    if req.risk == "endure":
+        worst = rk.worst_case_capacity(perf, fc, candidates, horizon)
+        return rk.endure_problem(
+            base, capacity=worst, load_lower=None if req.served == "capacity" else lower,
+            served=req.served, headroom_weight=req.headroom_weight,
+        )
+    return base
+
+
+def _decide(
+    req: PlanRequest, *, fc: Forecast, perf: Any, candidates: Sequence[Mapping[str, Any]],
+    costs: SwitchCosts, cap: np.ndarray, loads: np.ndarray, horizon: int, say: Progress,
+) -> _Decision:
+    """Search the risk-adjusted problem, then keep the steps that pay with confidence.
+
+    The steps' expected figures are always valued on the expected problem (``base``);
+    the scenarios (their own random stream, seeded by the optimiser's seed) give each
+    step's P(gain > cost).
+    """
+    base = costs.problem(cap, load=loads)
+    scenarios = None
+    if req.scenarios > 0:
+        rng = np.random.default_rng((req.optimiser.seed, 15))
+        wcap, wload = rk.sample_world(forecast=fc, model=perf, candidates=candidates,
+                                      horizon=horizon, n=req.scenarios, rng=rng)
+        scenarios = rk.make_scenarios(wcap, wload, costs)
+    target = _target_problem(req, base, cap=cap, fc=fc, perf=perf, candidates=candidates,
+                             horizon=horizon)
+    opts = req.optimiser
+    solution = optimise(target, method=opts.method, ga=opts.ga(), progress=say)
+    ev = evaluate(base, solution.evaluation.schedule)
+    probs: list[float] = []
+    dropped: list[rk.Dropped] = []
+    if scenarios is not None:
+        ev, probs, dropped = rk.enforce_confidence(base, scenarios, ev, req.confidence)
+        if dropped:
+            say(f"plan: {len(dropped)} step(s) dropped: P(gain > cost) below "
+                f"--confidence {req.confidence:g} over {req.scenarios} scenarios")
+    return _Decision(solution, ev, tuple(probs), tuple(dropped),
+                     _risk_quantile(req.confidence) if req.risk == "quantile" else None)
+
+
+def _step_details(
+    ev: Evaluation, *, cap: np.ndarray, load: np.ndarray, step_seconds: float,
+    p_gain: Sequence[float],
+) -> list[dict[str, Any]]:
+    """Per step: what it gains (throughput at saturation, or headroom below it), the
+    served work it adds, the utilisation before/after at the offered load, and its P.
+
+    ``cap`` ``(T, K)`` and ``load`` ``(T,)`` are the expected capacities and load.
+    """
+    out: list[dict[str, Any]] = []
+    sw = list(ev.switches)
+    for j, s in enumerate(sw):
+        until = sw[j + 1].t if j + 1 < len(sw) else len(load)
+        ld = load[s.t:until]
+        ca, cb = cap[s.t:until, s.source], cap[s.t:until, s.target]
+        served = float(np.sum(np.minimum(ld, cb) - np.minimum(ld, ca)) * step_seconds)
+        saturated = bool(np.any(ld > ca))
+        d: dict[str, Any] = {
+            "gains": "throughput" if saturated and served > 0 else "headroom",
+            "served_ops": served,
+            "utilisation": {"before": round(float(np.mean(ld / ca)), 4),
+                            "after": round(float(np.mean(ld / cb)), 4)},
+        }
+        if p_gain:
+            d["p_gain"] = round(float(p_gain[j]), 4)
+        out.append(d)
+    return out
+
+
+def _uncertainty(
+    req: PlanRequest, decision: _Decision, *, perf: Any, engine: str,
+    candidates: Sequence[Mapping[str, Any]], start: datetime, step: float,
+) -> dict[str, Any]:
+    """The provenance of the risk objective and the confidence rule (dropped steps named)."""
+    space = get_space(engine)
+    out: dict[str, Any] = {
+        "risk": req.risk, "confidence": req.confidence, "scenarios": req.scenarios,
+        "model_uncertainty": "coefficient draws from the "
+        + ("prior's stated uncertainty" if perf.model_type == "prior" else "fit's covariance"),
+    }
+    if decision.quantile is not None:
+        out["quantile"] = decision.quantile
+    if decision.dropped:
+        out["dropped"] = [
+            {"due": (start + timedelta(seconds=d.t * step)).isoformat(),
+             "change": {k: space.complete(candidates[d.target])[k] for k in space.changed_keys(
+                 space.complete(candidates[d.source]), space.complete(candidates[d.target]))},
+             "p_gain": round(d.p_gain, 4)}
+            for d in decision.dropped
+        ]
+    return out
 
 
 def _provenance(
     req: PlanRequest, *, fc: Forecast, source: str, perf: Any, model_file: str,
-    solution: Solution, n_batches: int,
+    decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
+    uncertainty: Mapping[str, Any], utilisation: np.ndarray,
 ) -> dict[str, Any]:
-    """What the plan was made from, as the plan file records it."""
-    ev, dp = solution.evaluation, solution.dp
+    """What the plan was made from, as the plan file records it.
+
+    ``utilisation`` ``(T,)``: offered load over the running configuration's capacity.
+    """
+    from planner.measured_costs import describe
+
+    solution, ev = decision.solution, decision.evaluation
+    dp = solution.dp
     assert dp is not None
+    objective: dict[str, Any] = {
+        "served": req.served,
+        "headroom_measure": "latency" if perf.predicts_latency else HEADROOM_BY_UTILISATION,
+        "running_utilisation": {"mean": round(float(np.mean(utilisation)), 4),
+                                "max": round(float(np.max(utilisation)), 4)},
+        "saturated_intervals": int(np.sum(utilisation > 1.0)),
+    }
+    if req.served == "work":
+        objective["headroom_weight"] = req.headroom_weight
     return {
         "forecast": {"model": fc.model, "source": source, "samples": req.samples},
         "performance_model": {"name": perf.name, "version": perf.version, "file": model_file},
         "optimiser": solution.info,
-        "cost_model": {"restart_seconds": req.restart_seconds,
+        "cost_model": {"restart_seconds": restarts.seconds,
+                       "restart_seconds_source": restarts.source,
+                       **({"restarts": describe(restarts)} if restarts.measured else {}),
+                       "live_seconds": 0.0,
+                       "live_seconds_source": "live changes take no node out of service",
                        "compaction_seconds": req.compaction_seconds,
                        "survivor_penalty": req.survivor_penalty, "served": req.served,
                        "batches": n_batches},
+        "objective": objective,
+        "uncertainty": dict(uncertainty),
         "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,
                      "dp_optimum_ops": dp.total_ops},
     }
@@ -643,12 +889,10 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         from planner.planning import OptimiserOptions, PlanRequest, make_plan
 
         result = make_plan(PlanRequest(
-            forecast="state/forecast.json",   # or a loaded planner.forecast.Forecast
-            ring="state/ring.json",           # or a loaded planner.topology.Ring
+            forecast="state/forecast.json", ring="state/ring.json",  # or loaded objects
             engine="cassandra", cluster="lab", cl="QUORUM", horizon=48,
-            restart_seconds=45.0, tables=("shop.orders",),
-            optimiser=OptimiserOptions(seed=0),
-        ))
+            restart_seconds_from="state", tables=("shop.orders",),
+            optimiser=OptimiserOptions(seed=0)))
         save_plan(result.plan, "state/plan.yml", known_hosts=result.hosts)
         print(result.summary())
     """
@@ -661,34 +905,39 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
     batches, hosts = _batches(request, say)
     step = float(fc.step_seconds)
-    costs = _switch_costs(request, candidates, batches, step)
-    opts = request.optimiser
-    solution = optimise(
-        costs.problem(cap, load=loads), method=opts.method, ga=opts.ga(), progress=say
-    )
+    restarts = _restarts(request)
+    say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
+    costs = _switch_costs(request, candidates, batches, step, restarts)
+    decision = _decide(request, fc=fc, perf=perf, candidates=candidates, costs=costs,
+                       cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
+    pcap, pload = (cap.mean(axis=0), loads.mean(axis=0)) if cap.ndim == 3 else (cap, loads)
+    prov = _provenance(
+        request, fc=fc, source=source, perf=perf, model_file=model_file,
+        decision=decision, n_batches=len(batches), restarts=restarts,
+        uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
+                                 candidates=candidates, start=start, step=step),
+        utilisation=pload / pcap[:, 0],
+    )
     doc = {
         "schema_version": 1,
-        "kind": "kairos-plan",
-        "cluster": request.cluster,
-        "engine": request.engine,
+        "kind": "kairos-plan", "cluster": request.cluster, "engine": request.engine,
         "created_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "horizon": {"start": start.isoformat(), "step_seconds": step, "steps": horizon},
-        "provenance": _provenance(
-            request, fc=fc, source=source, perf=perf, model_file=model_file,
-            solution=solution, n_batches=len(batches),
-        ),
+        "provenance": prov,
         "availability": {"consistency_level": request.cl.upper(),
-                         "tolerated_failures": request.tolerate,
-                         "aggressive": request.aggressive},
+                         "tolerated_failures": request.tolerate, "aggressive": request.aggressive},
         "current_config": dict(current),
         "steps": steps_from_evaluation(
-            engine=request.engine, evaluation=solution.evaluation, candidates=candidates,
+            engine=request.engine, evaluation=decision.evaluation, candidates=candidates,
             batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
+            details=_step_details(decision.evaluation, cap=pcap, load=pload,
+                                  step_seconds=step, p_gain=decision.p_gain),
         ),
     }
     return PlanResult(
-        plan=plan_from_dict(doc, known_hosts=hosts), evaluation=solution.evaluation,
-        dp=solution.dp, forecast=fc, hosts=hosts, batches=tuple(batches),
+        plan=plan_from_dict(doc, known_hosts=hosts), evaluation=decision.evaluation,
+        dp=decision.solution.dp, forecast=fc, hosts=hosts, batches=tuple(batches),
+        p_gain=decision.p_gain, dropped=decision.dropped,
     )
 

@@ -700,7 +700,7 @@ def plan_table(inputs: ReportInputs) -> str:
             f"<td>{_esc(batches)}</td>"
             f'<td class="num">{_esc(_fmt_num(s.expected.benefit_ops))}</td>'
             f'<td class="num">{_esc(_fmt_num(s.expected.cost_ops))}</td>'
-            f'<td class="num">{_esc(_fmt_num(s.expected.net_ops))}</td>'
+            f'<td class="num">{_esc(_fmt_num(s.expected.net_ops))}{_gain_note(s.expected)}</td>'
             f"<td>{_badge(css, label)}{err}</td>"
             "</tr>"
         )
@@ -710,6 +710,19 @@ def plan_table(inputs: ReportInputs) -> str:
         "<th>net ops</th><th>outcome</th></tr>"
     )
     return f'<table class="data" data-table="plan">{head}{"".join(rows)}</table>'
+
+
+def _gain_note(e: Any) -> str:
+    """What a step gains and its P(gain > cost), when the plan records them (else '')."""
+    parts = []
+    if e.gains == "throughput":
+        parts.append("throughput at saturation")
+    elif e.gains == "headroom" and e.utilisation_before is not None:
+        parts.append(f"headroom: utilisation {e.utilisation_before:.0%} → "
+                     f"{e.utilisation_after:.0%}")
+    if e.p_gain is not None:
+        parts.append(f"P(gain > cost) {e.p_gain:.2f}")
+    return f'<div class="note">{_esc("; ".join(parts))}</div>' if parts else ""
 
 
 def _report_hosts(inputs: ReportInputs) -> list[str]:

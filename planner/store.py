@@ -19,7 +19,9 @@ Tables
     Derived cluster series cached by :meth:`Store.refresh_cluster_samples` (time, step,
     ops/s, mix per class): what ``kairos report`` plots without recomputing.
 ``plans`` and ``rollout_events``
-    Optional history: plans seen by the report/executor and per-node rollout phases.
+    Optional history: plans seen by the report/executor and per-node rollout phases
+    (:meth:`Store.record_rollout_state` copies a plan's state file in; the planner reads
+    measured restart times back with :meth:`Store.rollout_timings`).
 
 Deriving rates (:meth:`Store.cluster_series`)
 ---------------------------------------------
@@ -563,7 +565,53 @@ class Store:
                 rows,
             )
 
+    def record_rollout_state(self, plan_path: str | Path, state: Mapping[str, Any]) -> int:
+        """Copy a plan's rollout state (``<plan>.state.json`` content, as
+        :func:`planner.rollout.load_state` reads it) per-node timings into ``rollout_events``.
+
+        The plan is recorded too (``plans``: its engine and cluster name the timings).
+        Idempotent: the plan's earlier rows are replaced. Kept per (step, node): see
+        :func:`state_timings`. Returns the number of (step, node) records written.
+        """
+        path = str(Path(plan_path).resolve())
+        records = state_timings(state)
+        known = self._db.execute("SELECT 1 FROM plans WHERE path = ?", (path,)).fetchone()
+        if known is None:
+            self.record_plan(path)
+        with self._tx() as db:
+            db.execute("DELETE FROM rollout_events WHERE plan = ?", (path,))
+            db.executemany(
+                "INSERT INTO rollout_events (plan, step_id, node, phase, seconds, status, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(path, step, node, phase, sec, status, at)
+                 for step, node, status, at, phases in records
+                 for phase, sec in phases.items()],
+            )
+        return len(records)
+
     # ------------------------------------------------------------------- reading
+    def rollout_timings(
+        self, engine: str, cluster: str
+    ) -> list[tuple[str, str, str, str, dict[str, float]]]:
+        """Recorded per-node phase timings of ``engine``/``cluster``'s rollouts.
+
+        ``(plan, step_id, node, status, {phase: seconds})`` for events whose plan is in
+        ``plans`` under that engine and cluster, oldest first.
+        """
+        rows = self._db.execute(
+            "SELECT e.plan, e.step_id, e.node, e.status, e.phase, e.seconds, e.at "
+            "FROM rollout_events e WHERE e.plan IN (SELECT path FROM plans "
+            "WHERE engine = ? AND cluster = ?) ORDER BY e.at, e.id",
+            (engine, cluster),
+        ).fetchall()
+        out: dict[tuple[str, str, str], tuple[str, float, dict[str, float]]] = {}
+        for plan, step, node, status, phase, sec, at in rows:
+            entry = out.setdefault((plan, step, node), (status or "", float(at), {}))
+            if sec is not None:
+                entry[2][phase] = float(sec)
+        return [(k[0], k[1], k[2], v[0], v[2])
+                for k, v in sorted(out.items(), key=lambda kv: kv[1][1])]
+
     def clusters(self) -> list[tuple[str, str]]:
         """The (engine, cluster) pairs with samples."""
         rows = self._db.execute(
@@ -751,3 +799,44 @@ class Store:
             (engine, cluster, key),
         )
         return [(t, v, json.loads(m)) for t, v, m in rows]
+
+
+def _iso_seconds(text: Any) -> float:
+    """Epoch seconds of an ISO 8601 time (0 when absent or unreadable: sorts first)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def state_timings(
+    state: Mapping[str, Any],
+) -> list[tuple[str, str, str, float, dict[str, float]]]:
+    """``(step, node, status, at, phases)`` from a rollout state (``{"steps": {...}}``).
+
+    Per (step, node): the timings of the node verified after its change (it finished
+    every phase, in any attempt), else those an applied step recorded for it. ``at`` is
+    the epoch time of the verification or of the step's end.
+    """
+    out = []
+    for step, entry in state.get("steps", {}).items():
+        seen = set()
+        for node, rec in entry.get("verified", {}).items():
+            if rec.get("timings"):
+                seen.add(node)
+                out.append((str(step), str(node), "verified",
+                            _iso_seconds(rec.get("verified_at")), _phases(rec["timings"])))
+        if entry.get("status") == "applied":
+            for node, phases in entry.get("nodes", {}).items():
+                if node not in seen and phases:
+                    out.append((str(step), str(node), "applied",
+                                _iso_seconds(entry.get("finished_at")), _phases(phases)))
+    return out
+
+
+def _phases(timings: Mapping[str, Any]) -> dict[str, float]:
+    """Phase seconds without the derived ``total`` (the reader sums them)."""
+    return {str(k): float(v) for k, v in timings.items()
+            if k != "total" and isinstance(v, int | float) and not isinstance(v, bool)}

@@ -86,6 +86,46 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
         if key in plan.provenance:
             desc = ", ".join(f"{k}={v}" for k, v in dict(plan.provenance[key]).items())
             lines.append(f"{key.replace('_', ' ').capitalize()}: {desc}")
+    return lines + _decision_lines(plan.provenance)
+
+
+def _decision_lines(prov: Any) -> list[str]:
+    """The objective, the confidence rule (and the steps it dropped), and T_r's source."""
+    lines = []
+    obj = prov.get("objective")
+    if isinstance(obj, dict):
+        served = obj.get("served", "capacity")
+        what = {"capacity": "predicted capacity (SOPHIA: clients saturate the cluster)",
+                "offered": "served work min(offered, capacity)",
+                "work": f"served work min(offered, capacity) + {obj.get('headroom_weight')} "
+                        "x offered x (1 - utilisation)"}.get(served, served)
+        lines.append(f"Objective: credit {what}; headroom measured as "
+                     f"{obj.get('headroom_measure')}")
+        util = obj.get("running_utilisation")
+        if isinstance(util, dict):
+            sat = int(obj.get("saturated_intervals", 0))
+            lines.append(
+                f"Load: the running configuration is at {util.get('mean', 0):.0%} of its "
+                f"predicted capacity on average (max {util.get('max', 0):.0%}); "
+                + (f"saturated in {sat} interval(s): a faster configuration serves more work"
+                   if sat else "never saturated: a change can gain latency and headroom, "
+                   "not served work")
+            )
+    unc = prov.get("uncertainty")
+    if isinstance(unc, dict):
+        lines.append(
+            f"Uncertainty: optimiser maximises the {unc.get('risk')} objective"
+            + (f" (quantile {unc['quantile']:g})" if "quantile" in unc else "")
+            + f"; a step is kept when P(gain > cost) >= {unc.get('confidence')} over "
+            f"{unc.get('scenarios')} scenarios ({unc.get('model_uncertainty')})"
+        )
+        for d in unc.get("dropped", []):
+            lines.append(f"  dropped: {d.get('change')} due {d.get('due')}: "
+                         f"P(gain > cost) {d.get('p_gain'):.2f}")
+    cost = prov.get("cost_model")
+    if isinstance(cost, dict) and "restart_seconds_source" in cost:
+        lines.append(f"T_r: {cost.get('restart_seconds'):g} s per node, "
+                     f"{cost['restart_seconds_source']}")
     return lines
 
 
@@ -117,7 +157,25 @@ def _step_lines(
         f"+{_ops(e.benefit_ops)} ops benefit, -{_ops(e.cost_ops)} ops cost, "
         f"net {_ops(e.net_ops)}"
     )
-    return lines
+    return lines + _gain_lines(e)
+
+
+def _gain_lines(e: Any) -> list[str]:
+    """What the step gains (throughput at saturation, or headroom below it) and its P."""
+    out = []
+    util = ""
+    if e.utilisation_before is not None and e.utilisation_after is not None:
+        util = (f"utilisation at the offered load {e.utilisation_before:.0%} -> "
+                f"{e.utilisation_after:.0%}")
+    if e.gains == "throughput":
+        out.append(f"      gains: throughput at saturation, +{_ops(e.served_ops or 0.0)} ops "
+                   f"served ({util})")
+    elif e.gains == "headroom":
+        out.append(f"      gains: latency/headroom below saturation, {util}; served work "
+                   f"+{_ops(e.served_ops or 0.0)} ops")
+    if e.p_gain is not None:
+        out.append(f"      P(gain > cost) = {e.p_gain:.2f}")
+    return out
 
 
 def _total_line(plan: Any) -> str:

@@ -8,15 +8,34 @@ import time
 from typing import Any
 
 from planner import inputs
+from planner.costbenefit import SERVED_MODES
 from planner.planning import (
+    DEFAULT_HEADROOM_WEIGHT,
     DEFAULT_RESTART_SECONDS,
     MAX_SAMPLES,
     steps_from_evaluation,  # re-exported: callers and tests import it from here
 )
+from planner.risk import DEFAULT_CONFIDENCE, DEFAULT_SCENARIOS, RISK_MODES
 
 __all__ = ["register", "run", "steps_from_evaluation"]
 
 SAMPLES_WHY = "each sample path adds a capacity matrix; 1000 already averages well"
+SCENARIOS_WHY = "each scenario adds a matrix of switch costs; 1000 gives P to +-0.01"
+
+
+def _unit_interval(name: str, *, closed: bool) -> Any:
+    """argparse type: a number in [0, 1] (``closed``) or [0, 1)."""
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: not a number: {text!r}") from None
+        if not (0.0 <= x <= 1.0 if closed else 0.0 <= x < 1.0):
+            raise argparse.ArgumentTypeError(
+                f"{name}: must be in [0, 1{']' if closed else ')'}, got {text}"
+            )
+        return x
+    return parse
 #: A plan needs at least 2 intervals (a switch and a stay); the upper bound is shared.
 PLAN_HORIZON = inputs.bounded_int(2, inputs.MAX_HORIZON, why=inputs.HORIZON_WHY)
 
@@ -56,8 +75,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compaction-seconds", type=inputs.DURATION, default=120.0,
                    help="seconds of full throughput a compaction strategy change costs "
                    "(SSTable rewrite; default 120)")
-    p.add_argument("--served", choices=("capacity", "offered"), default="capacity",
-                   help="credit capacity (SOPHIA, saturated clients) or min(load, capacity)")
+    _add_decision_arguments(p)
     p.add_argument("--horizon", type=PLAN_HORIZON, default=48,
                    help="decision intervals (default 48)")
     p.add_argument("--forecast-model", default="auto", help="forecast model (default auto)")
@@ -83,6 +101,33 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _add_decision_arguments(p: Any) -> None:
+    """Measured T_r, the credit, the confidence rule and the risk objective (issue 15)."""
+    p.add_argument("--restart-seconds-from", metavar="PATH",
+                   help="measure T_r per node from earlier rollouts: a state directory, a "
+                   "plan or <plan>.state.json, or the workload store; --restart-seconds is "
+                   "the fallback until a restart is measured")
+    p.add_argument("--served", choices=SERVED_MODES, default="capacity",
+                   help="credit capacity (SOPHIA, saturated clients; default), min(load, "
+                   "capacity) (offered), or served work plus weighted headroom (work)")
+    p.add_argument("--headroom-weight", type=_unit_interval("--headroom-weight", closed=True),
+                   default=DEFAULT_HEADROOM_WEIGHT,
+                   help="with --served work: weight of the headroom term load x "
+                   f"(1 - utilisation) (default {DEFAULT_HEADROOM_WEIGHT:g})")
+    p.add_argument("--confidence", type=_unit_interval("--confidence", closed=False),
+                   default=DEFAULT_CONFIDENCE,
+                   help="keep a step only when P(gain > cost) reaches this "
+                   f"(default {DEFAULT_CONFIDENCE:g}; 0 keeps every step)")
+    p.add_argument("--scenarios", type=inputs.bounded_int(0, MAX_SAMPLES, why=SCENARIOS_WHY),
+                   default=DEFAULT_SCENARIOS,
+                   help="joint scenarios (forecast path x model draw) for P(gain > cost) "
+                   f"(default {DEFAULT_SCENARIOS})")
+    p.add_argument("--risk", choices=RISK_MODES, default="mean",
+                   help="what the optimiser maximises: the expected value (mean, default), "
+                   "the 1 - confidence quantile of each candidate's gain (quantile), or the "
+                   "worst mix in the forecast's interval (endure)")
+
+
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
@@ -99,6 +144,8 @@ def request_from_args(args: argparse.Namespace) -> Any:
         tolerate=args.tolerate, aggressive=args.aggressive,
         restart_seconds=args.restart_seconds, survivor_penalty=args.survivor_penalty,
         compaction_seconds=args.compaction_seconds, served=args.served,
+        restart_seconds_from=args.restart_seconds_from, headroom_weight=args.headroom_weight,
+        confidence=args.confidence, scenarios=args.scenarios, risk=args.risk,
         horizon=args.horizon, forecast_model=args.forecast_model,
         season_length=args.season_length, samples=args.samples,
         tables=[t.strip() for t in args.tables.split(",") if t.strip()],

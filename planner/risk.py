@@ -1,0 +1,330 @@
+"""Uncertainty in the plan: joint scenarios, risk-adjusted problems and P(gain > cost).
+
+A *scenario* is one plausible world over the horizon: a forecast sample path (load and
+mix, :meth:`planner.forecast.Forecast.sample_paths`) together with one draw of the
+performance model's coefficients (:meth:`planner.perfmodel.PerformanceModel.sample_capacity`).
+Priced like the point problem, each scenario gives its own credited throughput
+``served[s, t, k]`` and switch costs ``costs[s, t, a, b]`` (:class:`Scenarios`).
+
+From them:
+
+* :func:`step_probabilities` -- for each step of a plan, the share of scenarios in which
+  the plan is worth more with the step than without it: P(gain > cost);
+* :func:`enforce_confidence` -- the confidence rule: a step whose P is below the
+  operator's confidence is dropped (the configuration before it is kept), one at a time,
+  lowest first, until every remaining step reaches it;
+* risk-adjusted problems the optimisers (GA and DP) search unchanged, because each stays
+  a sum over intervals: :func:`quantile_problem` (each candidate at the lower quantile of
+  its capacity relative to the running one, under the model's uncertainty) and
+  :func:`endure_problem` (ENDURE's robust tuning, seeds/003: the credit under the worst
+  mix in the forecast's own interval box, the neighbourhood of the expected mix, with the
+  load at its lower bound).
+
+docs/planning.md ("Uncertainty") argues the choice with bench/risk.py's comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from planner.costbenefit import (
+    Evaluation,
+    PlanningProblem,
+    decode,
+    evaluate,
+    served_matrix,
+)
+from planner.errors import ValidationError
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_SCENARIOS",
+    "MAX_SCENARIO_CELLS",
+    "RISK_MODES",
+    "Dropped",
+    "Risk",
+    "Scenarios",
+    "endure_problem",
+    "enforce_confidence",
+    "make_scenarios",
+    "quantile_problem",
+    "sample_world",
+    "step_probabilities",
+    "worst_case_capacity",
+]
+
+Risk = Literal["mean", "quantile", "endure"]
+RISK_MODES: tuple[str, ...] = ("mean", "quantile", "endure")
+#: The issue's default: a step must pay in 9 scenarios out of 10.
+DEFAULT_CONFIDENCE = 0.9
+#: Joint scenarios: P(gain > cost) near 0.9 is then known to about +-0.02.
+DEFAULT_SCENARIOS = 200
+#: Bound on scenarios x T x K x K switch costs held at once (float32: ~160 MB).
+MAX_SCENARIO_CELLS = 40_000_000
+
+
+class _Pricing(Protocol):
+    """What prices a capacity matrix: :class:`planner.planning.SwitchCosts`."""
+
+    def problem(self, capacity: np.ndarray, *, load: np.ndarray | None = ...,
+                initial: int = ..., initial_lockout: int = ...) -> PlanningProblem: ...
+
+
+@dataclass(frozen=True)
+class Scenarios:
+    """Joint scenarios priced like the plan.
+
+    Parameters
+    ----------
+    capacity
+        ``(S, T, K)`` ops/s of each candidate in each scenario.
+    load
+        ``(S, T)`` offered ops/s.
+    served
+        ``(S, T, K)`` credited ops/s (the plan's credit mode).
+    costs
+        ``(S, T, K, K)`` ops a switch ``a -> b`` starting at ``t`` costs (float32).
+    step_seconds
+        Length of one interval.
+    initial
+        The candidate running now.
+    """
+
+    capacity: np.ndarray
+    load: np.ndarray
+    served: np.ndarray
+    costs: np.ndarray
+    step_seconds: float
+    initial: int = 0
+
+    @property
+    def n(self) -> int:
+        """Number of scenarios S."""
+        return int(self.served.shape[0])
+
+    def values(self, schedule: np.ndarray) -> np.ndarray:
+        """``(S,)`` credit minus switch costs of a feasible schedule in each scenario."""
+        sched = np.asarray(schedule, dtype=np.int64)
+        n_t = sched.shape[0]
+        total = self.served[:, np.arange(n_t), sched].sum(axis=1) * self.step_seconds
+        prev = np.concatenate(([self.initial], sched[:-1]))
+        for t in np.flatnonzero(sched != prev).tolist():
+            total = total - self.costs[:, t, prev[t], sched[t]].astype(float)
+        return total
+
+
+def sample_world(
+    *, forecast: Any, model: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+    n: int, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, T, K)`` capacities and ``(S, T)`` loads of ``n`` joint scenarios.
+
+    Scenario ``s`` pairs forecast sample path ``s`` with coefficient draw ``s`` (the two
+    are independent: the forecast knows nothing of the model's error).
+    """
+    if n < 1:
+        raise ValidationError(f"--scenarios: must be >= 1, got {n}")
+    paths = forecast.sample_paths(n, rng)
+    mixes = np.stack([np.asarray(p.mix_matrix(), dtype=float)[:horizon] for p in paths])
+    loads = np.stack([np.asarray(p.load, dtype=float)[:horizon] for p in paths])
+    cap = model.sample_capacity(mixes, candidates, n=n, rng=rng)
+    return cap, loads
+
+
+def make_scenarios(capacity: np.ndarray, load: np.ndarray, pricing: _Pricing) -> Scenarios:
+    """Price every scenario with the plan's cost model (``pricing.problem``)."""
+    cap = np.asarray(capacity, dtype=float)
+    ld = np.asarray(load, dtype=float)
+    if cap.ndim != 3 or ld.shape != cap.shape[:2]:
+        raise ValidationError(
+            f"scenarios: capacity (S, T, K) and load (S, T) expected, got {cap.shape} and "
+            f"{ld.shape}"
+        )
+    n_s, n_t, n_k = cap.shape
+    if n_s * n_t * n_k * n_k > MAX_SCENARIO_CELLS:
+        raise ValidationError(
+            f"--scenarios: {n_s} scenarios x {n_t} intervals x {n_k}^2 switches is over "
+            f"{MAX_SCENARIO_CELLS:,} costs; use fewer scenarios or a shorter horizon"
+        )
+    served = np.empty_like(cap)
+    costs = np.empty((n_s, n_t, n_k, n_k), dtype=np.float32)
+    step, initial = 0.0, 0
+    for s in range(n_s):
+        pb = pricing.problem(cap[s], load=ld[s])
+        served[s], costs[s] = pb.served, pb.costs
+        step, initial = pb.step_seconds, pb.initial
+    return Scenarios(capacity=cap, load=ld, served=served, costs=costs, step_seconds=step,
+                     initial=initial)
+
+
+# --------------------------------------------------------------- confidence rule
+def _windows(evaluation: Evaluation, n_steps: int) -> list[tuple[int, int, int, int]]:
+    """``(t, until, source, target)`` of each switch: it holds until the next one."""
+    sw = list(evaluation.switches)
+    return [
+        (s.t, sw[j + 1].t if j + 1 < len(sw) else n_steps, s.source, s.target)
+        for j, s in enumerate(sw)
+    ]
+
+
+def _without(problem: PlanningProblem, evaluation: Evaluation, j: int) -> np.ndarray:
+    """The schedule without step ``j``: the configuration before it holds until the next
+    step, which then starts from there (a restart it would now overlap waits)."""
+    t, until, a, _b = _windows(evaluation, problem.n_steps)[j]
+    wish = np.asarray(evaluation.schedule, dtype=np.int64).copy()
+    wish[t:until] = a
+    return decode(problem, wish)
+
+
+def step_probabilities(
+    problem: PlanningProblem, scenarios: Scenarios, evaluation: Evaluation
+) -> list[float]:
+    """P(gain > cost) of each step of ``evaluation``, over the scenarios.
+
+    A step's gain and cost are what the plan is worth with it minus without it
+    (:func:`_without`): the credit it adds until the next step, its own switch cost, and
+    what it changes in the later steps' costs (a live change that makes the following
+    restart cheaper is credited with that). P is the share of scenarios where the plan
+    with the step is worth strictly more.
+    """
+    sched = np.asarray(evaluation.schedule, dtype=np.int64)
+    with_it = scenarios.values(sched)
+    return [
+        float(np.mean(with_it > scenarios.values(_without(problem, evaluation, j))))
+        for j in range(len(evaluation.switches))
+    ]
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A step the confidence rule removed: when, from/to which candidate, its P."""
+
+    t: int
+    source: int
+    target: int
+    p_gain: float
+
+
+def enforce_confidence(
+    problem: PlanningProblem, scenarios: Scenarios, evaluation: Evaluation, confidence: float
+) -> tuple[Evaluation, list[float], list[Dropped]]:
+    """Drop steps whose P(gain > cost) is below ``confidence``, lowest first.
+
+    Dropping a step keeps the configuration before it until the next step, which then
+    starts from there (a restart it would now overlap is repaired by
+    :func:`planner.costbenefit.decode`: it waits). P is recomputed after every drop,
+    since a later step's gain depends on where it starts from.
+
+    Returns
+    -------
+    (evaluation, probabilities, dropped)
+        The plan valued on ``problem``, each remaining step's P, and the dropped steps.
+    """
+    if not 0.0 <= confidence < 1.0:
+        raise ValidationError(f"--confidence: must be in [0, 1), got {confidence!r}")
+    dropped: list[Dropped] = []
+    ev = evaluation
+    while True:
+        probs = step_probabilities(problem, scenarios, ev)
+        low = [j for j, p in enumerate(probs) if p < confidence]
+        if not low:
+            return ev, probs, dropped
+        j = min(low, key=lambda i: probs[i])
+        t, _until, a, b = _windows(ev, problem.n_steps)[j]
+        dropped.append(Dropped(t=t, source=a, target=b, p_gain=probs[j]))
+        ev = evaluate(problem, _without(problem, ev, j))
+
+
+# --------------------------------------------------------- risk-adjusted problems
+def _replace(problem: PlanningProblem, served: np.ndarray, costs: np.ndarray) -> PlanningProblem:
+    return PlanningProblem(
+        served=served, costs=costs, lockout=problem.lockout, step_seconds=problem.step_seconds,
+        initial=problem.initial, initial_lockout=problem.initial_lockout,
+    )
+
+
+def quantile_problem(
+    problem: PlanningProblem, *, model: Any, mixes: np.ndarray, capacity: np.ndarray,
+    candidates: Sequence[Mapping[str, Any]], quantile: float, load: np.ndarray | None,
+    served: str, headroom_weight: float,
+) -> PlanningProblem:
+    """``problem`` credited with each candidate at the lower ``quantile`` of its capacity
+    relative to the configuration running now, under the model's uncertainty.
+
+    The log ratio ``log(cap_k / cap_0)`` at mix ``m`` is normal with mean
+    ``m' B (x_k - x_0)`` and variance ``(x_k - x_0)' Var(m' B) (x_k - x_0)`` (``B`` the
+    coefficients, their covariance from the fit or the prior): exact, so the credit is
+    smooth in time and no free live switch chases sampling noise, and what moves every
+    candidate alike (the base throughput) cancels. An effect of 0 +- 5% has a negative
+    lower quantile, so an unmeasured change is never made for nothing. Per interval and
+    candidate: a sum over intervals, so the DP stays exact. Costs are ``problem``'s.
+    """
+    if not 0.0 < quantile <= 0.5:
+        raise ValidationError(f"quantile: must be in (0, 0.5], got {quantile!r}")
+    m = np.asarray(mixes, dtype=float)
+    m = m / m.sum(axis=1, keepdims=True)
+    k0 = problem.initial
+    xconf = model.config_matrix(list(candidates))
+    d = xconf - xconf[k0][None, :]
+    mu = m @ model.coef @ d.T
+    n_c, n_j = model.coef.shape
+    cov = model.cov.reshape(n_c, n_j, n_c, n_j)
+    a = np.einsum("ic,cjdl,id->ijl", m, cov, m, optimize=True)
+    var = np.maximum(np.einsum("ijl,kj,kl->ik", a, d, d, optimize=True), 0.0)
+    z = NormalDist().inv_cdf(quantile)
+    cap0 = np.asarray(capacity, dtype=float)[:, k0:k0 + 1]
+    cap_q = cap0 * np.exp(mu + z * np.sqrt(var))
+    credit = served_matrix(cap_q, load=load, served=served,  # type: ignore[arg-type]
+                           headroom_weight=headroom_weight)
+    return _replace(problem, credit, problem.costs)
+
+
+def worst_case_capacity(
+    model: Any, forecast: Any, candidates: Sequence[Mapping[str, Any]], horizon: int
+) -> np.ndarray:
+    """``(T, K)`` capacity under the worst mix in the forecast's interval box (ENDURE).
+
+    The model is log-linear in the mix, so the minimum over the box
+    ``lower_c <= m_c <= upper_c`` intersected with ``sum(m) = 1`` lies at a vertex: start
+    every class at its lower bound and give the rest of the mass to the classes that are
+    slowest under that configuration, each up to its upper bound.
+    """
+    classes = list(model.classes)
+    lo = np.stack([np.asarray(forecast.mix_lower[c], dtype=float)[:horizon] for c in classes], 1)
+    hi = np.stack([np.asarray(forecast.mix_upper[c], dtype=float)[:horizon] for c in classes], 1)
+    hi = np.maximum(hi, lo)
+    beta = model.coef @ model.config_matrix(list(candidates)).T  # (C, K) log ops/s per class
+    n_t, n_k = lo.shape[0], beta.shape[1]
+    out = np.empty((n_t, n_k))
+    for k in range(n_k):
+        order = np.argsort(beta[:, k])  # slowest class first
+        mix = lo.copy()
+        rest = np.maximum(1.0 - mix.sum(axis=1), 0.0)
+        for c in order:
+            add = np.minimum(rest, hi[:, c] - lo[:, c])
+            mix[:, c] += add
+            rest = rest - add
+        mix[:, order[0]] += rest  # an inconsistent box (upper bounds sum below 1)
+        mix /= mix.sum(axis=1, keepdims=True)
+        out[:, k] = np.exp(mix @ beta[:, k])
+    return out
+
+
+def endure_problem(
+    problem: PlanningProblem, *, capacity: np.ndarray, load_lower: np.ndarray | None,
+    served: str, headroom_weight: float,
+) -> PlanningProblem:
+    """``problem`` credited under the worst-case world (:func:`worst_case_capacity`).
+
+    The load is at its lower bound (least work to serve); costs stay those of ``problem``.
+    """
+    credit = served_matrix(
+        capacity, load=load_lower, served=served,  # type: ignore[arg-type]
+        headroom_weight=headroom_weight,
+    )
+    return _replace(problem, credit, problem.costs)
