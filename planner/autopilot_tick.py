@@ -231,8 +231,10 @@ def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
     """``kairos plan`` arguments: the ring or hosts, T_r, tables, model, what runs now."""
     argv = ["plan", "--forecast", forecast, "--engine", inp.engine, "--cluster", inp.cluster]
     argv += ["--ring", ring] if ring else ["--hosts", ",".join(inp.hosts)]
+    # T_r measured by the executor on earlier steps (their state files under the state
+    # directory); --restart-seconds only until a restart has been measured.
     argv += ["--horizon", str(inp.horizon), "--restart-seconds", f"{inp.restart_seconds:g}",
-             "-o", plan]
+             "--restart-seconds-from", str(Path(inp.state_dir).resolve()), "-o", plan]
     if inp.tables:
         argv += ["--tables", ",".join(inp.tables)]
     argv += list(inp.plan_args)
