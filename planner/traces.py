@@ -17,6 +17,7 @@ with a regular step. :data:`GENERATORS` maps the shape names used by ``kairos si
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,9 +26,11 @@ from planner.workload import CASSANDRA_CLASSES, WorkloadSeries
 
 __all__ = [
     "GENERATORS",
+    "OPS_PROFILES",
     "bus_tracking_like",
     "hpc_queue_like",
     "mgrast_like",
+    "ops_like",
     "synthetic_capacity",
 ]
 
@@ -216,3 +219,168 @@ def synthetic_capacity(
         rates[k, 3] = 0.60 + 0.30 * max(lean, 0) + rng.normal(0, 0.05)
     rates = np.clip(rates, 0.2, None) * scale
     return 1.0 / (m @ (1.0 / rates).T)
+
+
+# ------------------------------------------------------------ operations traces
+@dataclass(frozen=True)
+class OpsProfile:
+    """The shape of one kind of production service (see :func:`ops_like`).
+
+    Times are hours of the day; shares are the mean operation mix (read, update, insert,
+    scan); ``*_per_day`` are Poisson rates.
+    """
+
+    base_load: float
+    peaks: tuple[tuple[float, float, float], ...]  # (hour, width in hours, height)
+    floor: float  # night load relative to the weekday peak
+    weekend: float  # weekend level relative to weekdays
+    weekend_shift: float  # hours the weekend peaks move (people get up later)
+    shares: tuple[float, float, float, float]
+    read_per_log_load: float  # how much the read logit rises per unit of log load
+    burst_mix: tuple[float, float, float, float]  # the mix of the extra burst traffic
+    batch_window: tuple[float, float, float] | None = None  # (start hour, end hour, load)
+    bursts_per_day: float = 1.0
+    dips_per_day: float = 0.1
+    noise: float = 0.06  # marginal sd of the log-load noise (AR(1), lag-one 0.8)
+    mix_noise: float = 0.05  # sd of the per-step log-ratio noise of the mix
+    day_sigma: float = 0.05  # day-to-day level variation (log sd)
+    trend_changes: int = 2
+    weekly_growth_sd: float = 0.03  # sd of each trend segment's growth per week (log)
+    level_shift: float = 0.15  # sd of one permanent step change (a migration, a new tenant)
+
+
+#: Three services, set from what such services look like (not tuned to any forecaster).
+OPS_PROFILES: dict[str, OpsProfile] = {
+    # A consumer web API: lunchtime and evening peaks, quiet weekends that start late,
+    # read-heavy flash crowds, reads rising with load (browsing dominates at peaks).
+    "web": OpsProfile(
+        base_load=20_000.0, peaks=((12.5, 2.5, 0.8), (20.5, 2.0, 1.0)), floor=0.15,
+        weekend=0.75, weekend_shift=1.5, shares=(0.72, 0.14, 0.09, 0.05),
+        read_per_log_load=0.8, burst_mix=(0.9, 0.04, 0.04, 0.02), bursts_per_day=1.5,
+    ),
+    # A business SaaS: office hours on weekdays, a nightly write-heavy ETL window, light
+    # weekends, bursts of report scans.
+    "saas": OpsProfile(
+        base_load=12_000.0, peaks=((10.0, 1.8, 1.0), (15.0, 2.0, 0.9)), floor=0.1,
+        weekend=0.3, weekend_shift=0.5, shares=(0.55, 0.25, 0.12, 0.08),
+        read_per_log_load=0.5, burst_mix=(0.2, 0.05, 0.05, 0.7),
+        batch_window=(1.0, 3.5, 0.6), bursts_per_day=0.8, noise=0.05,
+    ),
+    # Telemetry ingest: devices report around the clock with a mild daytime rise, writes
+    # dominate, reconnect storms are insert bursts, fleets are onboarded in steps.
+    "ingest": OpsProfile(
+        base_load=40_000.0, peaks=((14.0, 5.0, 1.0),), floor=0.7, weekend=0.9,
+        weekend_shift=0.0, shares=(0.12, 0.15, 0.68, 0.05), read_per_log_load=-0.5,
+        burst_mix=(0.02, 0.03, 0.93, 0.02), bursts_per_day=2.0, dips_per_day=0.15,
+        noise=0.08, trend_changes=3, weekly_growth_sd=0.05, level_shift=0.25,
+    ),
+}
+
+
+def _daily_shape(hour: np.ndarray, p: OpsProfile, shift: np.ndarray) -> np.ndarray:
+    """Peaks as Gaussian bumps on the 24-hour circle over a floor; the highest peak is 1."""
+    shape = np.zeros_like(hour)
+    for centre, width, height in p.peaks:
+        d = (hour - centre - shift + 12.0) % 24.0 - 12.0
+        shape += height * np.exp(-0.5 * (d / width) ** 2)
+    return p.floor + (1 - p.floor) * shape / max(h for _, _, h in p.peaks)
+
+
+def _trend(steps: int, step_seconds: float, p: OpsProfile, rng: np.random.Generator
+           ) -> np.ndarray:
+    """Piecewise-linear log growth with random change points, plus one level shift."""
+    weeks = np.arange(steps) * step_seconds / 604800.0
+    cuts = np.sort(rng.uniform(0, weeks[-1], p.trend_changes))
+    slopes = rng.normal(0.0, p.weekly_growth_sd, p.trend_changes + 1)
+    seg = np.searchsorted(cuts, weeks)
+    rate = slopes[seg]
+    log_trend = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(weeks))])
+    shift_at = rng.uniform(0.15, 0.95) * steps
+    return log_trend + np.where(np.arange(steps) >= shift_at, rng.normal(0, p.level_shift), 0.0)
+
+
+def _events(steps: int, per_day: float, step_seconds: float, rng: np.random.Generator,
+            mean_steps: float, amp: tuple[float, float]) -> np.ndarray:
+    """Sum of Poisson-arriving pulses: a jump, then exponential decay over ~mean_steps."""
+    out = np.zeros(steps)
+    count = rng.poisson(per_day * steps * step_seconds / 86400.0)
+    for t0 in rng.integers(0, steps, count):
+        length = int(rng.geometric(1.0 / mean_steps)) * 3
+        t = np.arange(t0, min(steps, t0 + length))
+        out[t] += rng.uniform(*amp) * np.exp(-(t - t0) / mean_steps)
+    return out
+
+
+def _ar1(steps: int, sd: float, rng: np.random.Generator, phi: float = 0.8) -> np.ndarray:
+    e = rng.normal(0.0, sd * np.sqrt(1 - phi**2), steps)
+    out = np.empty(steps)
+    out[0] = rng.normal(0.0, sd)
+    for i in range(1, steps):
+        out[i] = phi * out[i - 1] + e[i]
+    return out
+
+
+def ops_like(
+    *,
+    profile: str = "web",
+    steps: int = 288 * 35,
+    step_seconds: float = 300.0,
+    seed: int = 0,
+    start: float = DEFAULT_START,
+) -> WorkloadSeries:
+    """A production-like operations trace: daily and weekly seasons and their irregularities.
+
+    Weekday and weekend daily shapes (:data:`OPS_PROFILES`), one holiday (a weekday shaped
+    like a Sunday), day-to-day level and phase jitter, piecewise-linear growth with random
+    change points and one permanent level shift, AR(1) multiplicative noise, Poisson bursts
+    with their own mix (flash crowds, report scans, reconnect storms) and short dips
+    (incidents). The mix follows the load (reads rise at peaks for the web profile), a
+    nightly batch window where the profile has one, a slow random drift and per-step noise.
+    """
+    _check(steps, step_seconds)
+    if profile not in OPS_PROFILES:
+        raise ValidationError(f"profile: unknown {profile!r}; known: {', '.join(OPS_PROFILES)}")
+    p = OPS_PROFILES[profile]
+    rng = np.random.default_rng(seed)
+    ts = start + step_seconds * np.arange(steps, dtype=float)
+    day = ((ts - start) // 86400).astype(int)
+    hour = (ts % 86400.0) / 3600.0
+    weekend = ((day + int(((start // 86400) + 3) % 7)) % 7) >= 5  # 1970-01-01 was a Thursday
+    holiday = rng.integers(7, max(8, day.max() - 1))
+    weekend |= (day == holiday) & ~weekend
+    jitter = rng.normal(0.0, 0.25, day.max() + 1)[day]
+    shape = np.where(weekend, p.weekend * _daily_shape(hour, p, jitter + p.weekend_shift),
+                     _daily_shape(hour, p, jitter))
+    log_load = np.log(shape) + rng.normal(0.0, p.day_sigma, day.max() + 1)[day]
+    log_load += _trend(steps, step_seconds, p, rng) + _ar1(steps, p.noise, rng)
+    batch = np.zeros(steps)
+    if p.batch_window is not None:
+        lo, hi, extra = p.batch_window
+        batch = extra * ((hour >= lo) & (hour < hi)) * rng.lognormal(0, 0.15, day.max() + 1)[day]
+    burst = _events(steps, p.bursts_per_day, step_seconds, rng, 6.0, (0.3, 1.5))
+    dip = np.minimum(_events(steps, p.dips_per_day, step_seconds, rng, 4.0, (0.3, 0.6)), 0.8)
+    organic = p.base_load * np.exp(log_load)
+    load = (organic * (1 + burst) + p.base_load * batch) * (1 - dip)
+    mix = _ops_mix(p, organic, burst, batch, steps, rng)
+    return _series(load, mix, step_seconds=step_seconds, start=start,
+                   scope=f"cluster:ops-{profile}")
+
+
+def _ops_mix(p: OpsProfile, organic: np.ndarray, burst: np.ndarray, batch: np.ndarray,
+             steps: int, rng: np.random.Generator) -> np.ndarray:
+    """Organic mix (reads follow the load, slow drift, noise), blended with bursts and batch."""
+    logits = np.log(np.array(p.shares))[None, :].repeat(steps, axis=0)
+    rel = np.log(organic) - np.mean(np.log(organic))
+    logits[:, 0] += p.read_per_log_load * rel
+    logits += np.cumsum(rng.normal(0.0, 0.004, (steps, 4)), axis=0)  # slow drift
+    logits += rng.normal(0.0, p.mix_noise, (steps, 4))
+    organic_mix = np.exp(logits - logits.max(axis=1, keepdims=True))
+    organic_mix /= organic_mix.sum(axis=1, keepdims=True)
+    # the batch window writes and scans: its own mix, weighted by its share of the load
+    batch_mix = np.array([0.05, 0.15, 0.5, 0.3])
+    w_org = organic[:, None]
+    w_burst = (organic * burst)[:, None]
+    w_batch = (p.base_load * batch)[:, None]
+    total = w_org + w_burst + w_batch
+    return np.asarray((w_org * organic_mix + w_burst * np.array(p.burst_mix)
+                       + w_batch * batch_mix) / total)

@@ -12,6 +12,11 @@ from planner import inputs
 LEVEL = inputs.bounded_float(0.01, 0.99, why="interval coverage")
 #: Backtest folds: each refits every model once.
 FOLDS = inputs.bounded_int(1, 50, why="each fold refits every model")
+#: The ensemble's time budget per forecast (the autopilot forecasts every tick).
+BUDGET = inputs.bounded_float(0.01, 600.0, why="seconds the ensemble may spend")
+#: Mirrors planner.forecast_ensemble.DEFAULT_BUDGET_SECONDS (not imported: keeps the CLI's
+#: start-up free of numpy/scipy).
+DEFAULT_BUDGET_SECONDS = 5.0
 
 
 def register(subparsers: Any) -> None:
@@ -20,9 +25,11 @@ def register(subparsers: Any) -> None:
         "forecast",
         help="forecast a workload trace (load and operation mix) with intervals",
         description="Forecast the load and operation mix of a trace (CSV or JSON) with "
-        "prediction intervals. With --model auto (the default) every applicable model is "
-        "backtested on rolling origins and the lowest score wins; the backtest table is "
-        "printed and the chosen model is marked with '*'.",
+        "prediction intervals. With --model auto (the default) cheap candidate models are "
+        "backtested on rolling origins of the recent history and combined with weights learnt "
+        "there (the ensemble); the mix is shrunk towards the last mix and the intervals are "
+        "calibrated on the backtest residuals. The backtest table is printed (the chosen "
+        "model marked with '*') and the weights go into the forecast file.",
     )
     p.add_argument("--trace", required=True, metavar="TRACE", help="trace file (.csv or .json)")
     p.add_argument(
@@ -44,7 +51,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model",
         default="auto",
-        help="auto, naive, seasonal_naive, ets, stl, sarimax, markov1 or markov2 (default auto)",
+        help="auto (= ensemble), ensemble, naive, seasonal_naive, ets, stl, sarimax, markov1 "
+        "or markov2 (default auto)",
+    )
+    p.add_argument(
+        "--budget", type=BUDGET, default=DEFAULT_BUDGET_SECONDS, metavar="SECONDS",
+        help="time budget of the ensemble: expensive candidates not started when most of it "
+        f"is spent are skipped (default {DEFAULT_BUDGET_SECONDS:g})",
     )
     p.add_argument(
         "--season-length", type=inputs.SEASON, metavar="L",
@@ -89,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         folds=args.folds,
         seed=args.seed,
         progress=progress,
+        budget_seconds=args.budget,
     )
     season = f"{fc.season_length} steps" if fc.season_length else "none detected"
     print(f"season length: {season}; chosen model: {fc.model}")
@@ -99,8 +113,20 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(per_step_table(chosen))
     for name, note in fc.info.get("notes", {}).items():
-        if fc.model == name:
+        if fc.model == name or fc.model == "ensemble":
             print(f"note: {name}: {note}")
+    ens = fc.info.get("ensemble")
+    if ens:
+        load, mix = ens["load"], ens["mix"]
+        weights = ", ".join(f"{k} {sum(v) / len(v):.2f}" for k, v in load["weights"].items())
+        print(f"ensemble: {load['scheme']} ({weights}); mix shrinkage {mix['shrinkage']}, "
+              f"mix TV {mix['mix_tv']:.4f} vs naive {mix['naive_mix_tv']:.4f}; "
+              f"interval coverage check {_pct(load['interval_coverage_check'])}; "
+              f"{ens['seconds']:.2f}s")
     save_forecast(fc, args.out)
     print(f"wrote {args.out} ({fc.horizon} steps, {int(fc.level * 100)}% intervals)")
     return 0
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}%"

@@ -82,13 +82,19 @@ def test_daily_pattern_is_forecast_far_better_than_naive() -> None:
     s = diurnal()
     assert infer_season_length(s) == 24
     fc = forecast(s, horizon=24, folds=2)
-    assert fc.model in SEASONAL - {"seasonal_naive"}
+    assert fc.model == "ensemble"
     by = {b.model: b for b in fc.backtest or ()}
     chosen = by[fc.model].summary()["load_smape"]
-    assert chosen < by["seasonal_naive"].summary()["load_smape"]
+    assert chosen < by["snaive_day"].summary()["load_smape"]
     assert chosen < 0.3 * by["naive"].summary()["load_smape"]
     assert by[fc.model].summary()["mix_tv"] < 0.3 * by["naive"].summary()["mix_tv"]
     assert fc.backtest is not None and fc.backtest[0].model == fc.model
+
+
+def test_auto_with_candidates_still_selects_a_single_model() -> None:
+    fc = forecast(diurnal(), horizon=24, folds=2, candidates=["naive", "seasonal_naive"])
+    assert fc.model == "seasonal_naive"
+    assert fc.info["selection"] == "auto"
 
 
 def test_switching_series_is_not_forecast_worse_than_naive_out_of_sample() -> None:

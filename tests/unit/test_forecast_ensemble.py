@@ -1,0 +1,199 @@
+"""The backtest-driven ensemble (issue 19): combination, mix shrinkage, intervals, budget."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner import forecast_candidates as fcand
+from planner.errors import ValidationError
+from planner.forecast import forecast, load_forecast, save_forecast
+from planner.forecast_ensemble import combine, conformal_bands
+from planner.traces import ops_like
+from planner.workload import WorkloadSeries
+
+HOURLY = 3600.0
+
+
+def hourly_ops(profile: str = "web", days: int = 35, seed: int = 3) -> WorkloadSeries:
+    """An hourly production-like trace: daily (24) and weekly (168) seasons."""
+    return ops_like(profile=profile, steps=24 * days, step_seconds=HOURLY, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def web_forecast() -> tuple[WorkloadSeries, object]:
+    s = hourly_ops()
+    return s, forecast(s, horizon=12)
+
+
+def test_ensemble_is_never_worse_than_its_best_single_candidate_on_the_backtest(
+    web_forecast: tuple,
+) -> None:
+    _, fc = web_forecast
+    load = fc.info["ensemble"]["load"]
+    assert fc.model == "ensemble"
+    assert load["load_smape"] <= min(load["candidates_load_smape"].values()) + 1e-12
+    assert set(load["candidates_load_smape"]) >= {"naive", "snaive_day", "profile_day", "ets",
+                                                   "theta", "fourier_ar", "mstl"}
+
+
+def test_mix_forecast_is_never_worse_than_the_last_mix_on_the_backtest(
+    web_forecast: tuple,
+) -> None:
+    _, fc = web_forecast
+    mix = fc.info["ensemble"]["mix"]
+    assert mix["mix_tv"] <= mix["naive_mix_tv"] + 1e-12
+    assert all(0.0 <= s <= 1.0 for s in mix["shrinkage"])
+
+
+def test_ensemble_beats_naive_and_seasonal_naive_on_later_data() -> None:
+    s = hourly_ops(seed=5)
+    n, h = len(s), 12
+    errs: dict[str, list[float]] = {"ens": [], "naive": [], "snaive": []}
+    for o in range(n - 120, n - h + 1, 18):
+        fc = forecast(s.slice(0, o), horizon=h)
+        actual = s.load[o : o + h]
+        for key, pred in (("ens", fc.load_mean), ("naive", np.full(h, s.load[o - 1])),
+                          ("snaive", s.load[o - 24 : o - 24 + h])):
+            errs[key].append(float(np.mean(2 * np.abs(pred - actual) / (actual + pred))))
+    ens = np.mean(errs["ens"])
+    assert ens < 0.9 * min(np.mean(errs["naive"]), np.mean(errs["snaive"]))
+
+
+def test_combination_weights_two_equally_good_independent_candidates() -> None:
+    rng = np.random.default_rng(0)
+    actual = rng.normal(0, 1, (200, 6))
+    f = np.stack([actual + rng.normal(0, 0.5, actual.shape) for _ in range(2)])
+    comb = combine(["a", "b"], f, actual, 100, [(0, 6)], to_load=lambda z: np.exp(z))
+    assert not comb.scheme.startswith("single:")  # averaging halves the error variance
+    np.testing.assert_allclose(comb.weights[0], [0.5, 0.5], atol=0.1)
+    assert comb.eval_smape[comb.scheme] <= min(comb.eval_smape["single:a"],
+                                               comb.eval_smape["single:b"])
+
+
+def test_conformal_bands_cover_iid_residuals_at_the_nominal_rate() -> None:
+    rng = np.random.default_rng(1)
+    calib, later = rng.standard_t(4, (300, 8)), rng.standard_t(4, (300, 8))
+    lo, hi = conformal_bands(calib, 0.9)
+    inside = np.mean((later >= lo) & (later <= hi))
+    assert 0.86 <= inside <= 0.94
+    assert np.all(np.diff(hi) >= 0) and np.all(np.diff(lo) <= 0)  # only widen with lead time
+
+
+def test_interval_coverage_is_checked_and_near_nominal(web_forecast: tuple) -> None:
+    _, fc = web_forecast
+    check = fc.info["ensemble"]["load"]["interval_coverage_check"]
+    assert 0.8 <= check <= 0.98
+    assert fc.backtest is not None and fc.backtest[0].load_coverage == pytest.approx(check)
+
+
+def test_weekly_season_at_5_minutes_is_fast_issue_19() -> None:
+    # 4 weeks at 5 minutes (period 2016) took ~200 s before the ensemble
+    s = ops_like(profile="saas", steps=288 * 28, seed=2)
+    t0 = time.perf_counter()
+    fc = forecast(s, horizon=12)
+    assert time.perf_counter() - t0 < 20  # the bench measures ~1-2 s; this guards a regression
+    assert fc.info["ensemble"]["seasons"] == {"day": 288, "week": 2016, "other": None}
+    assert "mstl" in fc.info["ensemble"]["load"]["candidates_load_smape"]
+
+
+def test_time_budget_skips_the_expensive_candidates_and_says_so() -> None:
+    fc = forecast(hourly_ops(days=21), horizon=6, budget_seconds=1e-6)
+    skipped = fc.info["ensemble"]["load"]["skipped"]
+    assert "mstl" in skipped and "time budget" in skipped["mstl"]
+    assert set(fc.info["ensemble"]["load"]["candidates_load_smape"]) == {"naive", "ses"}
+
+
+@pytest.mark.parametrize("budget", [0.0, -1.0])
+def test_bad_budget_names_the_field(budget: float) -> None:
+    with pytest.raises(ValidationError, match="budget_seconds: must be > 0"):
+        forecast(hourly_ops(days=10), horizon=6, budget_seconds=budget)
+
+
+def test_too_short_history_for_the_ensemble_is_a_clear_error() -> None:
+    with pytest.raises(ValidationError, match="too few for the ensemble with horizon 24"):
+        forecast(hourly_ops(days=2), horizon=24)
+
+
+def test_ensemble_forecast_file_records_model_weights_and_errors(
+    web_forecast: tuple, tmp_path: Path
+) -> None:
+    _, fc = web_forecast
+    save_forecast(fc, tmp_path / "f.json")
+    doc = json.loads((tmp_path / "f.json").read_text())  # strict JSON: no NaN
+    assert doc["model"] == "ensemble"
+    ens = doc["info"]["ensemble"]
+    assert ens["load"]["scheme"] and ens["load"]["weights"]
+    assert ens["load"]["load_smape"] > 0 and ens["mix"]["naive_mix_tv"] > 0
+    back = load_forecast(tmp_path / "f.json")
+    np.testing.assert_allclose(back.load_upper, fc.load_upper)
+    assert back.backtest is not None and back.backtest[0].model == "ensemble"
+
+
+def test_candidates_see_only_the_past() -> None:
+    # changing the future must not change a forecast made before it
+    rng = np.random.default_rng(4)
+    z = np.sin(2 * np.pi * np.arange(24 * 30) / 24) + rng.normal(0, 0.1, 24 * 30)
+    seasons = fcand.Seasons(day=24, week=168)
+    origins = np.arange(24 * 20, 24 * 25, 7)
+    later = z.copy()
+    later[24 * 25 + 12 :] += 5.0
+    for cand in (fcand.naive, fcand.ses, fcand.seasonal_naive(24), fcand.seasonal_profile(24, 3),
+                 fcand.ets_adjusted(168, 2), fcand.theta_adjusted(24, 3, 72),
+                 fcand.fourier_ar(seasons, 24 * 14), fcand.mstl(seasons)):
+        np.testing.assert_allclose(cand(z, origins, 12), cand(later, origins, 12))
+
+
+def test_cli_prints_the_ensemble_line_and_takes_a_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from planner.cli import main
+    from planner.commands import forecast as cmd
+    from planner.forecast_ensemble import DEFAULT_BUDGET_SECONDS
+    from planner.workload import save_trace
+
+    assert cmd.DEFAULT_BUDGET_SECONDS == DEFAULT_BUDGET_SECONDS
+    trace = tmp_path / "t.json"
+    save_trace(hourly_ops(days=14), trace)
+    out = tmp_path / "fc.json"
+    assert main(["forecast", "--trace", str(trace), "--horizon", "6", "--budget", "2",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "chosen model: ensemble" in printed
+    assert "ensemble: " in printed and "interval coverage check" in printed
+    assert load_forecast(out).info["ensemble"]["budget_seconds"] == 2.0
+    with pytest.raises(SystemExit, match="2"):
+        main(["forecast", "--trace", str(trace), "--horizon", "6", "--budget", "0",
+              "--out", str(out)])
+    assert "argument --budget: 0 is out of range" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("step", "n", "h"),
+    [(1800.0, 48 * 20, 96), (7.0, 400, 12), (3600.0, 24 * 9, 30), (300.0, 288 * 3, 1)],
+    ids=["horizon-over-a-day", "no-calendar-season", "short-history", "one-step"],
+)
+def test_ensemble_gives_valid_forecasts_in_awkward_shapes(step: float, n: int, h: int) -> None:
+    s = ops_like(profile="ingest", steps=n, step_seconds=step, seed=9)
+    fc = forecast(s, horizon=h)
+    assert fc.horizon == h and np.all(fc.load_lower <= fc.load_mean)
+    assert np.all(fc.load_mean <= fc.load_upper) and np.all(np.isfinite(fc.load_upper))
+    mean = np.column_stack([fc.mix_mean[c] for c in fc.classes])
+    np.testing.assert_allclose(mean.sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_constant_load_and_an_unused_class_are_forecast_exactly() -> None:
+    n = 24 * 10
+    s = WorkloadSeries(
+        engine="redis", timestamps=1.7e9 + HOURLY * np.arange(n), load=np.full(n, 500.0),
+        mix={"read": np.full(n, 0.8), "write": np.full(n, 0.2), "other": np.zeros(n)},
+        step_seconds=HOURLY,
+    )
+    fc = forecast(s, horizon=6)
+    np.testing.assert_allclose(fc.load_mean, 500.0)
+    np.testing.assert_allclose(fc.mix_mean["other"], 0.0, atol=1e-9)
+    np.testing.assert_allclose(fc.mix_mean["read"], 0.8, atol=1e-9)
