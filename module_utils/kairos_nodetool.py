@@ -166,27 +166,22 @@ def _set_row_cache(mib, info):
     return ["setcachecapacity", str(caches["key"]), str(mib), str(caches["counter"])]
 
 
+def _stage_setter(stage):
+    """The LIVE_SETTERS entry of a thread-pool stage's size (getconcurrency/setconcurrency)."""
+    return (
+        ["getconcurrency", stage],
+        lambda out: parse_concurrency(out)[stage],
+        lambda n, _: ["setconcurrency", stage, str(n)],
+        int,
+    )
+
+
 # cassandra.yaml key -> how nodetool reads and sets it while the node runs. Each entry:
 # (get args, parse(output) -> int, set args(int, the get output), normalise(value) -> int).
 LIVE_SETTERS = {
-    "concurrent_reads": (
-        ["getconcurrency", "ReadStage"],
-        lambda out: parse_concurrency(out)["ReadStage"],
-        lambda n, _: ["setconcurrency", "ReadStage", str(n)],
-        int,
-    ),
-    "concurrent_writes": (
-        ["getconcurrency", "MutationStage"],
-        lambda out: parse_concurrency(out)["MutationStage"],
-        lambda n, _: ["setconcurrency", "MutationStage", str(n)],
-        int,
-    ),
-    "concurrent_counter_writes": (
-        ["getconcurrency", "CounterMutationStage"],
-        lambda out: parse_concurrency(out)["CounterMutationStage"],
-        lambda n, _: ["setconcurrency", "CounterMutationStage", str(n)],
-        int,
-    ),
+    "concurrent_reads": _stage_setter("ReadStage"),
+    "concurrent_writes": _stage_setter("MutationStage"),
+    "concurrent_counter_writes": _stage_setter("CounterMutationStage"),
     "concurrent_compactors": (
         ["getconcurrentcompactors"],
         parse_last_int,

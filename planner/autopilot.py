@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from planner.errors import ValidationError
+from planner.errors import ValidationError, at_least
 
 STATE_VERSION = 1
 LOG_NAME = "autopilot.log.jsonl"
@@ -73,20 +73,8 @@ class Policy:
     def __post_init__(self) -> None:
         if not 0.0 <= self.stale_fraction < 1.0:
             raise ValidationError(f"stale_fraction: must be in [0, 1), got {self.stale_fraction}")
-        if self.stale_steps < 0:
-            raise ValidationError(f"stale_steps: must be >= 0, got {self.stale_steps}")
-        if self.min_replan_seconds < 0:
-            raise ValidationError(
-                f"min_replan_seconds: must be >= 0, got {self.min_replan_seconds}"
-            )
-        if self.failed_backoff_seconds is not None and self.failed_backoff_seconds < 0:
-            raise ValidationError(
-                f"failed_backoff_seconds: must be >= 0, got {self.failed_backoff_seconds}"
-            )
-        if self.max_attempts < 1:
-            raise ValidationError(f"max_attempts: must be >= 1, got {self.max_attempts}")
-        if self.deviation_slack < 0:
-            raise ValidationError(f"deviation_slack: must be >= 0, got {self.deviation_slack}")
+        at_least(self, stale_steps=0, min_replan_seconds=0, failed_backoff_seconds=0,
+                 max_attempts=1, deviation_slack=0)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -135,23 +135,11 @@ class CalibrationState:
             )
 
     def to_dict(self) -> dict[str, Any]:
+        """The state file: its kind and version, then every field."""
         return {
             "kind": STATE_KIND,
             "schema_version": 1,
-            "engine": self.engine,
-            "levels": self.levels,
-            "mixes": self.mixes,
-            "seed": self.seed,
-            "original": self.original,
-            "applied": self.applied,
-            "design": self.design,
-            "measurements": self.measurements,
-            "preloaded": self.preloaded,
-            "repeats": self.repeats,
-            "sweeps": self.sweeps,
-            "created_at": self.created_at,
-            "command": self.command,
-            "environment": self.environment,
+            **{f.name: getattr(self, f.name) for f in fields(self)},
         }
 
     @classmethod

@@ -9,3 +9,15 @@ class KairosError(Exception):
 
 class ValidationError(KairosError, ValueError):
     """Input (a trace, a configuration, a plan) that breaks a rule; names the field and why."""
+
+
+def at_least(owner: object, **minimums: float) -> None:
+    """Raise ValidationError naming the first attribute of ``owner`` below its minimum.
+
+    ``at_least(self, seed=0)`` checks ``self.seed >= 0``; an optional attribute left unset
+    (None) passes.
+    """
+    for name, minimum in minimums.items():
+        value = getattr(owner, name)
+        if value is not None and value < minimum:
+            raise ValidationError(f"{name}: must be >= {minimum}, got {value}")

@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from planner.errors import KairosError
 from planner.rollout import RolloutRefused, RolloutStep
-from planner.topology import Ring, check_batch
+from planner.topology import Ring
 
 RESTORE = "restore"  # stop what is left, put the previous configuration back, start, gate
 LEAVE = "leave"  # touch nothing: the node stays as it is, serving
@@ -73,20 +72,13 @@ def guard_batch(
     dead = _outside(down, hosts)
     if rollout.aggressive:
         return
-    try:
-        check_batch(
-            ring,
-            hosts,
-            down=dead,
-            consistency_level=rollout.consistency_level,
-            tolerated_failures=rollout.tolerated_failures,
-        )
-    except KairosError as exc:
+    problem = rollout.batch_problem(ring, hosts, down=dead)
+    if problem is not None:
         cause = f"{', '.join(dead)} down outside the batch; " if dead else ""
         raise RolloutRefused(
             f"{cause}taking {', '.join(hosts)} down now would break "
-            f"{rollout.consistency_level}: {exc}"
-        ) from None
+            f"{rollout.consistency_level}: {problem}"
+        )
 
 
 def decide_rescue(
@@ -140,19 +132,12 @@ def decide_rescue(
             "previous configuration (starting a node takes nothing down)",
         )
     others = sorted({h for h in down if h != node})
-    try:
-        check_batch(
-            ring,
-            [node],
-            down=others,
-            consistency_level=rollout.consistency_level,
-            tolerated_failures=rollout.tolerated_failures,
-        )
-    except KairosError as exc:
+    problem = rollout.batch_problem(ring, [node], down=others)
+    if problem is not None:
         return RescueDecision(
             LEAVE, False, dead, f"{named}{node} is serving and is left running on {running_on}: "
             f"taking it down again would break "
-            f"{rollout.consistency_level} ({exc})",
+            f"{rollout.consistency_level} ({problem})",
         )
     return RescueDecision(
         RESTORE, True, dead, f"{named}{node} is restored to its previous configuration "

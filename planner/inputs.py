@@ -216,6 +216,34 @@ def _empty(text: str, where: str, allow_empty: bool) -> bool:
     return True
 
 
+def _parse(text: str, where: str, what: str, loads: Callable[[str], Any],
+           syntax_error: type[Exception], problem: Callable[[Any], str]) -> Any:
+    """``loads(text)``, every failure named "not valid <what>", then the depth check.
+
+    ``problem(exc)`` says where and what a ``syntax_error`` is: ``" at line 3, column 5: ..."``.
+    """
+    try:
+        data = loads(text)
+    except syntax_error as exc:
+        raise _fail(where, f"not valid {what}{problem(exc)}") from None
+    except RecursionError:
+        raise _fail(where, f"not valid {what}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise _fail(where, f"not valid {what}: {exc}") from None
+    _check_depth(data, where, budget=len(text) + 1)
+    return data
+
+
+def _yaml_problem(exc: Any) -> str:
+    import yaml
+
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"{at}: {exc.problem or exc}"
+    return f": {exc}"
+
+
 def load_yaml(path: str | Path, *, kind: FileKind, allow_empty: bool = False) -> Any:
     """Read and parse a YAML file (JSON is YAML too); ``None`` for an allowed empty file."""
     import yaml
@@ -224,20 +252,7 @@ def load_yaml(path: str | Path, *, kind: FileKind, allow_empty: bool = False) ->
     where = f"{kind.what} {path}"
     if _empty(text, where, allow_empty):
         return None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise _fail(where, f"not valid YAML{at}: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise _fail(where, f"not valid YAML: {exc}") from None
-    except RecursionError:
-        raise _fail(where, f"not valid YAML: nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise _fail(where, f"not valid YAML: {exc}") from None
-    _check_depth(data, where, budget=len(text) + 1)
-    return data
+    return _parse(text, where, "YAML", yaml.safe_load, yaml.YAMLError, _yaml_problem)
 
 
 def load_json(path: str | Path, *, kind: FileKind) -> Any:
@@ -245,18 +260,8 @@ def load_json(path: str | Path, *, kind: FileKind) -> Any:
     text = read_text(path, kind=kind)
     where = f"{kind.what} {path}"
     _empty(text, where, False)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(
-            where, f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    except RecursionError:
-        raise _fail(where, f"not valid JSON: nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise _fail(where, f"not valid JSON: {exc}") from None
-    _check_depth(data, where, budget=len(text) + 1)
-    return data
+    return _parse(text, where, "JSON", json.loads, json.JSONDecodeError,
+                  lambda exc: f" at line {exc.lineno}, column {exc.colno}: {exc.msg}")
 
 
 def json_argument(flag: str, text: str, kind: type[dict[str, Any]] | type[list[Any]]) -> Any:

@@ -38,7 +38,7 @@ from planner.costbenefit import (
     evaluate,
     evaluate_population,
 )
-from planner.errors import ValidationError
+from planner.errors import ValidationError, at_least
 
 __all__ = [
     "GAOptions",
@@ -169,16 +169,12 @@ class GAOptions:
     time_limit: float | None = None
 
     def __post_init__(self) -> None:
-        if self.population < 4:
-            raise ValidationError(f"population: must be >= 4, got {self.population}")
-        if self.generations < 0:
-            raise ValidationError(f"generations: must be >= 0, got {self.generations}")
+        at_least(self, population=4, generations=0)
         if self.searches < 1 or self.workers < 1:
             raise ValidationError("searches and workers: must be >= 1")
         if not (0 <= self.crossover <= 1 and 0 <= self.mutation <= 1):
             raise ValidationError("crossover and mutation: probabilities in [0, 1]")
-        if self.seed < 0:
-            raise ValidationError(f"seed: must be >= 0, got {self.seed}")
+        at_least(self, seed=0)
 
 
 @dataclass(frozen=True)

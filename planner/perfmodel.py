@@ -29,7 +29,7 @@ import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -568,18 +568,8 @@ class FitReport:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_observations": self.n_observations,
-            "n_train": self.n_train,
-            "n_test": self.n_test,
-            "design": self.design,
-            "heldout_mape": self.heldout_mape,
-            "candidates": dict(self.candidates),
-            "baseline_mape": self.baseline_mape,
-            "r_squared": self.r_squared,
-            "sigma": self.sigma,
-            "notes": list(self.notes),
-        }
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "candidates": dict(self.candidates), "notes": list(self.notes)}
 
 
 def _read_observations(obs: str | Path | pd.DataFrame) -> pd.DataFrame:

@@ -132,6 +132,23 @@ class RolloutStep:
     def hosts_in_order(self) -> list[str]:
         return [h for b in self.batches for h in b]
 
+    def batch_problem(
+        self, ring: Ring, batch: Iterable[str], *, down: Iterable[str]
+    ) -> str | None:
+        """Why taking ``batch`` down, with ``down`` already down, would break this step's
+        consistency level (:func:`planner.topology.check_batch`); None when it is safe."""
+        try:
+            check_batch(
+                ring,
+                batch,
+                down=down,
+                consistency_level=self.consistency_level,
+                tolerated_failures=self.tolerated_failures,
+            )
+        except KairosError as exc:
+            return str(exc)
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """The rollout JSON of docs/rollout-contract.md, with its ``contract`` version."""
         data = asdict(self)
@@ -952,16 +969,7 @@ def preflight(
     if aggressive:
         return
     for i, batch in enumerate(rollout.batches):
-        try:
-            check_batch(
-                ring,
-                batch,
-                down=[h for h in down_hosts if h not in batch],
-                consistency_level=rollout.consistency_level,
-                tolerated_failures=rollout.tolerated_failures,
-            )
-        except KairosError as exc:
+        problem = rollout.batch_problem(ring, batch, down=[h for h in down_hosts if h not in batch])
+        if problem is not None:
             already = f" ({', '.join(down_hosts)} down now)" if down_hosts else ""
-            raise RolloutRefused(
-                f"pre-flight: batch {i + 1} {list(batch)}{already}: {exc}"
-            ) from None
+            raise RolloutRefused(f"pre-flight: batch {i + 1} {list(batch)}{already}: {problem}")

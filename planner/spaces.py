@@ -382,6 +382,25 @@ COMPACTION_STRATEGIES: tuple[str, ...] = (
     "UnifiedCompactionStrategy",
 )
 
+
+# Rows: name, type, default, the values the optimiser's grid tries, description; then
+# bounds, choices, unit and notes where the parameter has them.
+def _yaml(
+    name: str, type: ParamType, default: Any, values: tuple[Any, ...], description: str,
+    **more: Any,
+) -> Parameter:
+    """A cassandra.yaml key that takes effect on restart."""
+    return Parameter(name, type, default, "restart", "cassandra.yaml", description,
+                     candidate_values=values, **more)  # fmt: skip
+
+
+def _stage_threads(name: str, stage: str, description: str) -> Parameter:
+    """Threads of a Cassandra stage: live through ``nodetool setconcurrency <stage>``."""
+    return Parameter(name, "int", 32, "live", "cassandra.yaml", description, minimum=2,
+                     maximum=1024, live_command=f"nodetool setconcurrency {stage} <n>",
+                     candidate_values=(32, 64))  # fmt: skip
+
+
 _CASSANDRA_PARAMS: tuple[Parameter, ...] = (
     Parameter(
         name="compaction",
@@ -398,110 +417,42 @@ _CASSANDRA_PARAMS: tuple[Parameter, ...] = (
         "new layout in the background after the ALTER (SOPHIA). Applied once per table, "
         "schema-wide; it is not a per-node setting.",
     ),
-    Parameter(
-        name="memtable_flush_writers",
-        type="int",
-        default=2,
-        minimum=1,
-        maximum=32,
-        change="restart",
-        location="cassandra.yaml",
-        description="Memtable flush threads per data directory (SOPHIA parameter 2); "
-        "default two for a single data directory.",
-        candidate_values=(2, 4),
-    ),
-    Parameter(
-        name="memtable_cleanup_threshold",
-        type="float",
-        default=0.33,
-        minimum=0.01,
-        maximum=0.99,
-        change="restart",
-        location="cassandra.yaml",
-        description="Fraction of the memtable space whose occupancy triggers a flush of the "
-        "largest memtable (SOPHIA parameter 3; seeds/002). Cassandra's own default is "
-        "1/(memtable_flush_writers+1), i.e. 0.33 for two writers.",
-        candidate_values=(0.11, 0.33),
-        note="Deprecated in cassandra.yaml 5.0 (commented out) but still read.",
-    ),
-    Parameter(
-        name="trickle_fsync",
-        type="bool",
-        default=False,
-        change="restart",
-        location="cassandra.yaml",
-        description="fsync every trickle_fsync_interval (10240KiB) during sequential writes "
-        "(SOPHIA parameter 4).",
-        candidate_values=(False, True),
-    ),
-    Parameter(
-        name="row_cache_size",
-        type="size",
-        unit="MiB",
-        default="0MiB",
-        minimum=0,
-        maximum=65536,
-        change="restart",
-        location="cassandra.yaml",
-        description="Off-heap row cache capacity (SOPHIA parameter 5); 0MiB disables it. "
-        "Tables only use it with caching = {'rows_per_partition': ...} (render_settings "
-        "sets that when the size is non-zero).",
-        candidate_values=("0MiB", "64MiB"),
-        note="Resizing between two non-zero sizes is live with 'nodetool setcachecapacity "
-        "<key-MiB> <row-MiB> <counter-MiB>'; enabling it from 0MiB needs a restart "
-        "(Cassandra installs a no-op cache when started with 0), so the space lists it as "
-        "restart; ConfigSpace.change_kind refines this per transition.",
-    ),
-    Parameter(
-        name="concurrent_writes",
-        type="int",
-        default=32,
-        minimum=2,
-        maximum=1024,
-        change="live",
-        live_command="nodetool setconcurrency MutationStage <n>",
-        location="cassandra.yaml",
-        description="Threads of the write (mutation) stage (SOPHIA parameter 6; seeds/002). "
-        "Rule of thumb 8 x cores.",
-        candidate_values=(32, 64),
-    ),
-    Parameter(
-        name="heap_size",
-        type="size",
-        unit="M",
-        default="1G",
-        minimum=512,
-        maximum=65536,
-        change="restart",
-        location="jvm",
-        description="JVM heap, written as -Xms and -Xmx (SOPHIA parameter 7). The lab runs "
-        "512M..1G; 512M is the practical minimum.",
-        candidate_values=("512M", "1G"),
-    ),
-    Parameter(
-        name="concurrent_reads",
-        type="int",
-        default=32,
-        minimum=2,
-        maximum=1024,
-        change="live",
-        live_command="nodetool setconcurrency ReadStage <n>",
-        location="cassandra.yaml",
-        description="Threads of the read stage (seeds/002). Rule of thumb 16 x data drives.",
-        candidate_values=(32, 64),
-    ),
-    Parameter(
-        name="memtable_allocation_type",
-        type="enum",
-        default="heap_buffers",
-        choices=("heap_buffers", "offheap_buffers", "offheap_objects"),
-        change="restart",
-        location="cassandra.yaml",
-        description="How memtable memory is allocated: on-heap NIO buffers, off-heap NIO "
-        "buffers, or off-heap objects (seeds/002).",
-        candidate_values=("heap_buffers", "offheap_objects"),
-    ),
-)
+    _yaml("memtable_flush_writers", "int", 2, (2, 4),
+          "Memtable flush threads per data directory (SOPHIA parameter 2); "
+          "default two for a single data directory.",
+          minimum=1, maximum=32),
+    _yaml("memtable_cleanup_threshold", "float", 0.33, (0.11, 0.33),
+          "Fraction of the memtable space whose occupancy triggers a flush of the "
+          "largest memtable (SOPHIA parameter 3; seeds/002). Cassandra's own default is "
+          "1/(memtable_flush_writers+1), i.e. 0.33 for two writers.",
+          minimum=0.01, maximum=0.99,
+          note="Deprecated in cassandra.yaml 5.0 (commented out) but still read."),
+    _yaml("trickle_fsync", "bool", False, (False, True),
+          "fsync every trickle_fsync_interval (10240KiB) during sequential writes "
+          "(SOPHIA parameter 4)."),
+    _yaml("row_cache_size", "size", "0MiB", ("0MiB", "64MiB"),
+          "Off-heap row cache capacity (SOPHIA parameter 5); 0MiB disables it. "
+          "Tables only use it with caching = {'rows_per_partition': ...} (render_settings "
+          "sets that when the size is non-zero).",
+          unit="MiB", minimum=0, maximum=65536,
+          note="Resizing between two non-zero sizes is live with 'nodetool setcachecapacity "
+          "<key-MiB> <row-MiB> <counter-MiB>'; enabling it from 0MiB needs a restart "
+          "(Cassandra installs a no-op cache when started with 0), so the space lists it as "
+          "restart; ConfigSpace.change_kind refines this per transition."),
+    _stage_threads("concurrent_writes", "MutationStage",
+                   "Threads of the write (mutation) stage (SOPHIA parameter 6; seeds/002). "
+                   "Rule of thumb 8 x cores."),
+    Parameter("heap_size", "size", "1G", "restart", "jvm",
+              "JVM heap, written as -Xms and -Xmx (SOPHIA parameter 7). The lab runs "
+              "512M..1G; 512M is the practical minimum.",
+              unit="M", minimum=512, maximum=65536, candidate_values=("512M", "1G")),
+    _stage_threads("concurrent_reads", "ReadStage",
+                   "Threads of the read stage (seeds/002). Rule of thumb 16 x data drives."),
+    _yaml("memtable_allocation_type", "enum", "heap_buffers", ("heap_buffers", "offheap_objects"),
+          "How memtable memory is allocated: on-heap NIO buffers, off-heap NIO "
+          "buffers, or off-heap objects (seeds/002).",
+          choices=("heap_buffers", "offheap_buffers", "offheap_objects")),
+)  # fmt: skip
 
 # ------------------------------------------------------------------- Redis 7.0
 _EVICTION = (
@@ -516,103 +467,51 @@ _EVICTION = (
 )
 
 
-def _redis_bool(name: str, description: str, default: bool = False) -> Parameter:
-    return Parameter(
-        name=name,
-        type="bool",
-        default=default,
-        change="live",
-        live_command=f"CONFIG SET {name} <yes|no>",
-        location="redis.conf",
-        description=description,
-        candidate_values=(False, True),
-    )
-
-
-def _redis_int(
-    name: str, default: int, minimum: int, maximum: int, description: str, values: tuple[int, ...]
+def _redis(
+    name: str, type: ParamType, default: Any, values: tuple[Any, ...] | None, description: str,
+    *, set_as: str | None = "<n>", **more: Any,
 ) -> Parameter:
-    return Parameter(
-        name=name,
-        type="int",
-        default=default,
-        minimum=minimum,
-        maximum=maximum,
-        change="live",
-        live_command=f"CONFIG SET {name} <n>",
-        location="redis.conf",
-        description=description,
-        candidate_values=values,
-    )
+    """A redis.conf directive, live through ``CONFIG SET <name> <set_as>``; None: restart."""
+    live = set_as is not None
+    return Parameter(name, type, default, "live" if live else "restart", "redis.conf",
+                     description, live_command=f"CONFIG SET {name} {set_as}" if live else None,
+                     candidate_values=values, **more)  # fmt: skip
+
+
+def _redis_bool(name: str, description: str, default: bool = False) -> Parameter:
+    return _redis(name, "bool", default, (False, True), description, set_as="<yes|no>")
+
+
+def _encoding_limit(
+    name: str, default: int, description: str, *, values: tuple[int, ...] | None = None,
+    minimum: int = 0, maximum: int = 1_000_000,
+) -> Parameter:
+    """A threshold of a compact encoding; the grid keeps the default unless ``values``."""
+    return _redis(name, "int", default, values or (default,), description,
+                  minimum=minimum, maximum=maximum)  # fmt: skip
 
 
 _REDIS_PARAMS: tuple[Parameter, ...] = (
-    Parameter(
-        name="maxmemory",
-        type="size",
-        unit="mb",
-        default="0",
-        minimum=0,
-        maximum=1024 * 1024,
-        change="live",
-        live_command="CONFIG SET maxmemory <bytes|Nmb>",
-        location="redis.conf",
-        description="Memory limit for data; 0 means no limit. maxmemory-policy acts only "
-        "when it is set.",
-    ),
-    Parameter(
-        name="maxmemory-policy",
-        type="enum",
-        default="noeviction",
-        choices=_EVICTION,
-        change="live",
-        live_command="CONFIG SET maxmemory-policy <policy>",
-        location="redis.conf",
-        description="What Redis evicts when maxmemory is reached.",
-        candidate_values=("noeviction", "allkeys-lru"),
-    ),
-    Parameter(
-        name="io-threads",
-        type="int",
-        default=1,
-        minimum=1,
-        maximum=128,
-        change="restart",
-        location="redis.conf",
-        description="I/O threads for client socket writes (and reads with "
-        "io-threads-do-reads); 1 = main thread only. Cannot be changed with CONFIG SET.",
-        candidate_values=(1, 2),
-    ),
-    Parameter(
-        name="io-threads-do-reads",
-        type="bool",
-        default=False,
-        change="restart",
-        location="redis.conf",
-        description="Also thread socket reads and protocol parsing. Cannot be changed with "
-        "CONFIG SET.",
-        candidate_values=(False, True),
-    ),
+    _redis("maxmemory", "size", "0", None,
+           "Memory limit for data; 0 means no limit. maxmemory-policy acts only when it is set.",
+           set_as="<bytes|Nmb>", unit="mb", minimum=0, maximum=1024 * 1024),
+    _redis("maxmemory-policy", "enum", "noeviction", ("noeviction", "allkeys-lru"),
+           "What Redis evicts when maxmemory is reached.",
+           set_as="<policy>", choices=_EVICTION),
+    _redis("io-threads", "int", 1, (1, 2),
+           "I/O threads for client socket writes (and reads with io-threads-do-reads); "
+           "1 = main thread only. Cannot be changed with CONFIG SET.",
+           set_as=None, minimum=1, maximum=128),
+    _redis("io-threads-do-reads", "bool", False, (False, True),
+           "Also thread socket reads and protocol parsing. Cannot be changed with CONFIG SET.",
+           set_as=None),
     _redis_bool("appendonly", "Append-only file persistence."),
-    Parameter(
-        name="appendfsync",
-        type="enum",
-        default="everysec",
-        choices=("always", "everysec", "no"),
-        change="live",
-        live_command="CONFIG SET appendfsync <always|everysec|no>",
-        location="redis.conf",
-        description="When the AOF is fsynced (only matters with appendonly yes).",
-        candidate_values=("everysec", "no"),
-    ),
-    _redis_int(
-        "hz",
-        10,
-        1,
-        500,
-        "Frequency of background tasks (expiry, timeouts), per second.",
-        (10, 50),
-    ),
+    _redis("appendfsync", "enum", "everysec", ("everysec", "no"),
+           "When the AOF is fsynced (only matters with appendonly yes).",
+           set_as="<always|everysec|no>", choices=("always", "everysec", "no")),
+    _redis("hz", "int", 10, (10, 50),
+           "Frequency of background tasks (expiry, timeouts), per second.",
+           minimum=1, maximum=500),
     _redis_bool("dynamic-hz", "Scale hz with the number of clients.", default=True),
     _redis_bool(
         "activedefrag",
@@ -624,55 +523,22 @@ _REDIS_PARAMS: tuple[Parameter, ...] = (
     _redis_bool("lazyfree-lazy-user-del", "Make DEL behave like UNLINK."),
     _redis_bool("lazyfree-lazy-user-flush", "Make FLUSHALL/FLUSHDB default to ASYNC."),
     _redis_bool("replica-lazy-flush", "Replica flushes its dataset lazily on full sync."),
-    _redis_int(
-        "hash-max-listpack-entries",
-        512,
-        0,
-        1_000_000,
-        "Hashes with at most this many fields use the compact listpack encoding.",
-        (128, 512),
-    ),
-    _redis_int(
-        "hash-max-listpack-value",
-        64,
-        0,
-        1_000_000,
-        "Largest hash field value (bytes) kept in a listpack.",
-        (64,),
-    ),
-    _redis_int(
-        "zset-max-listpack-entries",
-        128,
-        0,
-        1_000_000,
-        "Sorted sets with at most this many members use a listpack.",
-        (128,),
-    ),
-    _redis_int(
-        "zset-max-listpack-value",
-        64,
-        0,
-        1_000_000,
-        "Largest sorted-set member (bytes) kept in a listpack.",
-        (64,),
-    ),
-    _redis_int(
-        "list-max-listpack-size",
-        -2,
-        -5,
-        32767,
-        "Per-node limit of quicklist listpacks: -5..-1 = 64/32/16/8/4 KiB, positive = entries.",
-        (-2,),
-    ),
-    _redis_int(
-        "set-max-intset-entries",
-        512,
-        0,
-        1_000_000,
-        "Integer-only sets up to this size use the intset encoding.",
-        (512,),
-    ),
-)
+    _encoding_limit("hash-max-listpack-entries", 512,
+                    "Hashes with at most this many fields use the compact listpack encoding.",
+                    values=(128, 512)),
+    _encoding_limit("hash-max-listpack-value", 64,
+                    "Largest hash field value (bytes) kept in a listpack."),
+    _encoding_limit("zset-max-listpack-entries", 128,
+                    "Sorted sets with at most this many members use a listpack."),
+    _encoding_limit("zset-max-listpack-value", 64,
+                    "Largest sorted-set member (bytes) kept in a listpack."),
+    _encoding_limit("list-max-listpack-size", -2,
+                    "Per-node limit of quicklist listpacks: -5..-1 = 64/32/16/8/4 KiB, "
+                    "positive = entries.", minimum=-5, maximum=32767),
+    _encoding_limit("set-max-intset-entries", 512,
+                    "Integer-only sets up to this size use the intset encoding."),
+)  # fmt: skip
+
 
 _SPACES: dict[str, ConfigSpace] = {
     "cassandra": ConfigSpace(

@@ -106,6 +106,14 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+#: LoadConfig fields given as they are by the option of the same name.
+_PASSED_AS_IS = (
+    "engine", "port", "cl", "verify_cl", "keyspace", "table", "replication_class", "local_dc",
+    "prefix", "mix", "distribution", "keys", "max_keys", "value_size", "scan_length", "rate",
+    "max_requests", "processes", "preload", "wait_replicas", "wait_timeout_ms", "seed",
+)
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     """The LoadConfig the arguments describe (validated)."""
     from planner.loadgen import LoadConfig, TraceSchedule
@@ -127,35 +135,14 @@ def config_from_args(args: argparse.Namespace) -> Any:
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     concurrency = args.concurrency or (64 if args.engine == "cassandra" else 8)
     return LoadConfig(
-        engine=args.engine,
+        **{name: getattr(args, name) for name in _PASSED_AS_IS},
         contact_points=hosts,
-        port=args.port,
-        cl=args.cl,
-        verify_cl=args.verify_cl,
-        keyspace=args.keyspace,
-        table=args.table,
         replication_factor=args.rf,
-        replication_class=args.replication_class,
-        local_dc=args.local_dc,
-        prefix=args.prefix,
-        mix=args.mix,
-        distribution=args.distribution,
-        keys=args.keys,
-        max_keys=args.max_keys,
-        value_size=args.value_size,
-        scan_length=args.scan_length,
-        rate=args.rate,
         seconds=seconds,
-        max_requests=args.max_requests,
         concurrency=concurrency,
-        processes=args.processes,
         trace=trace,
         request_timeout=args.timeout,
         verify=not args.no_verify,
-        preload=args.preload,
-        wait_replicas=args.wait_replicas,
-        wait_timeout_ms=args.wait_timeout_ms,
-        seed=args.seed,
     )
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -31,6 +32,25 @@ REDIS_PORTS = range(7001, 7007)
 REDIS = ",".join(f"redis{i + 1}=127.0.0.1:{p}" for i, p in enumerate(REDIS_PORTS))
 
 
+#: Where each engine's test load runs: the lab's nodes and a namespace of its own.
+LOAD_TARGETS: dict[str, dict[str, Any]] = {
+    "cassandra": {
+        "contact_points": ("127.0.0.1", "127.0.0.2", "127.0.0.3"),
+        "keyspace": "kairos_collecttest",
+        "cl": "QUORUM",  # RF 3: two replicas stay up while one node restarts
+    },
+    "redis": {
+        "contact_points": tuple(f"127.0.0.1:{p}" for p in REDIS_PORTS),
+        "prefix": "kairos_collecttest",
+    },
+}
+
+
+def _load(engine: str, **options: Any) -> BackgroundLoad:
+    """A load on the lab's ``engine``; not verified: these tests read counters, not data."""
+    return BackgroundLoad(engine=engine, verify=False, **LOAD_TARGETS[engine], **options)
+
+
 def _round(store: Store, engine: str, hosts: str) -> int:
     result = collect(engine, hosts, timeout=10)
     print(f"{engine} round: nodes {result.nodes}, errors {result.errors}")
@@ -42,19 +62,8 @@ def _round(store: Store, engine: str, hosts: str) -> int:
 def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     rate = 60.0
-    with BackgroundLoad(
-        engine="cassandra",
-        contact_points=("127.0.0.1", "127.0.0.2", "127.0.0.3"),
-        keyspace="kairos_collecttest",
-        cl="QUORUM",
-        mix={"read": 0.6, "update": 0.3, "scan": 0.1},
-        keys=200,
-        rate=rate,
-        concurrency=4,
-        seed=5,
-        verify=False,
-        max_seconds=60,
-    ) as load:
+    with _load("cassandra", mix={"read": 0.6, "update": 0.3, "scan": 0.1}, keys=200, rate=rate,
+               concurrency=4, seed=5, max_seconds=60) as load:  # fmt: skip
         time.sleep(2)
         for _ in range(3):
             _round(store, "cassandra", CASSANDRA)
@@ -81,19 +90,8 @@ def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
 ) -> None:
     store = Store(tmp_path / "k.db")
     rate, node = 60.0, "cass2"
-    with BackgroundLoad(
-        engine="cassandra",
-        contact_points=("127.0.0.1", "127.0.0.2", "127.0.0.3"),
-        keyspace="kairos_collecttest",
-        cl="QUORUM",  # RF 3: two replicas stay up while one node restarts
-        mix={"read": 0.6, "update": 0.4},
-        keys=200,
-        rate=rate,
-        concurrency=4,
-        seed=7,
-        verify=False,
-        max_seconds=400,
-    ) as load:
+    with _load("cassandra", mix={"read": 0.6, "update": 0.4}, keys=200, rate=rate,
+               concurrency=4, seed=7, max_seconds=400) as load:  # fmt: skip
         time.sleep(2)
         _round(store, "cassandra", CASSANDRA)
         time.sleep(4)
@@ -149,18 +147,8 @@ def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> No
     ]
     target = primaries[0]
     name = f"redis{target - 7000}"
-    with BackgroundLoad(
-        engine="redis",
-        contact_points=tuple(f"127.0.0.1:{p}" for p in REDIS_PORTS),
-        prefix="kairos_collecttest",
-        mix={"read": 0.5, "write": 0.45, "other": 0.05},
-        keys=300,
-        rate=rate,
-        concurrency=2,
-        seed=6,
-        verify=False,
-        max_seconds=60,
-    ) as load:
+    with _load("redis", mix={"read": 0.5, "write": 0.45, "other": 0.05}, keys=300, rate=rate,
+               concurrency=2, seed=6, max_seconds=60) as load:  # fmt: skip
         time.sleep(2)
         _round(store, "redis", REDIS)
         time.sleep(3)

@@ -32,6 +32,7 @@ from tests.unit.test_modules_harness import (
     SECRET,
     ModuleFailed,
     assert_no_secret,
+    refused,
     run_module,
 )
 
@@ -194,8 +195,8 @@ def test_live_settings_refuse_bad_settings_before_running_nodetool(
 
 
 def test_live_settings_need_nodetool() -> None:
-    with pytest.raises(ModuleFailed, match="missing required arguments: nodetool"):
-        run_module("cassandra_live_settings", {"settings": {"concurrent_reads": 64}})
+    refused("cassandra_live_settings", {"settings": {"concurrent_reads": 64}},
+            "missing required arguments: nodetool")
 
 
 # --------------------------------------------------- ring status and node gate
@@ -218,8 +219,8 @@ def test_ring_status_names_the_node_that_is_not_up_normal() -> None:
 
 
 def test_ring_status_refuses_a_timeout_that_is_not_whole_seconds(nodetool: Any) -> None:
-    with pytest.raises(ModuleFailed, match="argument 'timeout' is of type float"):
-        run_module("cassandra_ring_status", {"nodetool": NODETOOL, "timeout": 0.5})
+    refused("cassandra_ring_status", {"nodetool": NODETOOL, "timeout": 0.5},
+            "argument 'timeout' is of type float")
     assert nodetool.commands == []
 
 
@@ -413,8 +414,8 @@ def test_cql_query_returns_the_nodes_rows_and_keeps_the_password_out(cql: Any) -
 
 
 def test_cql_query_refuses_a_statement_that_writes(cql: Any) -> None:
-    with pytest.raises(ModuleFailed, match="SELECT statements only"):
-        run_module("cassandra_cql_query", cql_args(query="TRUNCATE kairos_app.events"))
+    refused("cassandra_cql_query", cql_args(query="TRUNCATE kairos_app.events"),
+            "SELECT statements only")
     assert cql.statements == []
 
 
@@ -501,10 +502,9 @@ def test_table_compaction_alters_then_reports_what_it_reads_back(cql: Any) -> No
 def test_table_compaction_refuses_bad_arguments(
     cql: Any, args: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ModuleFailed, match=message) as failed:
-        run_module("cassandra_table_compaction", cql_args(**args))
+    result = refused("cassandra_table_compaction", cql_args(**args), message)
     assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
-    assert_no_secret(failed.value.result)
+    assert_no_secret(result)
 
 
 # -------------------------------------------------------- cassandra_cluster_facts
@@ -537,8 +537,8 @@ def test_cluster_facts_write_the_ring_for_the_preflight(cql: Any, tmp_path: Path
 
 
 def test_cluster_facts_refuse_a_keyspace_the_cluster_lacks(cql: Any) -> None:
-    with pytest.raises(ModuleFailed, match="keyspaces not in the cluster: shop"):
-        run_module("cassandra_cluster_facts", cql_args(host=ADDRESSES, keyspaces=["shop"]))
+    refused("cassandra_cluster_facts", cql_args(host=ADDRESSES, keyspaces=["shop"]),
+            "keyspaces not in the cluster: shop")
 
 
 # ----------------------------------------------------------- cassandra_auth_setup
@@ -591,10 +591,9 @@ def test_auth_setup_applies_then_a_second_run_changes_nothing(auth_db: Any) -> N
 
 def test_auth_setup_never_lets_the_password_through_a_server_error(auth_db: Any) -> None:
     auth_db.error_on = "CREATE ROLE"
-    with pytest.raises(ModuleFailed, match="authentication setup failed") as failed:
-        run_module("cassandra_auth_setup", auth_args())
-    assert "PASSWORD = '********'" in str(failed.value)
-    assert_no_secret(failed.value.result)
+    result = refused("cassandra_auth_setup", auth_args(), "authentication setup failed")
+    assert "PASSWORD = '********'" in result["msg"]
+    assert_no_secret(result)
 
 
 @pytest.mark.parametrize(
@@ -610,6 +609,5 @@ def test_auth_setup_never_lets_the_password_through_a_server_error(auth_db: Any)
 def test_auth_setup_refuses_bad_arguments(
     auth_db: Any, args: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ModuleFailed, match=message):
-        run_module("cassandra_auth_setup", auth_args(**args))
+    refused("cassandra_auth_setup", auth_args(**args), message)
     assert auth_db.logins == []

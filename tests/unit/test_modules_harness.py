@@ -80,6 +80,13 @@ def run_module(
     raise AssertionError(f"{name}.main() returned without exit_json or fail_json")
 
 
+def refused(name: str, args: dict[str, Any], message: str) -> dict[str, Any]:
+    """Run module ``name``, which must fail with ``message`` (a regex); return its result."""
+    with pytest.raises(ModuleFailed, match=message) as failed:
+        run_module(name, args)
+    return failed.value.result
+
+
 def assert_no_secret(*values: Any) -> None:
     """Fail when :data:`SECRET` appears anywhere in ``values`` (results, messages, argv)."""
     text = json.dumps(values, default=str)

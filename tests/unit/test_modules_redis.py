@@ -22,8 +22,8 @@ from redis.exceptions import ResponseError
 from tests.unit.test_modules_harness import (
     FIXTURES,
     SECRET,
-    ModuleFailed,
     assert_no_secret,
+    refused,
     run_module,
 )
 
@@ -186,8 +186,7 @@ def test_replication_facts_read_roles_and_sync_and_change_nothing(redis: FakeClu
 
 
 def test_replication_facts_need_nodes() -> None:
-    with pytest.raises(ModuleFailed, match="missing required arguments: nodes"):
-        run_module("redis_replication_facts", {"password": SECRET})
+    refused("redis_replication_facts", {"password": SECRET}, "missing required arguments: nodes")
 
 
 # ------------------------------------------------------------------ redis_sync_gate
@@ -199,10 +198,10 @@ def test_sync_gate_passes_on_a_cluster_in_sync(redis: FakeCluster) -> None:
 
 def test_sync_gate_names_the_replica_whose_link_is_down(redis: FakeCluster) -> None:
     redis.servers["127.0.0.1:7004"].link = "down"
-    with pytest.raises(ModuleFailed, match="link_up: redis4: master_link_status:down") as failed:
-        run_module("redis_sync_gate", args(node="redis4", timeout=0))
-    assert failed.value.result["unmet"] == {"link_up": ["redis4: master_link_status:down"]}
-    assert_no_secret(failed.value.result)
+    result = refused("redis_sync_gate", args(node="redis4", timeout=0),
+                     "link_up: redis4: master_link_status:down")
+    assert result["unmet"] == {"link_up": ["redis4: master_link_status:down"]}
+    assert_no_secret(result)
 
 
 @pytest.mark.parametrize(
@@ -215,8 +214,7 @@ def test_sync_gate_names_the_replica_whose_link_is_down(redis: FakeCluster) -> N
 def test_sync_gate_refuses_bad_arguments(
     redis: FakeCluster, more: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ModuleFailed, match=message):
-        run_module("redis_sync_gate", args(**more))
+    refused("redis_sync_gate", args(**more), message)
     assert redis.sent == []
 
 
@@ -229,8 +227,7 @@ def test_restart_order_puts_replicas_first(redis: FakeCluster) -> None:
 
 
 def test_restart_order_refuses_an_unknown_node(redis: FakeCluster) -> None:
-    with pytest.raises(ModuleFailed, match="unknown Redis nodes: redis9"):
-        run_module("redis_restart_order", args(restart=["redis9"]))
+    refused("redis_restart_order", args(restart=["redis9"]), "unknown Redis nodes: redis9")
 
 
 # ------------------------------------------------------------------- redis_failover
@@ -257,8 +254,8 @@ def test_failover_asks_the_replica_and_reports_the_roles_read_back(redis: FakeCl
 
 
 def test_failover_refuses_a_target_that_is_not_the_nodes_replica(redis: FakeCluster) -> None:
-    with pytest.raises(ModuleFailed, match="redis5 is not a replica of redis2"):
-        run_module("redis_failover", args(node="redis2", target="redis5"))
+    refused("redis_failover", args(node="redis2", target="redis5"),
+            "redis5 is not a replica of redis2")
     assert changes(redis) == []
 
 
@@ -298,10 +295,8 @@ def test_live_config_sets_in_one_config_set_and_reports_the_read_back(
 def test_live_config_checks_the_conf_file_says_what_runs(redis: FakeCluster, tmp_path: Any) -> None:
     conf = tmp_path / "7002.conf"
     conf.write_text("port 7002\nhz 10\nappendonly yes\n")
-    with pytest.raises(ModuleFailed, match="disagrees with the running server: "
-                       "appendonly file='yes' running='no'"):
-        run_module("redis_live_config", live(expect={"hz": 10, "appendonly": "no"},
-                                             conf_file=str(conf)))
+    refused("redis_live_config", live(expect={"hz": 10, "appendonly": "no"}, conf_file=str(conf)),
+            "disagrees with the running server: appendonly file='yes' running='no'")
 
 
 @pytest.mark.parametrize(
@@ -317,7 +312,6 @@ def test_live_config_checks_the_conf_file_says_what_runs(redis: FakeCluster, tmp
 def test_live_config_refuses_bad_settings_and_sets_nothing(
     redis: FakeCluster, more: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ModuleFailed, match=message) as failed:
-        run_module("redis_live_config", live(**more))
+    result = refused("redis_live_config", live(**more), message)
     assert changes(redis) == []
-    assert_no_secret(failed.value.result)
+    assert_no_secret(result)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,19 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
+def refused(command: str, path: Path, ring: str) -> str:
+    """What ``command`` prints refusing the quorum-breaking plan at ``path`` on ``ring``."""
+    return (
+        f"kairos {command}: error: {path}: 1 unsafe batch(es) on {ring}:\n"
+        f"  step s1 batch 1 of 2 [cass1, cass2]: {WHY}\n"
+    )
+
+
+def accepted(path: Path, safety: str) -> str:
+    """What validate-plan prints accepting the two-step plan at ``path``; ``safety`` ends it."""
+    return f"{path}: valid cassandra plan for 'lab': 2 step(s), 1 with restarts; {safety}\n"
+
+
 # ----------------------------------------------------------------- validate-plan
 def test_validate_plan_refuses_a_quorum_breaking_batch_on_a_3_node_rf3_ring(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -56,10 +70,7 @@ def test_validate_plan_refuses_a_quorum_breaking_batch_on_a_3_node_rf3_ring(
     path = write(tmp_path, quorum_breaking_plan())
     rc, out, err = run(capsys, "validate-plan", str(path), "--hosts", HOSTS, "--rf", "3")
     assert rc == 2 and out == ""
-    assert err == (
-        f"kairos validate-plan: error: {path}: 1 unsafe batch(es) on {SIMPLE}:\n"
-        f"  step s1 batch 1 of 2 [cass1, cass2]: {WHY}\n"
-    )
+    assert err == refused("validate-plan", path, SIMPLE)
 
 
 def test_without_a_ring_validate_plan_says_safety_was_not_checked(
@@ -68,10 +79,7 @@ def test_without_a_ring_validate_plan_says_safety_was_not_checked(
     path = write(tmp_path, quorum_breaking_plan())
     rc, out, _ = run(capsys, "validate-plan", str(path), "--hosts", HOSTS)
     assert rc == 0
-    assert out == (
-        f"{path}: valid cassandra plan for 'lab': 2 step(s), 1 with restarts; "
-        "batch safety not checked: no ring given\n"
-    )
+    assert out == accepted(path, "batch safety not checked: no ring given")
 
 
 def test_validate_plan_on_a_ring_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,17 +88,11 @@ def test_validate_plan_on_a_ring_file(tmp_path: Path, capsys: pytest.CaptureFixt
     bad = write(tmp_path, quorum_breaking_plan(), "bad.yml")
     rc, _, err = run(capsys, "validate-plan", str(bad), "--ring", str(ring))
     assert rc == 2
-    assert err == (
-        f"kairos validate-plan: error: {bad}: 1 unsafe batch(es) on the ring {ring}:\n"
-        f"  step s1 batch 1 of 2 [cass1, cass2]: {WHY}\n"
-    )
+    assert err == refused("validate-plan", bad, f"the ring {ring}")
     good = write(tmp_path, good_plan(), "good.yml")
     rc, out, _ = run(capsys, "validate-plan", str(good), "--ring", str(ring))
     assert rc == 0
-    assert out == (
-        f"{good}: valid cassandra plan for 'lab': 2 step(s), 1 with restarts; "
-        f"3 batch(es) safe for QUORUM on the ring {ring}\n"
-    )
+    assert out == accepted(good, f"3 batch(es) safe for QUORUM on the ring {ring}")
 
 
 def test_validate_plan_json_lists_the_unsafe_batches(
@@ -267,32 +269,29 @@ def test_a_templated_dc_is_refused(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------- explain
-def test_explain_shows_each_step_s_batch_safety_and_refuses_an_unsafe_batch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("plan", "rc", "summary", "restart", "safety"),
+    [
+        (quorum_breaking_plan, 2, "1 of 2 batch(es) UNSAFE", "2 batch(es): cass1 cass2 | cass3",
+         f"UNSAFE step s1 batch 1 of 2 [cass1, cass2]: {WHY}"),
+        (good_plan, 0, "3 batch(es) checked, all safe", "3 batch(es): cass1 | cass2 | cass3",
+         "all 3 batch(es) safe for QUORUM"),
+    ],
+    ids=["refuses-an-unsafe-batch", "a-safe-plan"],
+)  # fmt: skip
+def test_explain_shows_each_step_s_batch_safety_on_a_ring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plan: Callable[[], dict[str, Any]],
+    rc: int, summary: str, restart: str, safety: str,
 ) -> None:
-    path = write(tmp_path, quorum_breaking_plan())
-    rc, out, err = run(capsys, "explain", str(path), "--hosts", HOSTS, "--rf", "3")
-    assert rc == 2
+    path = write(tmp_path, plan())
+    code, out, err = run(capsys, "explain", str(path), "--hosts", HOSTS, "--rf", "3")
+    assert code == rc
     lines = out.splitlines()
-    assert f"Batch safety on {SIMPLE}: 1 of 2 batch(es) UNSAFE" in lines
-    i = lines.index("      rolling restart in 2 batch(es): cass1 cass2 | cass3")
-    assert lines[i + 1] == f"      batch safety: UNSAFE step s1 batch 1 of 2 [cass1, cass2]: {WHY}"
-    assert err == (
-        f"kairos explain: error: {path}: 1 unsafe batch(es) on {SIMPLE}:\n"
-        f"  step s1 batch 1 of 2 [cass1, cass2]: {WHY}\n"
-    )
-
-
-def test_explain_of_a_safe_plan_on_a_ring(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = write(tmp_path, good_plan())
-    rc, out, _ = run(capsys, "explain", str(path), "--hosts", HOSTS, "--rf", "3")
-    assert rc == 0
-    lines = out.splitlines()
-    assert f"Batch safety on {SIMPLE}: 3 batch(es) checked, all safe" in lines
-    i = lines.index("      rolling restart in 3 batch(es): cass1 | cass2 | cass3")
-    assert lines[i + 1] == "      batch safety: all 3 batch(es) safe for QUORUM"
+    assert f"Batch safety on {SIMPLE}: {summary}" in lines
+    i = lines.index(f"      rolling restart in {restart}")
+    assert lines[i + 1] == f"      batch safety: {safety}"
+    if rc:
+        assert err == refused("explain", path, SIMPLE)
 
 
 def test_explain_without_a_ring_says_batch_safety_was_not_checked(
