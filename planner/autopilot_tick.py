@@ -97,6 +97,12 @@ class TickResult:
     def message(self) -> str:
         return str(self.decision.get("message", ""))
 
+    @property
+    def summary(self) -> str:
+        """What the playbook prints: the decision, and in a dry run what it would do."""
+        would = "dry run: would " if self.dry_run and self.decision.get("apply") else ""
+        return f"{self.engine}: {would}{self.message} ({self.trace})"
+
 
 def tick_path(state_dir: str | Path, run: str, engine: str) -> Path:
     """Where one run's tick file for ``engine`` is written (unique per run)."""
@@ -105,8 +111,9 @@ def tick_path(state_dir: str | Path, run: str, engine: str) -> Path:
 
 def _write(result: TickResult, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(result) | {"message": result.message}, sort_keys=True,
-                               default=str) + "\n")
+    path.write_text(json.dumps(asdict(result) | {"message": result.message,
+                                                 "summary": result.summary},
+                               sort_keys=True, default=str) + "\n")
 
 
 # --------------------------------------------------------------------- the tick

@@ -318,3 +318,13 @@ def test_record_without_a_tick_file_names_the_collect_stage(
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "collect-failed" and out["failed"]
     assert out["message"] == "Collect: no node answered"
+
+
+def test_the_tick_summary_says_what_a_dry_run_would_do() -> None:
+    from planner.autopilot_tick import TickResult
+
+    tick = TickResult(run="r", started_at="t", cluster="lab", engine="cassandra", dry_run=True,
+                      trace="trace t.csv", decision={"apply": True, "message": "apply step s2"})
+    assert tick.summary == "cassandra: dry run: would apply step s2 (trace t.csv)"
+    tick.dry_run = False
+    assert tick.summary == "cassandra: apply step s2 (trace t.csv)"
