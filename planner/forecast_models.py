@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -159,12 +160,17 @@ def _uni_stl(y: np.ndarray, h: int, m: int | None, seed: int) -> tuple[np.ndarra
                 y, ARIMA, model_kwargs={"order": (1, 0, 0), "trend": "c"}, period=m
             ).fit()
             pred = res.get_prediction(start=y.size, end=y.size + h - 1)
-            mean = np.asarray(pred.predicted_mean, dtype=float)
-            std = np.asarray(pred.se_mean, dtype=float)
     except (ValueError, np.linalg.LinAlgError) as exc:
         raise ForecastError(f"stl fit failed: {exc}") from None
+    return _mean_and_std(pred, "stl")
+
+
+def _mean_and_std(pred: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A statsmodels prediction's mean and standard error, refused unless finite."""
+    mean = np.asarray(pred.predicted_mean, dtype=float)
+    std = np.asarray(pred.se_mean, dtype=float)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
-        raise ForecastError("stl produced non-finite forecasts")
+        raise ForecastError(f"{name} produced non-finite forecasts")
     return mean, std
 
 
@@ -191,13 +197,9 @@ def _uni_sarimax(y: np.ndarray, h: int, m: int | None, seed: int) -> tuple[np.nd
             )
             future = np.arange(y.size, y.size + h)
             pred = res.get_prediction(start=y.size, end=y.size + h - 1, exog=_fourier(future, m, k))
-            mean = np.asarray(pred.predicted_mean, dtype=float)
-            std = np.asarray(pred.se_mean, dtype=float)
     except (ValueError, np.linalg.LinAlgError) as exc:
         raise ForecastError(f"sarimax fit failed: {exc}") from None
-    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
-        raise ForecastError("sarimax produced non-finite forecasts")
-    return mean, std
+    return _mean_and_std(pred, "sarimax")
 
 
 _UNI: dict[str, UniModel] = {
