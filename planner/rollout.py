@@ -209,7 +209,10 @@ def _check_entry(path: Path, step_id: str, entry: Any) -> None:
 
 
 def _seconds(value: Any) -> float:
-    """A duration as seconds: a number, or Ansible's ``delta`` form ``H:MM:SS.ffffff``."""
+    """A duration as seconds: a number, Ansible's ``delta`` form ``H:MM:SS.ffffff``, or a
+    list of these (the parts of one phase, summed)."""
+    if isinstance(value, list | tuple):
+        return sum(_seconds(part) for part in value)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     text = str(value).strip()

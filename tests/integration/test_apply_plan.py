@@ -11,6 +11,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -142,8 +143,32 @@ def state(plan: Path) -> dict[str, Any]:
     return json.loads(plan.with_name(plan.name + ".state.json").read_text())
 
 
-def load(cl: str) -> BackgroundLoad:
+@dataclass
+class Timeline:
+    """(monotonic time, failed operations so far), about every second, from the load."""
+
+    points: list[tuple[float, int]] = field(default_factory=list)
+
+    def __call__(self, _elapsed: float, _ops: int, failures: int) -> None:
+        self.points.append((time.monotonic(), failures))
+
+    def failures_after(self, moment: float) -> int:
+        before = [f for t, f in self.points if t <= moment]
+        return self.points[-1][1] - (before[-1] if before else 0)
+
+    def failure_moments(self, since: float) -> list[tuple[float, int]]:
+        """(seconds after ``since``, new failures) for every second in which some failed."""
+        moments, last = [], 0
+        for t, failures in self.points:
+            if failures > last:
+                moments.append((round(t - since, 1), failures - last))
+            last = failures
+        return moments
+
+
+def load(cl: str, timeline: Timeline | None = None) -> BackgroundLoad:
     return BackgroundLoad(
+        on_progress=timeline,
         engine="cassandra",
         contact_points=list(HOSTS.values()),
         cl=cl,
@@ -156,12 +181,16 @@ def load(cl: str) -> BackgroundLoad:
     )
 
 
-def report(label: str, result: LoadResult, run: PlaybookRun) -> None:
+def report(label: str, result: LoadResult, run: PlaybookRun,
+           timeline: Timeline | None = None, began: float = 0.0) -> None:
     print(
         f"{label}: {result.ops} ops ({result.ops_per_s:.0f}/s), failures {dict(result.failures)}, "
         f"acknowledged writes {result.acknowledged_writes}, lost "
         f"{result.lost_acknowledged_writes}; rollout {run.seconds:.1f} s"
     )
+    if timeline is not None and result.failed:
+        # When they happened, to tell which phase of which node they belong to.
+        print(f"failures at (s after the rollout began, count): {timeline.failure_moments(began)}")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -281,11 +310,13 @@ def test_restart_change_under_load_loses_nothing(tmp_path: Path) -> None:
     assert len(batches) == expected_batches
     plan, writers = flush_writers_plan(tmp_path / f"restart-{cl}.yml", batches, cl=cl)
     before = pids()
-    with load(cl) as background:
+    timeline = Timeline()
+    with load(cl, timeline) as background:
         time.sleep(3)
+        began = time.monotonic()
         run = apply(plan)
     result = background.result()
-    report(f"{cl} rollout in {len(batches)} batches", result, run)
+    report(f"{cl} rollout in {len(batches)} batches", result, run, timeline, began)
     assert run.rc == 0, run.output[-4000:]
     assert result.ops > 0
     assert dict(result.failures) == {}
@@ -361,8 +392,10 @@ def test_change_settings_without_a_plan_batches_on_the_live_ring_and_loses_nothi
     before = pids()
     writers = toggle(yaml_setting("cass1", "memtable_flush_writers"), 2, 4)
     reads = toggle(yaml_setting("cass1", "concurrent_reads"), 40, 56)
-    with load("ONE") as background:
+    timeline = Timeline()
+    with load("ONE", timeline) as background:
         time.sleep(3)
+        began = time.monotonic()
         run = run_playbook(
             "playbooks/change_settings.yml",
             "-e",
@@ -375,7 +408,7 @@ def test_change_settings_without_a_plan_batches_on_the_live_ring_and_loses_nothi
             timeout=900,
         )
     result = background.result()
-    report("change_settings.yml at ONE in 2 batches", result, run)
+    report("change_settings.yml at ONE in 2 batches", result, run, timeline, began)
     assert run.rc == 0, run.output[-4000:]
     assert "in 2 batch(es) at ONE" in run.output
     assert result.ops > 0 and dict(result.failures) == {}

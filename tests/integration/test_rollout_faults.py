@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from planner.loadgen import BackgroundLoad
 from .conftest import BIN, REPO, assert_no_secret, run_playbook
 from .test_apply_plan import (
     HOSTS,
+    Timeline,
     flush_writers_plan,
     node_pid,
     state,
@@ -43,20 +43,6 @@ FAULTS = {
     "drain": ("cassandra : Drain the node", 0.5),
     "start": ("cassandra : Start the node", 2.0),
 }
-
-
-@dataclass
-class Timeline:
-    """(monotonic time, failed operations so far), about every second, from the load."""
-
-    points: list[tuple[float, int]] = field(default_factory=list)
-
-    def __call__(self, _elapsed: float, _ops: int, failures: int) -> None:
-        self.points.append((time.monotonic(), failures))
-
-    def failures_after(self, moment: float) -> int:
-        before = [f for t, f in self.points if t <= moment]
-        return self.points[-1][1] - (before[-1] if before else 0)
 
 
 def cql_open(address: str) -> bool:

@@ -28,6 +28,7 @@ from planner.rollout import (
     fingerprint,
     load_rollout,
     load_state,
+    normalise_timings,
     prepare,
     record_step,
 )
@@ -764,3 +765,12 @@ def test_redis_rollout_fields_as_the_playbooks_read_them(
     assert got["hosts_in_order"] == ["r1", "r2"] and got["batch_sizes"] == [1, 1]
     assert got["nodes"] == {h: {"settings": {"hz": "20", "io-threads": "4"}, "jvm": {}}
                             for h in ("r1", "r2")}
+
+
+def test_a_phase_measured_in_parts_is_recorded_as_their_sum() -> None:
+    # The drain is disablebinary + disablegossip + the pause + drain: four durations.
+    parts = ["0:00:01.250000", "0:00:00.750000", 2, "0:00:03.000000"]
+    timings = normalise_timings({"cass1": {"drain": parts, "stop": 1.5}})
+    assert timings == {"cass1": {"drain": 7.0, "stop": 1.5, "total": 8.5}}
+    with pytest.raises(ValidationError, match="not a duration"):
+        normalise_timings({"cass1": {"drain": ["0:00:01", "soon"]}})
