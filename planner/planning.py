@@ -638,11 +638,12 @@ def _capacities(
 
 def _batches(
     req: PlanRequest, progress: Progress
-) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:
-    """Restart batches safe at ``cl`` on the ring (Redis: one node at a time) and the hosts."""
+) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], dict[str, Any] | None]:
+    """Restart batches safe at ``cl`` on the ring (Redis: one node at a time), the hosts,
+    and for Cassandra the provenance's ``batching`` (count, bound, why each is safe)."""
     if req.engine != "cassandra":
         hosts = tuple(req.hosts)
-        return tuple((h,) for h in hosts), hosts
+        return tuple((h,) for h in hosts), hosts, None
     if req.ring is None:
         ring = Ring.simple(list(req.hosts), rf=req.rf)
     else:
@@ -653,7 +654,9 @@ def _batches(
     )
     progress(f"plan: {len(bp.batches)} restart batch(es) for {req.cl.upper()}"
              + ("" if bp.exact else f" (lower bound {bp.lower_bound})"))
-    return bp.batches, tuple(ring.hosts)
+    batching = {"batches": len(bp.batches), "lower_bound": bp.lower_bound,
+                "exact": bp.exact, "reasons": list(bp.reasons)}
+    return bp.batches, tuple(ring.hosts), batching
 
 
 def _restarts(req: PlanRequest) -> MeasuredRestarts:
@@ -822,10 +825,12 @@ def _provenance(
     req: PlanRequest, *, fc: Forecast, source: str, perf: Any, model_file: str,
     decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
     uncertainty: Mapping[str, Any], utilisation: np.ndarray,
+    batching: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the plan was made from, as the plan file records it.
 
-    ``utilisation`` ``(T,)``: offered load over the running configuration's capacity.
+    ``utilisation`` ``(T,)``: offered load over the running configuration's capacity;
+    ``batching``: how the restart batches were found and why each is safe (Cassandra).
     """
     from planner.measured_costs import describe
 
@@ -857,6 +862,7 @@ def _provenance(
         "uncertainty": dict(uncertainty),
         "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,
                      "dp_optimum_ops": dp.total_ops},
+        **({"batching": dict(batching)} if batching else {}),
     }
 
 
@@ -903,7 +909,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     fc, source = _forecast(request, say)
     perf, model_file = _model(request)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
-    batches, hosts = _batches(request, say)
+    batches, hosts, batching = _batches(request, say)
     step = float(fc.step_seconds)
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
@@ -917,7 +923,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         decision=decision, n_batches=len(batches), restarts=restarts,
         uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
                                  candidates=candidates, start=start, step=step),
-        utilisation=pload / pcap[:, 0],
+        utilisation=pload / pcap[:, 0], batching=batching,
     )
     doc = {
         "schema_version": 1,

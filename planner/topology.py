@@ -26,14 +26,16 @@ scope separately (the adversary may concentrate them where it hurts most).
 
 Each (replica set, scope) therefore allows at most ``cap = up - tolerated - need``
 nodes of the batch. :func:`safe_batches` partitions the nodes into the fewest batches
-respecting every cap: exactly (backtracking with a work budget) for small clusters and
-with a rack-ordered first-fit heuristic plus a lower bound for large ones. For one
-token per node this reproduces SOPHIA's closed form, steps = RF / (RF - CL).
+respecting every cap: whole racks when they meet the lower bound (exact, whatever the
+node count), else first fit by rack and DSATUR, then an exact backtracking search (with
+a work budget) on small clusters and a tabu search (:mod:`planner.batch_search`) on
+large ones. Every batch is re-checked before it is returned, with the reason it is safe
+(:func:`batch_reasons`). For one token per node this reproduces SOPHIA's closed form,
+steps = RF / (RF - CL).
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ __all__ = [
     "ReplicaSet",
     "Ring",
     "UnsafeBatchError",
+    "batch_reasons",
     "check_batch",
     "load_ring",
     "requirements",
@@ -76,6 +79,9 @@ CONSISTENCY_LEVELS: Mapping[str, str] = {
 EXACT_NODE_LIMIT = 64
 #: Work budget (node assignments tried) for one exact feasibility search.
 EXACT_BUDGET = 200_000
+#: Default wall-clock budget of the local search (planner.batch_search) on large rings.
+#: The move budget normally ends it first: about 3-6 s at 1,000 nodes (docs/planning.md).
+SEARCH_SECONDS = 10.0
 
 
 class UnsafeBatchError(KairosError):
@@ -699,12 +705,18 @@ class BatchPlan:
         heuristic met the lower bound).
     aggressive
         True when availability was given up (SOPHIA-AGGRESSIVE: all nodes at once).
+    reasons
+        Why each batch is safe, one line per batch (:func:`batch_reasons`): whole racks
+        and what they hold of a replica set, or the tightest replica set's margin, e.g.
+        ``tightest replica set keeps 2 of 3 replicas up; QUORUM needs 2``.
+        :func:`safe_batches` always fills it; the default keeps older callers working.
     """
 
     batches: tuple[tuple[str, ...], ...]
     lower_bound: int
     exact: bool
     aggressive: bool = False
+    reasons: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -723,6 +735,9 @@ def safe_batches(
     aggressive: bool = False,
     keyspaces: Iterable[str] | None = None,
     hosts: Iterable[str] | None = None,
+    search_seconds: float = SEARCH_SECONDS,
+    search_moves: int | None = None,
+    seed: int = 0,
 ) -> BatchPlan:
     """Partition the nodes into the fewest batches that are each safe.
 
@@ -741,10 +756,21 @@ def safe_batches(
         Only these keyspaces' replica sets count (default: all).
     hosts
         Only these hosts are to be reconfigured (default: all nodes).
+    search_seconds
+        Wall-clock budget of the local search that follows DSATUR on rings too large for
+        the exact search (default :data:`SEARCH_SECONDS`).
+    search_moves
+        Its move budget (default :data:`planner.batch_search.MOVES_PER_NODE` per node).
+        The result depends only on the ring, the seed and this budget, unless the clock
+        stops the search first (a machine several times slower than usual).
+    seed
+        Seeds the local search's tie-breaking.
 
     Returns
     -------
     BatchPlan
+        With the reason each batch is safe; every batch is re-checked against every
+        replica set before it is returned.
 
     Raises
     ------
@@ -754,6 +780,7 @@ def safe_batches(
     """
     if tolerated_failures < 0:
         raise ValidationError(f"tolerated_failures: must be >= 0, got {tolerated_failures}")
+    search = _Search(seconds=search_seconds, moves=search_moves, seed=seed)
     cl = _normalise_cl(consistency_level)
     reqs = requirements(ring, consistency_level=cl, keyspaces=keyspaces)
     todo = _hosts_to_do(ring, hosts)
@@ -764,20 +791,59 @@ def safe_batches(
             node_reqs[m].append(j)
     blocked = [(i, j) for i in todo for j in node_reqs[i] if caps[j] < 1]
     if blocked:
+        host, r = ring.nodes[blocked[0][0]].host, reqs[blocked[0][1]]
         if aggressive:
-            return BatchPlan(
-                batches=(tuple(ring.nodes[i].host for i in todo),),
-                lower_bound=1,
-                exact=True,
-                aggressive=True,
-            )
-        i, j = blocked[0]
-        raise _no_safe_batch(ring.nodes[i].host, reqs[j], cl, tolerated_failures)
+            return _all_at_once(ring, todo, host, r, cl)
+        raise _no_safe_batch(host, r, cl, tolerated_failures)
     if not todo:
         return BatchPlan(batches=(), lower_bound=0, exact=True)
-    best, lower, exact = _fewest_batches(todo, reqs, caps, node_reqs, ring)
-    batches = tuple(tuple(ring.nodes[i].host for i in sorted(b)) for b in best)
-    return BatchPlan(batches=batches, lower_bound=lower, exact=exact)
+    inc = _Incidence.of(reqs)
+    best, lower, exact = _fewest_batches(todo, reqs, caps, node_reqs, ring, inc, search)
+    best = [sorted(b) for b in best]
+    reasons = _checked_reasons(ring, todo, best, reqs, inc, cl, tolerated_failures, keyspaces)
+    return BatchPlan(
+        batches=tuple(tuple(ring.nodes[i].host for i in b) for b in best),
+        lower_bound=lower,
+        exact=exact,
+        reasons=reasons,
+    )
+
+
+def _all_at_once(ring: Ring, todo: list[int], host: str, r: Requirement, cl: str) -> BatchPlan:
+    """SOPHIA-AGGRESSIVE: one batch of every node, saying which node forced it."""
+    return BatchPlan(
+        batches=(tuple(ring.nodes[i].host for i in todo),),
+        lower_bound=1,
+        exact=True,
+        aggressive=True,
+        reasons=(f"AGGRESSIVE, availability not kept: all {len(todo)} node(s) at once; "
+                 f"{host} cannot go down even alone ({len(r.members)} replica(s), "
+                 f"{cl} needs {r.need})",),
+    )
+
+
+def _checked_reasons(
+    ring: Ring,
+    todo: list[int],
+    batches: list[list[int]],
+    reqs: Sequence[Requirement],
+    inc: _Incidence,
+    cl: str,
+    tolerated: int,
+    keyspaces: Iterable[str] | None,
+) -> tuple[str, ...]:
+    """Why each batch is safe, after checking it is: whatever produced the batches, a bug
+    in a heuristic must fail loudly here, never reach a rollout."""
+    if sorted(i for b in batches for i in b) != todo:
+        raise KairosError("safe_batches: internal error, the batches do not partition the hosts")
+    margins = _tightest(ring, reqs, inc, batches, tolerated)
+    for b, margin in enumerate(margins):
+        if margin is not None and margin.slack < 0:
+            check_batch(ring, [ring.nodes[i].host for i in batches[b]], consistency_level=cl,
+                        tolerated_failures=tolerated, keyspaces=keyspaces)
+            raise UnsafeBatchError(f"safe_batches: internal error, batch {b + 1} is unsafe")
+    return tuple(_reason(ring, b, m, cl, tolerated)
+                 for b, m in zip(batches, margins, strict=True))
 
 
 def _hosts_to_do(ring: Ring, hosts: Iterable[str] | None) -> list[int]:
@@ -805,43 +871,324 @@ def _no_safe_batch(host: str, r: Requirement, cl: str, tolerated: int) -> Unsafe
     )
 
 
+@dataclass(frozen=True)
+class _Incidence:
+    """The requirements as flat arrays: entry ``e`` says node ``node[e]`` is a member of
+    requirement ``req[e]``; ``size`` and ``need`` per requirement."""
+
+    req: np.ndarray
+    node: np.ndarray
+    size: np.ndarray
+    need: np.ndarray
+
+    @classmethod
+    def of(cls, reqs: Sequence[Requirement]) -> _Incidence:
+        size = np.fromiter((len(r.members) for r in reqs), dtype=np.int64, count=len(reqs))
+        return cls(
+            req=np.repeat(np.arange(len(reqs), dtype=np.int64), size),
+            node=np.fromiter((m for r in reqs for m in r.members), dtype=np.int64,
+                             count=int(size.sum())),
+            size=size,
+            need=np.fromiter((r.need for r in reqs), dtype=np.int64, count=len(reqs)),
+        )
+
+    def held(self, nodes: Sequence[int], n_nodes: int) -> np.ndarray:
+        """How many of ``nodes`` each requirement has among its members."""
+        mask = np.zeros(n_nodes, dtype=np.int64)
+        mask[list(nodes)] = 1
+        return np.bincount(self.req, weights=mask[self.node],
+                           minlength=len(self.size)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """The local search's budget and seed (see :func:`safe_batches`), validated."""
+
+    seconds: float
+    moves: int | None
+    seed: int
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise ValidationError(f"search_seconds: must be > 0, got {self.seconds}")
+        if self.moves is not None and self.moves < 0:
+            raise ValidationError(f"search_moves: must be >= 0, got {self.moves}")
+
+
 def _fewest_batches(
     todo: list[int],
     reqs: Sequence[Requirement],
     caps: np.ndarray,
     node_reqs: list[list[int]],
     ring: Ring,
+    inc: _Incidence,
+    search: _Search,
 ) -> tuple[list[list[int]], int, bool]:
     """The fewest safe batches found, a proven lower bound, and whether they are minimal.
 
-    First fit by rack, then DSATUR when that misses the bound; on small rings an exact
-    search for each batch count between the bound and the best found.
+    Whole racks first (exact and fast when they meet the bound: the usual case with
+    NetworkTopologyStrategy and RF racks); else first fit by rack and DSATUR, then an
+    exact search for each batch count between the bound and the best found on small
+    rings, a tabu search on large ones (or when the exact search ran out of budget).
     """
-    reqs_arr = [np.array(node_reqs[i], dtype=np.int64) for i in range(len(ring.nodes))]
-    todo_set = set(todo)
-    lower = 1
-    for j, r in enumerate(reqs):
-        k = sum(1 for m in r.members if m in todo_set)
-        lower = max(lower, math.ceil(k / int(caps[j])))
+    # Each batch takes at most cap of a requirement's members.
+    lower = max(1, int(np.max(-(-inc.held(todo, len(ring.nodes)) // caps), initial=1)))
+    racks = _whole_rack_batches(ring, todo, inc, caps, lower)
+    if racks is not None and len(racks) == lower:
+        return racks, lower, True
     lower = max(lower, _clique_bound(todo, reqs, caps))
+    reqs_arr = [np.array(node_reqs[i], dtype=np.int64) for i in range(len(ring.nodes))]
     best = _first_fit(ring, todo, reqs_arr, caps, order="rack")
+    if racks is not None and len(racks) <= len(best):
+        best = racks  # the same count, and racks are easier on people and clients
     if len(best) > lower:
         alt = _dsatur(todo, reqs, reqs_arr, caps, node_reqs)
         if len(alt) < len(best):
             best = alt
-    exact = len(best) == lower
-    if not exact and len(todo) <= EXACT_NODE_LIMIT:
-        exact = True
-        for k in range(lower, len(best)):
-            found, complete = _exact_k(todo, reqs_arr, caps, k, node_reqs)
-            if found is not None:
-                best = found
-                break
-            if not complete:
-                exact = False
-                break
-            lower = k + 1
-    return best, lower, exact
+    if len(best) == lower:
+        return best, lower, True
+    if len(todo) <= EXACT_NODE_LIMIT:
+        best, lower, exact = _exact_search(todo, reqs_arr, caps, node_reqs, best, lower)
+        if exact:
+            return best, lower, True
+    best = _local_search(todo, reqs, caps, best, lower, search)
+    return best, lower, len(best) == lower
+
+
+def _exact_search(
+    todo: list[int],
+    reqs_arr: Sequence[np.ndarray],
+    caps: np.ndarray,
+    node_reqs: list[list[int]],
+    best: list[list[int]],
+    lower: int,
+) -> tuple[list[list[int]], int, bool]:
+    """Try each batch count from ``lower`` up: (best, raised lower bound, proved minimal)."""
+    for k in range(lower, len(best)):
+        found, complete = _exact_k(todo, reqs_arr, caps, k, node_reqs)
+        if found is not None:
+            return found, k, True
+        if not complete:
+            return best, k, False
+    return best, len(best), True
+
+
+def _local_search(
+    todo: list[int],
+    reqs: Sequence[Requirement],
+    caps: np.ndarray,
+    best: list[list[int]],
+    lower: int,
+    search: _Search,
+) -> list[list[int]]:
+    """Fewer batches by tabu search (planner.batch_search), on the requirements that bind.
+
+    A requirement with no more members to do than its cap can never be violated; the
+    others are renumbered over ``todo``.
+    """
+    from planner.batch_search import CapacityProblem, fewer_batches
+
+    local = {v: i for i, v in enumerate(todo)}
+    members, binding_caps = [], []
+    for j, r in enumerate(reqs):
+        ms = tuple(local[m] for m in r.members if m in local)
+        if len(ms) > caps[j]:
+            members.append(ms)
+            binding_caps.append(int(caps[j]))
+    batch_of = [0] * len(todo)
+    for b, batch in enumerate(best):
+        for v in batch:
+            batch_of[local[v]] = b
+    problem = CapacityProblem(n=len(todo), members=tuple(members), caps=tuple(binding_caps))
+    found = fewer_batches(problem, batch_of, lower_bound=lower, seed=search.seed,
+                          max_moves=search.moves, seconds=search.seconds)
+    if found.batches >= len(best):
+        return best
+    out: list[list[int]] = [[] for _ in range(found.batches)]
+    for i, b in enumerate(found.batch_of):
+        out[b].append(todo[i])
+    return out
+
+
+def _whole_rack_batches(
+    ring: Ring,
+    todo: Sequence[int],
+    inc: _Incidence,
+    caps: np.ndarray,
+    lower: int,
+) -> list[list[int]] | None:
+    """The fewest batches made of whole racks, or None if some rack is unsafe on its own.
+
+    A rack (a datacenter's rack) holds, per requirement, a number of its members; a set
+    of racks is a safe batch when those numbers add up to at most the cap everywhere.
+    There are few racks, so they are packed exactly (within a work budget). With
+    NetworkTopologyStrategy and at least RF racks, a rack holds at most one replica of a
+    set, so RF 3 at QUORUM packs 3 racks into 3 batches whatever the node count.
+    """
+    names = sorted({(ring.nodes[i].dc, ring.nodes[i].rack) for i in todo})
+    if len(names) < 2 or len(names) > EXACT_NODE_LIMIT:
+        return None
+    group_of = {name: g for g, name in enumerate(names)}
+    groups: list[list[int]] = [[] for _ in names]
+    for i in todo:
+        groups[group_of[ring.nodes[i].dc, ring.nodes[i].rack]].append(i)
+    node_group = np.full(len(ring.nodes), -1, dtype=np.int64)
+    for g, members in enumerate(groups):
+        node_group[members] = g
+    group = node_group[inc.node]
+    load = np.zeros((len(caps), len(names)), dtype=np.int64)
+    np.add.at(load, (inc.req[group >= 0], group[group >= 0]), 1)
+    if np.any(load > caps[:, None]):
+        return None
+    packed = _pack_groups(load, caps, lower)
+    return [[i for g in batch for i in groups[g]] for batch in packed]
+
+
+def _pack_groups(load: np.ndarray, caps: np.ndarray, lower: int) -> list[list[int]]:
+    """Fewest batches of groups (columns of ``load``) within ``caps``, by backtracking.
+
+    Largest groups first, a group opens at most one new batch (symmetry); the first
+    packing found for the smallest feasible count from ``lower`` up is returned, else
+    first fit's when the budget runs out.
+    """
+    order = sorted(range(load.shape[1]), key=lambda g: (-int(load[:, g].sum()), g))
+    budget = [EXACT_BUDGET]
+
+    def pack(k: int) -> list[list[int]] | None:
+        used = np.zeros((load.shape[0], k), dtype=np.int64)
+        assign: list[int] = []
+
+        def place(pos: int, opened: int) -> bool:
+            if pos == len(order):
+                return True
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            g = order[pos]
+            for b in range(min(opened + 1, k)):
+                if np.all(used[:, b] + load[:, g] <= caps):
+                    used[:, b] += load[:, g]
+                    assign.append(b)
+                    if place(pos + 1, max(opened, b + 1)):
+                        return True
+                    assign.pop()
+                    used[:, b] -= load[:, g]
+            return False
+
+        if not place(0, 0):
+            return None
+        out: list[list[int]] = [[] for _ in range(k)]
+        for g, b in zip(order, assign, strict=True):
+            out[b].append(g)
+        return [b for b in out if b]
+
+    for k in range(lower, load.shape[1] + 1):
+        found = pack(k)
+        if found is not None:
+            return found
+    return [[g] for g in order]  # each rack alone is safe (checked by the caller)
+
+
+@dataclass(frozen=True)
+class _Margin:
+    """The tightest requirement of a batch: how many of its members the batch holds."""
+
+    req: Requirement
+    in_batch: int
+    slack: int  # replicas up, minus tolerated failures, minus the need
+    uniform: bool  # every requirement the batch touches has the same size and need
+
+
+def _tightest(
+    ring: Ring, reqs: Sequence[Requirement], inc: _Incidence,
+    batches: Sequence[Sequence[int]], tolerated: int,
+) -> list[_Margin | None]:
+    """Per batch, its tightest requirement (least slack, then most members in the batch);
+    None for a batch that holds no replica at all."""
+    out: list[_Margin | None] = []
+    for batch in batches:
+        held = inc.held(batch, len(ring.nodes))
+        touched = np.flatnonzero(held > 0)
+        if not len(touched):
+            out.append(None)
+            continue
+        slack = inc.size[touched] - held[touched] - tolerated - inc.need[touched]
+        j = int(touched[np.lexsort((touched, -held[touched], slack))[0]])
+        uniform = bool(np.all(inc.size[touched] == inc.size[j])
+                       and np.all(inc.need[touched] == inc.need[j]))
+        out.append(_Margin(req=reqs[j], in_batch=int(held[j]), uniform=uniform,
+                           slack=int(inc.size[j] - held[j] - tolerated - inc.need[j])))
+    return out
+
+
+def _reason(
+    ring: Ring, batch: Sequence[int], margin: _Margin | None, cl: str, tolerated: int
+) -> str:
+    """Why ``batch`` is safe, in one line (see :attr:`BatchPlan.reasons`)."""
+    if margin is None:
+        return "holds no replica of any replica set"
+    r, held = margin.req, margin.in_batch
+    n = len(r.members)
+    scope = "" if r.scope == "all" else f" in {r.scope}"
+    needs = f"{cl} needs {r.need}" + (f" plus {tolerated} spare" if tolerated else "")
+    racks = _whole_racks(ring, batch)
+    if not racks:
+        return f"tightest replica set keeps {n - held} of {n} replicas{scope} up; {needs}"
+    what = (f"whole rack{'s' if len(racks) > 1 else ''} {', '.join(racks)} "
+            f"({len(batch)} node{'s' if len(batch) > 1 else ''})")
+    if margin.uniform:
+        per_dc = "" if r.scope == "all" else " per datacenter"
+        return (f"{what}: every replica set has at most {held} of its {n} replicas{per_dc} "
+                f"in it and keeps {n - held} up; {needs}")
+    return (f"{what}: the tightest replica set has {held} of its {n} replicas{scope} in "
+            f"it and keeps {n - held} up; {needs}")
+
+
+def _whole_racks(ring: Ring, batch: Sequence[int]) -> list[str]:
+    """The racks ``batch`` consists of, if it is exactly whole racks of the ring, else []."""
+    chosen = {(ring.nodes[i].dc, ring.nodes[i].rack) for i in batch}
+    in_racks = sum(1 for n in ring.nodes if (n.dc, n.rack) in chosen)
+    if in_racks != len(batch):
+        return []
+    dcs = {n.dc for n in ring.nodes}
+    return [f"{dc}/{rack}" if len(dcs) > 1 else rack for dc, rack in sorted(chosen)]
+
+
+def batch_reasons(
+    ring: Ring,
+    batches: Sequence[Sequence[str]],
+    *,
+    consistency_level: str,
+    tolerated_failures: int = 0,
+    keyspaces: Iterable[str] | None = None,
+) -> tuple[str, ...]:
+    """Why each of ``batches`` is safe on ``ring``, one line per batch.
+
+    The same lines as :attr:`BatchPlan.reasons`, for batches made elsewhere (a plan's,
+    checked on the live ring by ``kairos explain``).
+
+    Raises
+    ------
+    ValidationError
+        An unknown host, consistency level or keyspace.
+    UnsafeBatchError
+        A batch is unsafe (:func:`check_batch`'s message).
+    """
+    cl = _normalise_cl(consistency_level)
+    reqs = requirements(ring, consistency_level=cl, keyspaces=keyspaces)
+    index: list[list[int]] = []
+    for b, batch in enumerate(batches):
+        for i, h in enumerate(batch):
+            if h not in ring:
+                raise ValidationError(f"batches[{b}][{i}]: unknown host {h!r}")
+        index.append([ring._index[h] for h in batch])
+    margins = _tightest(ring, reqs, _Incidence.of(reqs), index, tolerated_failures)
+    for batch, margin in zip(batches, margins, strict=True):
+        if margin is not None and margin.slack < 0:
+            check_batch(ring, batch, consistency_level=cl,
+                        tolerated_failures=tolerated_failures, keyspaces=keyspaces)
+    return tuple(_reason(ring, b, m, cl, tolerated_failures)
+                 for b, m in zip(index, margins, strict=True))
 
 
 def _first_fit(

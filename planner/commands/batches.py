@@ -37,6 +37,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--keyspace", action="append", help="only this keyspace's replica sets (repeatable)"
     )
+    p.add_argument(
+        "--search-seconds", type=inputs.POSITIVE_DURATION, default=None, metavar="S",
+        help="wall-clock budget of the local search on rings too large for the exact "
+        "search (default 10; a move budget normally ends it first)",
+    )
+    p.add_argument("--seed", type=inputs.SEED, default=0, help="seed of the local search")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -53,7 +59,7 @@ def ring_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the batches; errors (unsafe CL, bad ring) propagate as KairosError."""
-    from planner.topology import safe_batches
+    from planner.topology import SEARCH_SECONDS, safe_batches
 
     ring = ring_from_args(args)
     plan = safe_batches(
@@ -62,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         tolerated_failures=args.tolerate,
         aggressive=args.aggressive,
         keyspaces=args.keyspace,
+        search_seconds=args.search_seconds or SEARCH_SECONDS,
+        seed=args.seed,
     )
     if args.json:
         print(
@@ -73,15 +81,18 @@ def run(args: argparse.Namespace) -> int:
                     "lower_bound": plan.lower_bound,
                     "exact": plan.exact,
                     "aggressive": plan.aggressive,
+                    "reasons": list(plan.reasons),
                 }
             )
         )
         return 0
-    proof = "minimal" if plan.exact else f"lower bound {plan.lower_bound}"
+    proof = "minimal" if plan.exact else f"{len(plan) - plan.lower_bound} above the bound"
     print(
-        f"{len(plan.batches)} batch(es) for {args.cl.upper()} with {args.tolerate} tolerated "
-        f"failure(s) ({proof}{', AGGRESSIVE: availability not kept' if plan.aggressive else ''}):"
+        f"{len(plan)} batch(es), lower bound {plan.lower_bound} ({proof}), for "
+        f"{args.cl.upper()} with {args.tolerate} tolerated failure(s)"
+        f"{', AGGRESSIVE: availability not kept' if plan.aggressive else ''}:"
     )
-    for i, batch in enumerate(plan.batches, 1):
+    for i, (batch, reason) in enumerate(zip(plan.batches, plan.reasons, strict=True), 1):
         print(f"  {i}: {' '.join(batch)}")
+        print(f"     {'why' if plan.aggressive else 'safe'}: {reason}")
     return 0

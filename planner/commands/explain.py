@@ -73,6 +73,7 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
     if plan.engine == "cassandra":
         if safety is None:
             lines.append(f"{NO_RING} (give {RING_HINT})")
+            lines += _planned_batching_lines(plan.provenance)
         elif av.aggressive:
             lines.append(f"Batch safety on {ring_source}: not checked, the plan is AGGRESSIVE")
         else:
@@ -87,6 +88,19 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
             desc = ", ".join(f"{k}={v}" for k, v in dict(plan.provenance[key]).items())
             lines.append(f"{key.replace('_', ' ').capitalize()}: {desc}")
     return lines + _decision_lines(plan.provenance)
+
+
+def _planned_batching_lines(prov: Any) -> list[str]:
+    """Why the batches were safe on the ring the plan was made for (``provenance.batching``,
+    written since issue 17; older plans have none)."""
+    batching = prov.get("batching")
+    if not isinstance(batching, dict):
+        return []
+    proof = "minimal" if batching.get("exact") else "not proved minimal"
+    lines = [f"Batches when planned: {batching.get('batches')}, lower bound "
+             f"{batching.get('lower_bound')} ({proof})"]
+    lines += [f"  batch {i}: {why}" for i, why in enumerate(batching.get("reasons", []), 1)]
+    return lines
 
 
 def _decision_lines(prov: Any) -> list[str]:
@@ -147,8 +161,11 @@ def _step_lines(
         if verdicts and not unsafe:
             lines.append(f"      batch safety: all {len(verdicts)} batch(es) safe for "
                          f"{av.consistency_level}")
-        for v in unsafe:
-            lines.append(f"      batch safety: UNSAFE {v.describe()}")
+        for v in verdicts:
+            if v.problem:
+                lines.append(f"      batch safety: UNSAFE {v.describe()}")
+            elif v.reason:
+                lines.append(f"        batch {v.index}: {v.reason}")
     else:
         lines.append("      applied live, no restart")
     e = s.expected

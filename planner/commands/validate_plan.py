@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +339,8 @@ class BatchVerdict:
     of: int
     hosts: tuple[str, ...]
     problem: str | None
+    #: Why the batch is safe (planner.topology.batch_reasons); empty when it is not.
+    reason: str = ""
 
     def describe(self) -> str:
         """``step s1 batch 2 of 3 [cass1, cass2]: <why>``."""
@@ -354,13 +356,14 @@ def batch_safety(plan: Any, ring: Any) -> list[BatchVerdict]:
     result is empty.
     """
     from planner.errors import ValidationError
-    from planner.topology import UnsafeBatchError, check_batch
+    from planner.topology import UnsafeBatchError, batch_reasons, check_batch
 
     av = plan.availability
     if av.aggressive:
         return []
     out: list[BatchVerdict] = []
     for step in plan.steps:
+        verdicts: list[BatchVerdict] = []
         for i, batch in enumerate(step.batches):
             problem: str | None = None
             missing = [h for h in batch if h not in ring]
@@ -372,7 +375,14 @@ def batch_safety(plan: Any, ring: Any) -> list[BatchVerdict]:
                                 tolerated_failures=av.tolerated_failures)
                 except (UnsafeBatchError, ValidationError) as exc:
                     problem = str(exc)
-            out.append(BatchVerdict(step.id, i + 1, len(step.batches), tuple(batch), problem))
+            verdicts.append(BatchVerdict(step.id, i + 1, len(step.batches), tuple(batch),
+                                         problem))
+        safe = [v for v in verdicts if not v.problem]
+        reasons = batch_reasons(ring, [v.hosts for v in safe],
+                                consistency_level=av.consistency_level,
+                                tolerated_failures=av.tolerated_failures) if safe else ()
+        why = dict(zip((v.index for v in safe), reasons, strict=True))
+        out += [replace(v, reason=why.get(v.index, "")) for v in verdicts]
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,22 @@ def test_the_invented_ring_s_plan_is_refused_on_the_live_ring(
     ), err
     assert f"  step {step.id} batch 1 of 4 [cass-dc1-1, cass-dc1-4]: batch unsafe for " in err
     assert " in dc1 up for keyspace 'shop' range (" in err
+
+
+def test_the_plan_records_why_its_batches_are_safe_and_explain_shows_it(
+    inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """provenance.batching (issue 17): count, bound, and one reason per batch."""
+    path = make_plan(inputs, "reasons", "--ring", str(inputs["ring"]), cl="LOCAL_QUORUM")
+    batching = load_plan(path).provenance["batching"]
+    assert batching["batches"] == len(batching["reasons"]) >= batching["lower_bound"]
+    for reason in batching["reasons"]:
+        assert re.fullmatch(r"tightest replica set keeps 2 of 3 replicas in dc[12] up; "
+                            r"LOCAL_QUORUM needs 2", reason), reason
+    capsys.readouterr()
+    assert main(["explain", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    proof = "minimal" if batching["exact"] else "not proved minimal"
+    i = lines.index(f"Batches when planned: {batching['batches']}, lower bound "
+                    f"{batching['lower_bound']} ({proof})")
+    assert lines[i + 1] == f"  batch 1: {batching['reasons'][0]}"

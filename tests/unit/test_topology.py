@@ -118,7 +118,7 @@ def test_local_quorum_batches_datacenters_independently() -> None:
 
 def test_large_ring_reports_a_lower_bound_and_a_safe_answer() -> None:
     ring = Ring.synthetic(200, vnodes=16, rf=3, racks=1, seed=3)
-    plan = safe_batches(ring, consistency_level="QUORUM")
+    plan = safe_batches(ring, consistency_level="QUORUM", search_moves=3_000)
     assert plan.lower_bound <= len(plan.batches)
     for batch in plan.batches:
         check_batch(ring, batch, consistency_level="QUORUM")

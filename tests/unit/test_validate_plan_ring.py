@@ -294,6 +294,19 @@ def test_explain_shows_each_step_s_batch_safety_on_a_ring(
         assert err == refused("explain", path, SIMPLE)
 
 
+def test_explain_says_why_each_safe_batch_is_safe_on_the_ring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, quorum_breaking_plan())
+    _, out, _ = run(capsys, "explain", str(path), "--hosts", HOSTS, "--rf", "3")
+    lines = out.splitlines()
+    i = lines.index("      rolling restart in 2 batch(es): cass1 cass2 | cass3")
+    assert lines[i + 1].startswith("      batch safety: UNSAFE step s1 batch 1 of 2")
+    assert lines[i + 2] == (
+        "        batch 2: tightest replica set keeps 2 of 3 replicas up; QUORUM needs 2"
+    )
+
+
 def test_explain_without_a_ring_says_batch_safety_was_not_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

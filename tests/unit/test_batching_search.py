@@ -1,0 +1,217 @@
+"""Safe batches close to the optimum (issue 17, parts 3 and 4): whole racks, tabu search,
+the final safety check and the reason given for each batch."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from planner import batch_search, topology
+from planner.batch_search import CapacityProblem, fewer_batches, violation
+from planner.cli import main
+from planner.topology import (
+    Ring,
+    UnsafeBatchError,
+    batch_reasons,
+    check_batch,
+    requirements,
+    safe_batches,
+)
+
+
+def no_search(*_args: object, **_kwargs: object) -> None:
+    raise AssertionError("the local search ran")
+
+
+# ------------------------------------------------------------------ whole racks
+@pytest.mark.parametrize(
+    ("rf", "cl", "expected"),
+    [(3, "QUORUM", 3), (3, "ONE", 2), (5, "QUORUM", 3), (5, "ONE", 2), (4, "TWO", 2)],
+)
+def test_whole_racks_give_rf_over_rf_minus_cl_batches_whatever_the_node_count(
+    monkeypatch: pytest.MonkeyPatch, rf: int, cl: str, expected: int
+) -> None:
+    """RF racks, NetworkTopologyStrategy: one replica per rack, so racks pack exactly."""
+    need = {"ONE": 1, "TWO": 2, "QUORUM": rf // 2 + 1}[cl]
+    assert expected == math.ceil(rf / (rf - need))
+    monkeypatch.setattr(topology, "_local_search", no_search)
+    monkeypatch.setattr(topology, "_dsatur", no_search)
+    ring = Ring.synthetic(12 * rf, vnodes=8, rf=rf, racks=rf, seed=5)
+    plan = safe_batches(ring, consistency_level=cl)
+    assert len(plan) == expected == plan.lower_bound and plan.exact
+    racks_of = [{ring.node(h).rack for h in b} for b in plan.batches]
+    assert sorted(r for racks in racks_of for r in racks) == [f"rack{i + 1}" for i in range(rf)]
+    for batch, racks in zip(plan.batches, racks_of, strict=True):
+        assert len(batch) == 12 * len(racks)  # whole racks, nothing else
+        check_batch(ring, batch, consistency_level=cl)
+
+
+def test_a_thousand_nodes_in_three_racks_take_three_whole_rack_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topology, "_local_search", no_search)
+    ring = Ring.synthetic(1000, vnodes=1, rf=3, racks=3, seed=1)
+    plan = safe_batches(ring, consistency_level="QUORUM")
+    assert plan.sizes == (334, 333, 333) and plan.exact
+    assert plan.reasons[0] == (
+        "whole rack rack1 (334 nodes): every replica set has at most 1 of its 3 replicas "
+        "in it and keeps 2 up; QUORUM needs 2"
+    )
+
+
+def test_local_quorum_pairs_the_racks_of_two_datacenters() -> None:
+    ring = Ring.synthetic(24, vnodes=4, rf=3, dcs=2, racks=3, seed=2)
+    plan = safe_batches(ring, consistency_level="LOCAL_QUORUM")
+    assert len(plan) == 3 and plan.exact
+    assert plan.reasons[0] == (
+        "whole racks dc1/rack1, dc2/rack1 (8 nodes): every replica set has at most 1 of its 3 "
+        "replicas per datacenter in it and keeps 2 up; LOCAL_QUORUM needs 2"
+    )
+
+
+# ----------------------------------------------------------------- local search
+def random_problem(rng: random.Random, n: int) -> CapacityProblem:
+    """Replica-set-like requirements: windows of 3-5 nodes, caps 1-2."""
+    members, caps = [], []
+    for _ in range(rng.randint(n, 4 * n)):
+        size = rng.randint(3, 5)
+        members.append(tuple(rng.sample(range(n), size)))
+        caps.append(rng.randint(1, size // 2))
+    return CapacityProblem(n=n, members=tuple(members), caps=tuple(caps))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_local_search_only_returns_safe_batchings(seed: int) -> None:
+    rng = random.Random(seed)
+    problem = random_problem(rng, rng.randint(6, 40))
+    start = list(range(problem.n))  # one node per batch: safe
+    found = fewer_batches(problem, start, lower_bound=1, seed=seed, max_moves=2_000)
+    assert violation(problem, found.batch_of) == 0
+    assert sorted(set(found.batch_of)) == list(range(found.batches))
+    assert found.batches <= problem.n and found.moves <= 2_000
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_safe_batches_with_the_search_on_small_rings_checks_out(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The exact search is switched off so the tabu search does the work."""
+    monkeypatch.setattr(topology, "EXACT_NODE_LIMIT", 0)
+    rng = random.Random(seed)
+    ring = Ring.synthetic(rng.randint(8, 30), vnodes=rng.randint(1, 6), rf=rng.choice([3, 5]),
+                          racks=1, seed=seed)
+    cl = rng.choice(["ONE", "QUORUM"])
+    tolerate = rng.choice([0, 1]) if cl == "ONE" else 0
+    plan = safe_batches(ring, consistency_level=cl, tolerated_failures=tolerate,
+                        search_moves=3_000, seed=seed)
+    assert sorted(h for b in plan.batches for h in b) == sorted(ring.hosts)
+    for batch in plan.batches:
+        check_batch(ring, batch, consistency_level=cl, tolerated_failures=tolerate)
+
+
+def dsatur_count(ring: Ring, cl: str) -> int:
+    reqs = requirements(ring, consistency_level=cl)
+    caps = np.array([len(r.members) - r.need for r in reqs])
+    node_reqs: list[list[int]] = [[] for _ in ring.nodes]
+    for j, r in enumerate(reqs):
+        for m in r.members:
+            node_reqs[m].append(j)
+    arrays = [np.array(x, dtype=np.int64) for x in node_reqs]
+    return len(topology._dsatur(range(len(ring.nodes)), reqs, arrays, caps, node_reqs))
+
+
+def test_the_search_improves_on_dsatur_above_the_bound() -> None:
+    """One rack, 16 vnodes: DSATUR takes 19 batches, the bound says 8 (it is weak)."""
+    ring = Ring.synthetic(100, vnodes=16, rf=3, racks=1, seed=2)
+    assert dsatur_count(ring, "QUORUM") == 19
+    plan = safe_batches(ring, consistency_level="QUORUM", search_moves=3_000)
+    assert len(plan) == 15 and plan.lower_bound == 8 and not plan.exact
+    for batch in plan.batches:
+        check_batch(ring, batch, consistency_level="QUORUM")
+
+
+def test_the_search_is_deterministic_for_a_seed() -> None:
+    ring = Ring.synthetic(90, vnodes=16, rf=3, racks=1, seed=7)
+    runs = [safe_batches(ring, consistency_level="QUORUM", search_moves=2_000, seed=3)
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_the_clock_stops_the_search_with_the_safe_batching_it_had() -> None:
+    problem = random_problem(random.Random(1), 30)
+    start = list(range(30))
+    found = fewer_batches(problem, start, lower_bound=1, seconds=1e-9)
+    assert found.stopped_by_time and violation(problem, found.batch_of) == 0
+
+
+def test_search_budgets_are_validated() -> None:
+    ring = Ring.simple(["a", "b", "c"], rf=3)
+    with pytest.raises(topology.ValidationError, match=r"search_seconds: must be > 0, got 0"):
+        safe_batches(ring, consistency_level="ONE", search_seconds=0)
+    with pytest.raises(topology.ValidationError, match=r"search_moves: must be >= 0, got -1"):
+        safe_batches(ring, consistency_level="ONE", search_moves=-1)
+
+
+def test_an_unsafe_batching_from_a_heuristic_is_refused_not_returned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The final check: a bug in a heuristic fails loudly, naming the replica set."""
+    def everything_at_once(todo: list[int], *_args: object) -> tuple[list[list[int]], int, bool]:
+        return [list(todo)], 1, True
+
+    monkeypatch.setattr(topology, "_fewest_batches", everything_at_once)
+    with pytest.raises(UnsafeBatchError, match=r"leaves 0 of 3 replica\(s\) up .* QUORUM needs 2"):
+        safe_batches(Ring.simple(["a", "b", "c"], rf=3), consistency_level="QUORUM")
+
+
+def test_the_default_move_budget_scales_with_the_nodes() -> None:
+    assert batch_search.MOVES_PER_NODE * 1000 >= 200_000  # 19 -> 15 took up to ~210,000
+
+
+# ---------------------------------------------------------------------- reasons
+def test_reasons_name_the_tightest_replica_set_margin() -> None:
+    ring = Ring.simple([f"n{i}" for i in range(10)], rf=5)
+    assert batch_reasons(ring, [["n0"], ["n0", "n1"]], consistency_level="ONE",
+                         tolerated_failures=1) == (
+        "tightest replica set keeps 4 of 5 replicas up; ONE needs 1 plus 1 spare",
+        "tightest replica set keeps 3 of 5 replicas up; ONE needs 1 plus 1 spare",
+    )
+    plan = safe_batches(ring, consistency_level="QUORUM")  # 3 batches: 2 of 5 down at most
+    assert len(plan) == 3
+    assert "tightest replica set keeps 3 of 5 replicas up; QUORUM needs 3" in plan.reasons
+    assert set(plan.reasons) <= {f"tightest replica set keeps {k} of 5 replicas up; QUORUM "
+                                 "needs 3" for k in (3, 4)}
+
+
+def test_batch_reasons_refuses_an_unsafe_batch() -> None:
+    ring = Ring.simple(["a", "b", "c"], rf=3)
+    with pytest.raises(UnsafeBatchError, match=r"taking down a, b leaves 1 of 3"):
+        batch_reasons(ring, [["a", "b"]], consistency_level="QUORUM")
+
+
+def test_aggressive_plan_says_availability_is_given_up() -> None:
+    plan = safe_batches(Ring.simple(["a", "b", "c"], rf=3), consistency_level="ALL",
+                        aggressive=True)
+    assert plan.reasons == ("AGGRESSIVE, availability not kept: all 3 node(s) at once; a "
+                            "cannot go down even alone (3 replica(s), ALL needs 3)",)
+
+
+def test_cli_prints_the_count_the_bound_and_why_each_batch_is_safe(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["batches", "--hosts", "a,b,c,d", "--rf", "3", "--cl", "QUORUM"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "4 batch(es), lower bound 4 (minimal), for QUORUM with 0 tolerated failure(s):",
+        *[line for h in "abcd" for line in (
+            f"  {'abcd'.index(h) + 1}: {h}",
+            "     safe: tightest replica set keeps 2 of 3 replicas up; QUORUM needs 2")],
+    ]
+    assert main(["batches", "--hosts", "a,b,c", "--cl", "ONE", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reasons"] == [
+        "tightest replica set keeps 1 of 3 replicas up; ONE needs 1",
+        "tightest replica set keeps 2 of 3 replicas up; ONE needs 1",
+    ]
