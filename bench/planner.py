@@ -11,9 +11,13 @@ Prints one JSON line per case (run from the repository root)::
   QUORUM -> 3 batches), T_r = 60 s, a 5% survivor penalty and 120 s for a compaction
   strategy change. ``gap_to_dp`` is the
   fraction by which the GA's plan falls short of the DP optimum (0.01 = 1%).
-* ``{"case": "batching", "nodes": N, "seconds": s, ...}`` for 10, 100 and 1000 nodes with
-  16 vnodes, RF 3, 3 racks, QUORUM (seconds for safe_batches alone; building the
-  synthetic ring is reported separately).
+* ``{"case": "batching", "nodes": N, "racks": R, "seconds": s, "batches": B, ...}`` for
+  safe_batches at RF 3, QUORUM (seconds for safe_batches alone; building the synthetic
+  ring is reported separately): 10, 100 and 1000 nodes with 16 vnodes in 3 racks, and
+  1000 nodes with one token each in 3 racks, where whole racks go together and
+  ``expected`` is SOPHIA's RF / (RF - CL) = 3; then 1000 nodes with 16 vnodes in one rack,
+  where ``before_search`` is first fit / DSATUR's count, ``batches`` the tabu search's
+  (issue 17 asks for at most 15) and ``lower_bound`` the proven bound.
 
 Timings are wall clock on whatever else the machine is doing; re-run on a quiet machine.
 """
@@ -57,6 +61,7 @@ def problem_for(name: str, kwargs: dict, start: int, points: int, seed: int) -> 
         Ring.simple(["cass1", "cass2", "cass3"], rf=3), consistency_level="QUORUM"
     ).batches
     reconfig = cb.ReconfigModel.from_batches(batches, restart_seconds=60.0, survivor_penalty=0.05)
+    assert series.step_seconds is not None  # the generators always set it
     return sm.make_problem(
         cap, restart=restart, reconfig=reconfig, step_seconds=float(series.step_seconds),
         change_seconds=sm.change_seconds_matrix("cassandra", candidates),
@@ -68,8 +73,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="GA seed")
     parser.add_argument("--trace-seed", type=int, default=1)
     parser.add_argument("--skip-batching", action="store_true")
+    parser.add_argument("--only-batching", action="store_true")
     args = parser.parse_args()
-    for name, kwargs, start, points in CASES:
+    for name, kwargs, start, points in () if args.only_batching else CASES:
         prob = problem_for(name, kwargs, start, points, args.trace_seed)
         t0 = time.perf_counter()
         dp = op.solve_dp(prob)
@@ -84,28 +90,37 @@ def main() -> None:
             "dp_switches": len(dp.switches), "dp_gain_vs_stay": round(dp.total_ops / stay - 1, 4),
             "evaluations": res.evaluations,
         }), flush=True)
-    if args.skip_batching:
-        return
-    for nodes in (10, 100, 1000):
+    if not args.skip_batching:
+        batching_cases(args.seed)
+
+
+def batching_cases(seed: int) -> None:
+    """safe_batches on synthetic rings: whole racks, then one rack and the tabu search."""
+    rf, need = 3, 2  # QUORUM
+    for nodes, vnodes in ((10, 16), (100, 16), (1000, 16), (1000, 1)):
         t0 = time.perf_counter()
-        ring = Ring.synthetic(nodes, vnodes=16, rf=3, racks=3, seed=1)
+        ring = Ring.synthetic(nodes, vnodes=vnodes, rf=rf, racks=3, seed=1)
         ring_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        plan = safe_batches(ring, consistency_level="QUORUM")
+        plan = safe_batches(ring, consistency_level="QUORUM", seed=seed)
         secs = time.perf_counter() - t0
         print(json.dumps({
-            "case": "batching", "nodes": nodes, "seconds": round(secs, 3), "vnodes": 16,
-            "batches": len(plan.batches), "lower_bound": plan.lower_bound, "exact": plan.exact,
-            "ring_seconds": round(ring_s, 3), "replica_sets": len(ring.replica_sets),
+            "case": "batching", "nodes": nodes, "racks": 3, "vnodes": vnodes,
+            "seconds": round(secs, 3), "batches": len(plan.batches),
+            "expected": -(-rf // (rf - need)), "lower_bound": plan.lower_bound,
+            "exact": plan.exact, "ring_seconds": round(ring_s, 3),
+            "replica_sets": len(ring.replica_sets), "reason": plan.reasons[0],
         }), flush=True)
-    # a harder ring: one rack, so no rack structure to exploit
+    # One rack: no rack structure to exploit; DSATUR's count, then the tabu search's.
+    ring = Ring.synthetic(1000, vnodes=16, rf=rf, racks=1, seed=1)
+    before = safe_batches(ring, consistency_level="QUORUM", search_moves=0)
     t0 = time.perf_counter()
-    ring = Ring.synthetic(1000, vnodes=16, rf=3, racks=1, seed=1)
-    plan = safe_batches(ring, consistency_level="QUORUM")
+    plan = safe_batches(ring, consistency_level="QUORUM", seed=seed)
     print(json.dumps({
-        "case": "batching", "nodes": 1000, "racks": 1,
-        "seconds": round(time.perf_counter() - t0, 3), "vnodes": 16,
-        "batches": len(plan.batches), "lower_bound": plan.lower_bound, "exact": plan.exact,
+        "case": "batching", "nodes": 1000, "racks": 1, "vnodes": 16,
+        "seconds": round(time.perf_counter() - t0, 3), "batches": len(plan.batches),
+        "before_search": len(before.batches), "lower_bound": plan.lower_bound,
+        "exact": plan.exact, "seed": seed,
     }), flush=True)
 
 

@@ -31,12 +31,15 @@ import numpy as np
 __all__ = ["CapacityProblem", "SearchResult", "fewer_batches", "violation"]
 
 #: Moves allowed per node when the caller does not say. 1,000 nodes with 16 vnodes on one
-#: rack needed 40,000 to 210,000 moves from DSATUR's 19 batches to 15 (seeds 0-2).
-MOVES_PER_NODE = 250
+#: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 in 31,000 to 154,000
+#: moves (search seeds 0-3) at about 35 us a move: 150,000 moves is about 5 s.
+MOVES_PER_NODE = 150
 #: Tabu tenure: this many moves per node in violation, plus U[0, TENURE_SPREAD). Galinier
 #: and Hao's 0.6 and 10 took about twice the moves of these on the 1,000-node vnode ring.
 TENURE_PER_NODE = 1.0
 TENURE_SPREAD = 12
+#: Scores are multiplied by this and a uniform draw below it added, to break ties.
+TIE_SCALE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,16 @@ def violation(problem: CapacityProblem, batch_of: Sequence[int]) -> int:
 
 
 class _State(Protocol):
-    """A batching under search: ``clash[v, b]`` is what ``v`` would violate in batch ``b``.
+    """A batching under search: ``clash[b, v]`` is what ``v`` would violate in batch ``b``.
 
-    Moving ``v`` from ``a`` to ``b`` changes ``violation`` by ``clash[v, b] - clash[v, a]``.
+    Moving ``v`` from ``a`` to ``b`` changes ``violation`` by ``clash[b, v] - clash[a, v]``.
+    Batch-major, so that a move updates contiguous rows.
     """
 
     clash: np.ndarray
     flat: np.ndarray  # clash.reshape(-1), the same memory
-    own_at: np.ndarray  # flat index of (v, batch_of[v])
-    batch_of: np.ndarray
+    own_at: np.ndarray  # flat index of (where[v], v)
+    where: list[int]  # the batch of each node
     violation: int
 
     def move(self, v: int, new: int) -> None: ...
@@ -98,7 +102,7 @@ class _State(Protocol):
 class _PairState:
     """Every cap is 1: batches are colours, and two members of a requirement clash.
 
-    ``clash[v, b]`` is the number of nodes in ``b`` sharing a requirement with ``v``; a
+    ``clash[b, v]`` is the number of nodes in ``b`` sharing a requirement with ``v``; a
     move updates its neighbours' entries in two vectorised steps. (Counting a pair once,
     however many requirements share it, searched better than weighting it by them.)
     """
@@ -113,28 +117,29 @@ class _PairState:
         order = np.argsort(src, kind="stable")
         src, dst = src[order], dst[order]
         bounds = np.searchsorted(src, np.arange(problem.n + 1))
-        # Flat offsets of each node's neighbours' rows in `clash`.
-        self.neighbour_rows = [dst[bounds[v]:bounds[v + 1]] * k for v in range(problem.n)]
-        self.batch_of = np.asarray(batch_of, dtype=np.int64)
-        self.clash = np.zeros((problem.n, k), dtype=np.int64)
-        np.add.at(self.clash, (src, self.batch_of[dst]), 1)
+        self.neighbours = [dst[bounds[v]:bounds[v + 1]] for v in range(problem.n)]
+        self.where = [int(b) for b in batch_of]
+        where = np.asarray(self.where, dtype=np.int64)
+        self.clash = np.zeros((k, problem.n), dtype=np.int64)
+        np.add.at(self.clash, (where[dst], src), 1)
         self.flat = self.clash.reshape(-1)
-        self.own_at = np.arange(problem.n) * k + self.batch_of
+        self.own_at = where * problem.n + np.arange(problem.n)
         self.violation = int(self.flat[self.own_at].sum()) // 2
 
     def move(self, v: int, new: int) -> None:
         """Move ``v`` to batch ``new``."""
-        old = int(self.batch_of[v])
-        flat, rows = self.flat, self.neighbour_rows[v]
-        self.violation += int(flat[self.own_at[v] - old + new] - flat[self.own_at[v]])
-        flat[rows + old] -= 1
-        flat[rows + new] += 1
-        self.batch_of[v] = new
-        self.own_at[v] += new - old
+        old, clash, nbrs = self.where[v], self.clash, self.neighbours[v]
+        self.violation += int(clash[new, v]) - int(clash[old, v])
+        row = clash[old]
+        row[nbrs] -= 1
+        row = clash[new]
+        row[nbrs] += 1
+        self.where[v] = new
+        self.own_at[v] += (new - old) * clash.shape[1]
 
 
 class _CapState:
-    """Any caps: per requirement and batch counts, ``clash[v, b]`` counts ``v``'s
+    """Any caps: per requirement and batch counts, ``clash[b, v]`` counts ``v``'s
     requirements that would be over their cap with ``v`` in ``b``."""
 
     def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int) -> None:
@@ -142,21 +147,23 @@ class _CapState:
         self.caps = problem.caps
         self.node_reqs = problem.node_reqs()
         self.where = [int(b) for b in batch_of]
-        self.batch_of = np.asarray(batch_of, dtype=np.int64)
+        where = np.asarray(self.where, dtype=np.int64)
         pair_node = np.array([v for v, js in enumerate(self.node_reqs) for _ in js], dtype=np.int64)
         pair_req = np.array([j for js in self.node_reqs for j in js], dtype=np.int64)
         counts = np.zeros((len(problem.caps), k), dtype=np.int64)
-        np.add.at(counts, (pair_req, self.batch_of[pair_node]), 1)
+        np.add.at(counts, (pair_req, where[pair_node]), 1)
         caps = np.asarray(problem.caps, dtype=np.int64)
         self.violation = int(np.maximum(counts - caps[:, None], 0).sum())
         # The other members per batch: the count, less v itself in its own batch.
         others = counts[pair_req]
-        others[np.arange(len(pair_node)), self.batch_of[pair_node]] -= 1
+        others[np.arange(len(pair_node)), where[pair_node]] -= 1
+        over = (others >= caps[pair_req, None]).astype(np.int64)
         self.clash = np.zeros((problem.n, k), dtype=np.int64)
-        np.add.at(self.clash, pair_node, (others >= caps[pair_req, None]).astype(np.int64))
+        np.add.at(self.clash, pair_node, over)
+        self.clash = np.ascontiguousarray(self.clash.T)
         self.counts: list[list[int]] = counts.tolist()
         self.flat = self.clash.reshape(-1)
-        self.own_at = np.arange(problem.n) * k + self.batch_of
+        self.own_at = where * problem.n + np.arange(problem.n)
 
     def move(self, v: int, new: int) -> None:
         """Move ``v`` to batch ``new``: counts, the violation, and the members' clashes."""
@@ -177,11 +184,10 @@ class _CapState:
                 up += [m for m in self.members[j] if m != v and (where[m] == new) == inside]
             row[old] = n_old - 1
             row[new] = n_new + 1
-        np.subtract.at(self.clash[:, old], down, 1)
-        np.add.at(self.clash[:, new], up, 1)
+        np.subtract.at(self.clash[old], down, 1)
+        np.add.at(self.clash[new], up, 1)
         where[v] = new
-        self.batch_of[v] = new
-        self.own_at[v] += new - old
+        self.own_at[v] += (new - old) * self.clash.shape[1]
 
 
 def fewer_batches(
@@ -232,7 +238,7 @@ def fewer_batches(
         used += spent
         if not found:
             break
-        best = [int(b) for b in state.batch_of]
+        best = list(state.where)
         k -= 1
         reached.append((k, used))
     return SearchResult(batch_of=tuple(best), batches=k, moves=used,
@@ -270,22 +276,23 @@ def _tabu(
 
     Each move is the best (least violation) move of a node in violation to another batch,
     among the moves not tabu, or tabu but reaching below the least violation seen
-    (aspiration); ties are drawn at random. Leaving batch ``a`` makes ``(v, a)`` tabu for
+    (aspiration); ties are drawn at random. Leaving batch ``a`` makes ``(a, v)`` tabu for
     ``TENURE_PER_NODE * |nodes in violation| + U[0, TENURE_SPREAD)`` moves. A node's own
     batch is kept tabu, which leaves it out.
     """
-    n, k = state.clash.shape
+    k, n = state.clash.shape
     if k < 2:
         return state.violation == 0, 0, False
-    never = np.iinfo(np.int64).max // 2
-    tabu_until = np.zeros((n, k), dtype=np.int64)
+    never = 1 << 40  # a tabu move's score; times TIE_SCALE it still fits in int64
+    tabu_until = np.zeros((k, n), dtype=np.int64)
     tabu_until.reshape(-1)[state.own_at] = never
     best_seen = state.violation
     moves = 0
     # Random numbers drawn in blocks: one generator call per move would cost as much as
-    # the move.
-    draws = rng.random(4096)
+    # the move. Ties are broken by adding U[0, TIE_SCALE) to the scaled scores.
+    noise = rng.integers(TIE_SCALE, size=max(1 << 16, 2 * k * n))
     tenures = rng.integers(TENURE_SPREAD, size=4096)
+    used = 0
     while state.violation > 0:
         if moves >= budget:
             return False, moves, False
@@ -293,24 +300,29 @@ def _tabu(
             return False, moves, True
         own = state.flat.take(state.own_at)
         in_violation = own.nonzero()[0]
-        delta = state.clash.take(in_violation, axis=0)
-        delta -= own.take(in_violation)[:, None]
+        delta = state.clash.take(in_violation, axis=1)
+        delta -= own.take(in_violation)
         # The least move is allowed either way if it beats the best seen (aspiration);
         # else only moves not tabu are.
         if delta.min() >= best_seen - state.violation:
-            delta[tabu_until.take(in_violation, axis=0) > moves] = never
-        ties = (delta == delta.min()).nonzero()
-        pick = int(draws[moves % 4096] * len(ties[0]))
-        v, new = int(in_violation[ties[0][pick]]), int(ties[1][pick])
-        if delta[ties[0][pick], new] == never:  # every move tabu: a random one
-            new = int((state.batch_of[v] + 1 + draws[moves % 4096 - 1] * (k - 1)) % k)
-        old = int(state.batch_of[v])
+            np.putmask(delta, tabu_until.take(in_violation, axis=1) > moves, never)
+        if used + delta.size > len(noise):
+            noise, used = rng.integers(TIE_SCALE, size=len(noise)), 0
+        delta *= TIE_SCALE
+        delta += noise[used:used + delta.size].reshape(delta.shape)
+        used += delta.size
+        pick = int(delta.argmin())
+        new, column = divmod(pick, len(in_violation))
+        v = int(in_violation[column])
+        old = state.where[v]
+        if delta.flat[pick] >= never * TIE_SCALE:  # every move tabu: a random one
+            new = (old + 1 + int(tenures[moves % 4096]) % (k - 1)) % k
         state.move(v, new)
-        tabu_until[v, old] = (moves + int(TENURE_PER_NODE * len(in_violation))
+        tabu_until[old, v] = (moves + int(TENURE_PER_NODE * len(in_violation))
                               + int(tenures[moves % 4096]))
-        tabu_until[v, new] = never
+        tabu_until[new, v] = never
         moves += 1
         if moves % 4096 == 0:
-            draws, tenures = rng.random(4096), rng.integers(TENURE_SPREAD, size=4096)
+            tenures = rng.integers(TENURE_SPREAD, size=4096)
         best_seen = min(best_seen, state.violation)
     return True, moves, False

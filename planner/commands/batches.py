@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--search-seconds", type=inputs.POSITIVE_DURATION, default=None, metavar="S",
         help="wall-clock budget of the local search on rings too large for the exact "
-        "search (default 10; a move budget normally ends it first)",
+        "search (default 15; a move budget normally ends it first)",
     )
     p.add_argument("--seed", type=inputs.SEED, default=0, help="seed of the local search")
     p.add_argument("--json", action="store_true", help="print one JSON object")
