@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Orchestration overhead of a Cassandra rollout on the local lab (a script, not a test).
+"""Where a Cassandra rollout's wall time goes on the local lab (a script, not a test).
 
-Runs playbooks/rolling_restart.yml (or reads an earlier run's state file), then prints one
-JSON line: the rollout's wall time, the nodes' own drain/stop/start/sync time (per batch,
-the slowest node of the batch, since a batch's nodes restart together), and the difference:
-what Ansible, the lock, pre-flight and the gates' polling add on top.
+Runs playbooks/rolling_restart.yml, optionally under a QUORUM load (``--load OPS``), with
+Ansible's JSON callback, then prints one JSON line: the rollout's wall time; the nodes' own
+drain/stop/start/sync time (per batch, the slowest node of the batch, since a batch's nodes
+restart together); the orchestration overhead (wall minus the nodes' own time) and its ratio
+to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain, stop,
+template, start, gate, read-back, record, Ansible's own start and between-task time); and the
+slowest tasks. With ``--load``, the load's operations and failures.
 
-    .venv/bin/python bench/rollout.py [--cl QUORUM]      # needs `make lab-up`
+    .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300]   # needs `make lab-up`
 """
 
 from __future__ import annotations
@@ -17,48 +20,124 @@ import os
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# Task-name fragments -> phase, first match wins (names as the playbooks and the role say).
+PHASES = (
+    ("gate", ("Sync gate",)),
+    ("drain", ("Drain the node", "Leave gossip", "Let requests already sent", "JMX port")),
+    ("stop", ("Stop the",)),
+    ("start", ("Start the", "Wait for", "serves CQL", "launcher")),
+    ("template", ("Template", "Record the new settings", "applied settings", "JVM options")),
+    ("read-back", ("Read back",)),
+    ("record", ("Record the node", "Record ", "release", "Release")),
+    ("batch checks", ("Re-read the live ring", "Refuse the batch", "heartbeat")),
+)
+
+
+def phase_of(task: str) -> str:
+    for phase, fragments in PHASES:
+        if any(f in task for f in fragments):
+            return phase
+    return "pre-flight and other"
+
+
+def _stamp(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def task_seconds(report: dict[str, Any]) -> list[tuple[str, float]]:
+    """(task name, seconds) for every task the JSON callback reported, in order."""
+    out = []
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            meta = task["task"]
+            span = meta.get("duration") or {}
+            if span.get("start") and span.get("end"):
+                out.append((meta.get("name", "?"), _stamp(span["end"]) - _stamp(span["start"])))
+    return out
+
+
+def run_rollout(cl: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    began = time.monotonic()
+    proc = subprocess.run(
+        ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}"],
+        cwd=REPO, env=env, capture_output=True, text=True, check=False,
+    )
+    return proc, time.monotonic() - began
+
+
+def summarise(wall: float, tasks: list[tuple[str, float]]) -> dict[str, Any]:
+    rollout = json.loads((REPO / ".kairos" / "rollout-lab-cassandra.json").read_text())
+    state = json.loads(Path(rollout["state"]).read_text())
+    nodes = state["steps"][rollout["step_id"]]["nodes"]
+    node_seconds = sum(max(nodes[h]["total"] for h in batch) for batch in rollout["batches"])
+    phases: dict[str, float] = defaultdict(float)
+    by_task: dict[str, float] = defaultdict(float)
+    for name, seconds in tasks:
+        phases[phase_of(name)] += seconds
+        by_task[name] += seconds
+    # Process start, playbook parsing and the time between tasks: in no task's span.
+    phases["ansible (no task)"] = wall - sum(s for _, s in tasks)
+    slowest = sorted(by_task.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "nodes": len(nodes),
+        "batches": len(rollout["batches"]),
+        "wall_seconds": round(wall, 1),
+        "node_seconds": round(node_seconds, 1),
+        "overhead_seconds": round(wall - node_seconds, 1),
+        "overhead_ratio": round((wall - node_seconds) / node_seconds, 2) if node_seconds else None,
+        "phase_seconds": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
+        "slowest_tasks": {k: round(v, 1) for k, v in slowest},
+        "per_node": nodes,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cl", default="QUORUM", help="consistency level the batches keep")
+    parser.add_argument("--load", type=float, default=0.0, metavar="OPS",
+                        help="run a load of OPS operations/s at the CL during the rollout")
     args = parser.parse_args()
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    began = time.monotonic()
-    proc = subprocess.run(
-        ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={args.cl}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.monotonic() - began
+    background = None
+    if args.load > 0:
+        from planner.loadgen import BackgroundLoad
+
+        # The lab's login, through the environment as for `kairos load` (never argv).
+        secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
+        if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
+            os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
+            os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
+
+        background = BackgroundLoad(
+            engine="cassandra", contact_points=["127.0.0.1", "127.0.0.2", "127.0.0.3"],
+            cl=args.cl, keyspace="kairos_bench", keys=2000, rate=args.load, concurrency=16,
+            max_seconds=1800, seed=5,
+        ).start()
+        time.sleep(3)
+    try:
+        proc, wall = run_rollout(args.cl)
+    finally:
+        result = background.stop() if background is not None else None
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-2000:], file=sys.stderr)
         return 1
-    rollout = json.loads((REPO / ".kairos" / "rollout-lab-cassandra.json").read_text())
-    state = json.loads(Path(rollout["state"]).read_text())
-    nodes = state["steps"][rollout["step_id"]]["nodes"]
-    node_seconds = sum(max(nodes[h]["total"] for h in batch) for batch in rollout["batches"])
-    print(
-        json.dumps(
-            {
-                "case": "rolling_restart",
-                "consistency_level": args.cl,
-                "nodes": len(nodes),
-                "batches": len(rollout["batches"]),
-                "wall_seconds": round(wall, 1),
-                "node_seconds": round(node_seconds, 1),
-                "overhead_seconds": round(wall - node_seconds, 1),
-                "per_node": nodes,
-            }
-        )
-    )
+    line: dict[str, Any] = {"case": "rolling_restart", "consistency_level": args.cl}
+    line.update(summarise(wall, task_seconds(json.loads(proc.stdout))))
+    if result is not None:
+        line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),
+                        "failures": dict(result.failures),
+                        "lost_acknowledged_writes": result.lost_acknowledged_writes}
+    print(json.dumps(line))
     return 0
 
 
