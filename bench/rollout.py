@@ -9,7 +9,7 @@ to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain
 template, start, gate, read-back, record, Ansible's own start and between-task time); and the
 slowest tasks. With ``--load``, the load's operations and failures.
 
-    .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300]   # needs `make lab-up`
+    .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 # Task-name fragments -> phase, first match wins (names as the playbooks and the role say).
 PHASES = (
     ("gate", ("Sync gate",)),
-    ("drain", ("Drain the node", "Leave gossip", "Let requests already sent", "JMX port")),
+    ("drain", ("Drain the node",)),
     ("stop", ("Stop the",)),
     ("start", ("Start the", "Wait for", "serves CQL", "launcher")),
     ("template", ("Template", "Record the new settings", "applied settings", "JVM options")),
@@ -107,6 +107,8 @@ def main() -> int:
     parser.add_argument("--cl", default="QUORUM", help="consistency level the batches keep")
     parser.add_argument("--load", type=float, default=0.0, metavar="OPS",
                         help="run a load of OPS operations/s at the CL during the rollout")
+    parser.add_argument("--tasks", type=Path, metavar="FILE",
+                        help="also write every task's name and seconds, in order, to FILE (JSON)")
     args = parser.parse_args()
     background = None
     if args.load > 0:
@@ -132,7 +134,10 @@ def main() -> int:
         print(proc.stdout[-3000:], proc.stderr[-2000:], file=sys.stderr)
         return 1
     line: dict[str, Any] = {"case": "rolling_restart", "consistency_level": args.cl}
-    line.update(summarise(wall, task_seconds(json.loads(proc.stdout))))
+    tasks = task_seconds(json.loads(proc.stdout))
+    if args.tasks:
+        args.tasks.write_text(json.dumps([[n, round(s, 2)] for n, s in tasks], indent=0))
+    line.update(summarise(wall, tasks))
     if result is not None:
         line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),
                         "failures": dict(result.failures),

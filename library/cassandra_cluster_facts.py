@@ -57,6 +57,10 @@ schema_agreement:
   description: Whether every live node reports the same schema version.
   returned: success
   type: bool
+generations:
+  description: Listen address -> gossip generation of each node, as the node asked knows it.
+  returned: success
+  type: dict
 down:
   description: Inventory names of the nodes the driver sees down.
   returned: success
@@ -134,6 +138,12 @@ def main():
         versions = {str(local.schema_version): [name(local.broadcast_address)]}
         for row in session.execute("SELECT peer, schema_version FROM system.peers_v2"):
             versions.setdefault(str(row.schema_version), []).append(name(row.peer))
+        # Each node's gossip generation as this node knows it: a sync gate after a restart
+        # asks every peer for a newer one (proof that the restart reached it).
+        generations = {
+            str(row.address): row.generation
+            for row in session.execute("SELECT address, generation FROM system_views.gossip_info")
+        }
     except Exception as exc:
         module.fail_json(msg=f"{params['host']}: cannot read the cluster's metadata: {exc}")
     finally:
@@ -163,6 +173,7 @@ def main():
         down=down,
         schema_versions=versions,
         schema_agreement=len(live_versions) == 1,
+        generations=generations,
     )
 
 

@@ -53,6 +53,14 @@ options:
     description: Seconds a node outside the batch may look down before the gate fails fast.
     type: float
     default: 5
+  checks:
+    description:
+      - The conditions to wait for; C(up_normal) alone costs one nodetool call per poll
+        (after M(cassandra_sync_gate) has seen the rest over CQL).
+    type: list
+    elements: str
+    choices: [up_normal, schema, hints]
+    default: [up_normal, schema, hints]
   timeout:
     description: Seconds before failing.
     type: int
@@ -123,12 +131,15 @@ def check(module, params):
         (seen or {}).get("code", "absent") if rc == 0 else (err or out).strip()[-200:]
     )
 
-    rc, out, err, _ = run_nodetool(module, params["nodetool"], ["describecluster"], check_rc=False)
-    versions = parse_schema_versions(out) if rc == 0 else {}
-    conditions["schema"] = rc == 0 and len(versions) == 1 and "UNREACHABLE" not in versions
-    details["schema"] = versions if rc == 0 else (err or out).strip()[-200:]
+    if "schema" in params["checks"]:
+        rc, out, err, _ = run_nodetool(
+            module, params["nodetool"], ["describecluster"], check_rc=False
+        )
+        versions = parse_schema_versions(out) if rc == 0 else {}
+        conditions["schema"] = rc == 0 and len(versions) == 1 and "UNREACHABLE" not in versions
+        details["schema"] = versions if rc == 0 else (err or out).strip()[-200:]
 
-    if params["hints_directory"]:
+    if params["hints_directory"] and "hints" in params["checks"]:
         host_id = (seen or {}).get("host_id")
         files = (
             glob.glob(os.path.join(params["hints_directory"], f"{host_id}-*.hints"))
@@ -149,6 +160,8 @@ def main():
             peer=dict(type="str", default=""),
             expected_down=dict(type="list", elements="str", default=[]),
             down_grace=dict(type="float", default=5),
+            checks=dict(type="list", elements="str", choices=["up_normal", "schema", "hints"],
+                        default=["up_normal", "schema", "hints"]),
             timeout=dict(type="int", default=180),
             interval=dict(type="float", default=1),
             **NODETOOL_ARGS,

@@ -43,10 +43,14 @@ def cql_argument_spec(**options):
     return spec
 
 
-def build_cluster(hosts, *, port=9042, timeout=20, username=None, password=None, **profile):
+def build_cluster(
+    hosts, *, port=9042, timeout=20, username=None, password=None, metadata=True, **profile
+):
     """A cassandra-driver Cluster (not connected) that sends every request to ``hosts`` only.
 
-    ``profile``: extra ExecutionProfile settings, e.g. consistency_level.
+    ``metadata=False`` skips reading the schema and token map at connect (a gate polling
+    virtual tables needs neither). ``profile``: extra ExecutionProfile settings, e.g.
+    consistency_level.
     """
     auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
     return Cluster(
@@ -63,6 +67,8 @@ def build_cluster(hosts, *, port=9042, timeout=20, username=None, password=None,
         },
         connect_timeout=timeout,
         control_connection_timeout=timeout,
+        schema_metadata_enabled=metadata,
+        token_metadata_enabled=metadata,
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import socket
 import uuid
 from collections import namedtuple
 from pathlib import Path
@@ -44,6 +45,10 @@ SIMPLE = "org.apache.cassandra.locator.SimpleStrategy"
 NTS = "org.apache.cassandra.locator.NetworkTopologyStrategy"
 STCS = "org.apache.cassandra.db.compaction.SizeTieredCompactionStrategy"
 LCS = "org.apache.cassandra.db.compaction.LeveledCompactionStrategy"
+
+
+#: cass2's gossip, pending hints and schema version over CQL, all three nodes UN.
+GOSSIP = json.loads((FIXTURES / "cassandra_views" / "gossip_cass2.json").read_text())
 
 
 def captured(name: str) -> str:
@@ -111,6 +116,8 @@ class FakeNodetool:
             return captured(self.status)
         if verb == "describecluster":
             return captured(self.describecluster)
+        if verb in ("disablegossip", "drain"):
+            return ""  # both print nothing
         raise AssertionError(f"unexpected nodetool {args}")
 
 
@@ -253,6 +260,46 @@ def test_node_gate_names_every_unmet_condition(tmp_path: Path) -> None:
     assert "up_normal: DN" in str(failed.value) and "1 hint file(s)" in str(failed.value)
 
 
+@pytest.fixture
+def jmx_port() -> Any:
+    """A port that accepts connections, as a running node's JMX port does."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+def test_node_gate_up_normal_alone_runs_one_nodetool_call(nodetool: Any) -> None:
+    result = run_module("cassandra_node_gate", {
+        "nodetool": NODETOOL, "node": "127.0.0.2", "checks": ["up_normal"], "timeout": 1,
+    })
+    assert result["conditions"] == {"up_normal": True}
+    assert nodetool.commands == [["status"]]
+
+
+def test_drain_leaves_gossip_pauses_then_drains(nodetool: Any, jmx_port: int) -> None:
+    result = run_module("cassandra_drain", {"nodetool": NODETOOL, "jmx_port": jmx_port,
+                                            "quiesce_seconds": 0.05})
+    assert nodetool.commands == [["disablegossip"], ["drain"]]
+    assert result["changed"] is True and result["drained"] is True
+    assert len(result["phases"]) == 3 and result["phases"][1] == 0.05
+
+
+def test_drain_of_a_stopped_node_runs_nothing(nodetool: Any) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: refused
+        result = run_module("cassandra_drain", {"nodetool": NODETOOL, "jmx_port": port})
+    assert result["changed"] is False and result["drained"] is False
+    assert nodetool.commands == [] and "not running" in result["msg"]
+
+
+def test_drain_in_check_mode_runs_nothing(nodetool: Any, jmx_port: int) -> None:
+    result = run_module("cassandra_drain", {"nodetool": NODETOOL, "jmx_port": jmx_port},
+                        check_mode=True)
+    assert result["changed"] is True and nodetool.commands == []
+
+
 # ----------------------------------------------------------------------- CQL
 @functools.cache
 def _row_type(columns: tuple[str, ...]) -> Any:
@@ -370,6 +417,9 @@ class FakeDatabase:
         if query == "SELECT peer, schema_version FROM system.peers_v2":
             return [row(peer=a, schema_version=uuid.UUID(self.SCHEMA))
                     for a in ADDRESSES if a != self.local["broadcast_address"]]
+        if query == "SELECT address, generation FROM system_views.gossip_info":
+            return [row(address=r["address"], generation=r["generation"])
+                    for r in GOSSIP["system_views.gossip_info"]]
         if query.startswith("SELECT role FROM system_auth.roles"):
             return [row(role=params[0])] if params[0] in self.roles else []
         if query.startswith("SELECT can_login, is_superuser FROM system_auth.roles"):
@@ -527,6 +577,8 @@ def test_cluster_facts_read_the_ring_and_write_nothing_in_check_mode(
     assert all(sorted(r["replicas"]["kairos_app"]) == ["cass1", "cass2", "cass3"]
                for r in ring["token_ranges"])
     assert result["schema_agreement"] is True and result["down"] == []
+    assert result["generations"] == {
+        r["address"]: r["generation"] for r in GOSSIP["system_views.gossip_info"]}
     assert_no_secret(result)
 
 

@@ -1,0 +1,302 @@
+#!/usr/bin/python
+"""The sync gate between batches over CQL: is every restarted node back and caught up?"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_sync_gate
+short_description: Wait over CQL until every peer sees a batch back and caught up
+description:
+  - Runs once per batch on the control host. Holds one CQL session per peer (every node
+    outside the batch) and polls each peer's own view in its virtual tables, every
+    I(interval) seconds, until all of these hold, or fails when I(timeout) passes naming
+    every unmet condition per peer.
+  - C(up_normal) every peer's C(system_views.gossip_info) shows each batch node with a
+    generation newer than I(generations) (the restart reached the peer), status NORMAL and
+    its native transport ready; a peer holding hints for it does not see it DOWN
+    (C(system_views.pending_hints)).
+  - C(schema) every peer's C(system.local) schema version is the same and every peer's
+    gossip shows it for each batch node.
+  - C(hints) no peer holds more than I(max_hint_files) hint files for any node outside
+    I(expected_down) (C(system_views.pending_hints)) - the batch's nodes have caught up, and
+    no peer - the next batch among them - is still replaying hints to another node. With
+    no I(nodes) the gate checks only this and the schemas (before the first batch).
+  - The failure detector's own verdict is in no virtual table of Cassandra 5.0, so
+    confirm it afterwards with one C(nodetool status) per peer (M(cassandra_node_gate)
+    with I(checks=[up_normal])); by then it almost always holds, so that costs one call.
+  - Fails fast, without waiting for I(timeout), when a node outside the batch and outside
+    I(expected_down) is down for I(down_grace) seconds in a row (a peer that does not answer
+    CQL, or a node a peer holding hints for it sees DOWN) - once every live peer sees the
+    batch back (so a rescue finds it serving), or at once when no peer answers.
+  - Read-only, never reports changed.
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
+options:
+  host:
+    description: CQL addresses of the peers (every node outside the batch), one session each.
+    type: list
+    elements: str
+  peer_addresses:
+    description: Listen addresses of the peers, in the order of I(host); default I(host).
+    type: list
+    elements: str
+    default: []
+  nodes:
+    description: Listen addresses of the batch's restarted nodes; none before the first batch.
+    type: list
+    elements: str
+    default: []
+  generations:
+    description:
+      - Listen address -> gossip generation of each batch node before it went down
+        (C(generations) of M(cassandra_cluster_facts)). A node missing here only needs
+        status NORMAL and its native transport ready.
+    type: dict
+    default: {}
+  expected_down:
+    description: Listen addresses already counted as down by the batch's guard.
+    type: list
+    elements: str
+    default: []
+  max_hint_files:
+    description: Hint files for a batch node a peer may still hold.
+    type: int
+    default: 0
+  down_grace:
+    description: Seconds a node outside the batch may look down before the gate fails fast.
+    type: float
+    default: 5
+  timeout:
+    description: Seconds before failing; each CQL request waits at most 5 s of it.
+    type: float
+    default: 180
+  interval:
+    description: Seconds between polls.
+    type: float
+    default: 0.5
+"""
+
+EXAMPLES = r"""
+- name: Every peer sees cass2 back, schemas agree, hints delivered
+  cassandra_sync_gate:
+    host: [127.0.0.1, 127.0.0.3]
+    nodes: [127.0.0.2]
+    generations: {127.0.0.2: 1795450588}
+    username: kairos
+    password: "{{ kairos_cql_password }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+waited_seconds:
+  description: Seconds until every condition held (or until the gate failed).
+  returned: always
+  type: float
+conditions:
+  description: The last state of each condition (true when met on every peer).
+  returned: always
+  type: dict
+unmet:
+  description: Peer -> what that peer's view still lacks (empty when the gate passed).
+  returned: always
+  type: dict
+down:
+  description: Addresses of nodes outside the batch seen down (set when the gate failed fast).
+  returned: failure
+  type: list
+  elements: str
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
+
+GOSSIP = (
+    "SELECT address, generation, status_with_port, status, rpc_ready, \"schema\" "
+    "FROM system_views.gossip_info"
+)
+HINTS = "SELECT address, files, status FROM system_views.pending_hints"
+LOCAL_SCHEMA = "SELECT schema_version FROM system.local"
+#: Seconds a single CQL request or connection attempt may take within the gate.
+REQUEST_SECONDS = 5.0
+
+
+def node_state(row, before):
+    """'' when a peer's gossip row shows the node back, else what it shows instead."""
+    if row is None:
+        return "absent from gossip"
+    status = (row.get("status_with_port") or row.get("status") or "?").split(",")[0]
+    if before is not None and int(row.get("generation") or 0) <= int(before):
+        return f"generation {row.get('generation')} not newer than {before} (not restarted yet)"
+    if status != "NORMAL":
+        return f"status {status}"
+    if str(row.get("rpc_ready")).lower() != "true":
+        return "native transport not ready"
+    return ""
+
+
+def judge_peer(view, nodes, generations, max_hint_files, expected=()):
+    """One peer's answer -> (unmet conditions: name -> reasons, nodes it sees DOWN).
+
+    ``view``: {"gossip": rows, "hints": rows, "schema": its schema version}, rows as dicts.
+    Hints for a node in ``expected`` (known down) cannot be delivered and are not counted.
+    """
+    gossip = {str(r["address"]): r for r in view["gossip"]}
+    hints = {str(r["address"]): r for r in view["hints"]}
+    unmet = {}
+    for node in nodes:
+        state = node_state(gossip.get(node), generations.get(node))
+        held = hints.get(node)
+        if not state and held is not None and held.get("status") == "DOWN":
+            state = "DOWN in its failure detector (pending hints)"
+        if state:
+            unmet.setdefault("up_normal", []).append(f"{node}: {state}")
+        node_schema = (gossip.get(node) or {}).get("schema")
+        if not state and str(node_schema) != str(view["schema"]):
+            unmet.setdefault("schema", []).append(
+                f"{node} has schema {node_schema}, this peer {view['schema']}"
+            )
+    for target, held in sorted(hints.items()):
+        files = int(held.get("files") or 0)
+        if target not in expected and files > max_hint_files:
+            unmet.setdefault("hints", []).append(f"{files} hint file(s) for {target}")
+    seen_down = sorted(a for a, r in hints.items() if r.get("status") == "DOWN" and a not in nodes)
+    return unmet, seen_down
+
+
+def judge(views, nodes, generations, max_hint_files, expected=()):
+    """Every peer's answer -> (conditions, unmet per peer, nodes down outside the batch).
+
+    ``views``: peer -> its view, or None when it did not answer.
+    """
+    unmet, down = {}, set()
+    answered = {p: v for p, v in views.items() if v is not None}
+    for peer, view in answered.items():
+        peer_unmet, seen_down = judge_peer(view, nodes, generations, max_hint_files, expected)
+        down.update(seen_down)
+        if peer_unmet:
+            unmet[peer] = {k: "; ".join(v) for k, v in peer_unmet.items()}
+    schemas = {str(v["schema"]) for v in answered.values()}
+    if len(schemas) > 1:
+        for peer in answered:
+            unmet.setdefault(peer, {}).setdefault("schema", f"peers disagree: {sorted(schemas)}")
+    for peer in views:
+        if peer not in answered:
+            unmet[peer] = {"up_normal": "does not answer CQL"}
+            down.add(peer)
+    conditions = {
+        name: bool(answered) and not any(name in u for u in unmet.values())
+        for name in ("up_normal", "schema", "hints")
+    }
+    return conditions, unmet, sorted(down)
+
+
+class Peer:
+    """One CQL session to one peer, reconnected when it drops."""
+
+    def __init__(self, address, params):
+        self.address = address
+        self.params = params
+        self.cluster = self.session = None
+
+    def view(self):
+        """The peer's gossip, pending hints and schema version; None when it does not answer."""
+        try:
+            if self.session is None:
+                self.cluster = build_cluster(
+                    [self.address],
+                    port=self.params["port"],
+                    timeout=REQUEST_SECONDS,
+                    username=self.params["username"],
+                    password=self.params["password"],
+                    metadata=False,
+                )
+                self.session = self.cluster.connect()
+            return {
+                "gossip": [r._asdict() for r in self.session.execute(GOSSIP)],
+                "hints": [r._asdict() for r in self.session.execute(HINTS)],
+                "schema": self.session.execute(LOCAL_SCHEMA).one().schema_version,
+            }
+        except Exception:  # any failure to answer is the same fact: no answer now
+            self.close()
+            return None
+
+    def close(self):
+        if self.cluster is not None:
+            self.cluster.shutdown()
+        self.cluster = self.session = None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=cql_argument_spec(
+            host=dict(type="list", elements="str"),
+            peer_addresses=dict(type="list", elements="str", default=[]),
+            nodes=dict(type="list", elements="str", default=[]),
+            generations=dict(type="dict", default={}),
+            expected_down=dict(type="list", elements="str", default=[]),
+            max_hint_files=dict(type="int", default=0),
+            down_grace=dict(type="float", default=5),
+            timeout=dict(type="float", default=180),
+            interval=dict(type="float", default=0.5),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not HAS_DRIVER:
+        module.fail_json(msg="cassandra-driver is required on the host running this module")
+    listen = params["peer_addresses"] or params["host"]
+    if len(listen) != len(params["host"]):
+        module.fail_json(msg="peer_addresses must name one listen address per host, in order")
+    expected = set(params["expected_down"]) | set(params["nodes"])
+    pairs = zip(listen, params["host"], strict=True)
+    peers = {a: Peer(h, params) for a, h in pairs if a not in expected}
+    generations = {str(k): v for k, v in params["generations"].items()}
+    began = time.monotonic()
+    down_since = {}  # node -> when it was first seen down in this run of polls
+    try:
+        while True:
+            views = {a: p.view() for a, p in peers.items()}
+            conditions, unmet, down = judge(
+                views, params["nodes"], generations, params["max_hint_files"],
+                set(params["expected_down"]),
+            )
+            now = time.monotonic()
+            elapsed = round(now - began, 1)
+            down = [a for a in down if a not in expected]
+            down_since = {a: down_since.get(a, now) for a in down}
+            dead = sorted(a for a, t in down_since.items() if now - t >= params["down_grace"])
+            live_back = all(
+                "up_normal" not in unmet.get(a, {}) for a in peers if views[a] is not None
+            )
+            if dead and (live_back or all(v is None for v in views.values())):
+                module.fail_json(
+                    msg=f"{', '.join(dead)} down outside the batch (for "
+                    f"{params['down_grace']:g}s or more) while waiting for "
+                    f"{', '.join(params['nodes']) or 'the hints to be delivered'}",
+                    waited_seconds=elapsed, conditions=conditions, unmet=unmet, down=dead,
+                )
+            if all(conditions.values()):
+                module.exit_json(
+                    changed=False, waited_seconds=elapsed, conditions=conditions, unmet={}
+                )
+            if elapsed >= params["timeout"]:
+                said = "; ".join(
+                    f"{peer} sees {', '.join(f'{k}: {v}' for k, v in u.items())}"
+                    for peer, u in sorted(unmet.items())
+                )
+                module.fail_json(
+                    msg=f"{', '.join(params['nodes']) or 'the cluster'} not caught up after "
+                    f"{elapsed}s: {said}",
+                    waited_seconds=elapsed, conditions=conditions, unmet=unmet,
+                )
+            time.sleep(params["interval"])
+    finally:
+        for peer in peers.values():
+            peer.close()
+
+
+if __name__ == "__main__":
+    main()

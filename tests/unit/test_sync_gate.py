@@ -1,0 +1,222 @@
+"""cassandra_sync_gate on the gossip rows captured from the lab (fixtures/cassandra_views).
+
+Each fake peer answers the gate's three statements from a copy of cass2's captured rows,
+changed poll by poll the way a restart shows in a peer's gossip: the old generation marked
+shutdown, then the new generation NORMAL before its native transport is ready, then ready.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import namedtuple
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import cassandra_sync_gate
+import pytest
+
+from tests.unit.test_modules_cassandra import GOSSIP
+from tests.unit.test_modules_harness import SECRET, ModuleFailed, assert_no_secret, run_module
+
+CASS1, CASS2, CASS3 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+BEFORE = {r["address"]: r["generation"] for r in GOSSIP["system_views.gossip_info"]}
+SCHEMA = GOSSIP["system.local.schema_version"]
+
+View = dict[str, Any]
+
+
+def view(**nodes: dict[str, Any]) -> View:
+    """cass2's captured view, with the rows of the nodes named (cass1=...) changed."""
+    rows = copy.deepcopy(GOSSIP["system_views.gossip_info"])
+    names = {"cass1": CASS1, "cass2": CASS2, "cass3": CASS3}
+    for name, change in nodes.items():
+        next(r for r in rows if r["address"] == names[name]).update(change)
+    return {"gossip": rows, "hints": [], "schema": SCHEMA}
+
+
+SHUTDOWN = {"status_with_port": "shutdown,true", "rpc_ready": "false"}
+RESTARTED = {"generation": BEFORE[CASS1] + 60}
+BOOTING = {**RESTARTED, "rpc_ready": "false"}
+
+
+def _rows(rows: list[dict[str, Any]]) -> list[Any]:
+    if not rows:
+        return []
+    shape = namedtuple("Row", rows[0])  # type: ignore[misc]
+    return [shape(**r) for r in rows]
+
+
+class Result(list[Any]):
+    def one(self) -> Any:
+        return self[0]
+
+
+class FakePeers:
+    """What build_cluster returns for each peer: its views, one per poll (the last repeats).
+
+    A view of None is a peer that does not answer (its connect or query fails).
+    """
+
+    def __init__(self, views: dict[str, list[View | None]]) -> None:
+        self.views = views
+        self.polls = dict.fromkeys(views, 0)
+        self.logins: list[dict[str, Any]] = []
+
+    def build_cluster(self, hosts: list[str], **login: Any) -> Any:
+        self.logins.append(login)
+        (address,) = hosts
+        fake = self
+
+        class Session:
+            def execute(self, query: str) -> Result:
+                seen = fake.views[address][min(fake.polls[address], len(fake.views[address]) - 1)]
+                if seen is None:
+                    raise OSError("connection refused")
+                if "gossip_info" in query:
+                    return Result(_rows(seen["gossip"]))
+                if "pending_hints" in query:
+                    return Result(_rows(seen["hints"]))
+                fake.polls[address] += 1  # the last statement of a poll
+                return Result([namedtuple("Row", "schema_version")(seen["schema"])])
+
+        class Cluster:
+            def connect(self) -> Session:
+                return Session()
+
+            def shutdown(self) -> None:
+                pass
+
+        return Cluster()
+
+
+def gate(peers: FakePeers, **args: Any) -> dict[str, Any]:
+    params = {"host": list(peers.views), "nodes": [CASS1], "generations": {CASS1: BEFORE[CASS1]},
+              "username": "kairos", "password": SECRET, "interval": 0, "down_grace": 0,
+              "timeout": 5, **args}
+    with mock.patch.object(cassandra_sync_gate, "build_cluster", peers.build_cluster):
+        return run_module("cassandra_sync_gate", params)
+
+
+@pytest.fixture
+def no_sleep() -> Iterator[None]:
+    with mock.patch.object(cassandra_sync_gate.time, "sleep", lambda _s: None):
+        yield
+
+
+def test_passes_once_every_peer_sees_the_new_generation_ready(no_sleep: None) -> None:
+    peers = FakePeers({
+        CASS2: [view(cass1=SHUTDOWN), view(cass1=BOOTING), view(cass1=RESTARTED)],
+        CASS3: [view(cass1=SHUTDOWN), view(cass1=RESTARTED)],
+    })
+    result = gate(peers)
+    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+    assert result["changed"] is False and result["unmet"] == {}
+    assert peers.polls == {CASS2: 3, CASS3: 3}  # it waited for the slower peer
+    assert all(login["password"] == SECRET for login in peers.logins)
+    assert_no_secret(result)
+
+
+def test_an_old_generation_still_normal_is_not_back(no_sleep: None) -> None:
+    # A node killed without a word stays NORMAL in its peers' gossip: only a newer generation
+    # proves the restart reached the peer.
+    with pytest.raises(ModuleFailed, match=r"127\.0\.0\.1 not caught up") as failed:
+        gate(FakePeers({CASS2: [view()], CASS3: [view()]}), timeout=0)
+    unmet = failed.value.result["unmet"]
+    assert "not newer than" in unmet[CASS2]["up_normal"]
+    assert failed.value.result["conditions"]["up_normal"] is False
+
+
+def test_names_every_unmet_condition_per_peer(no_sleep: None) -> None:
+    held = view(cass1=RESTARTED)
+    held["hints"] = [{"address": CASS1, "files": 2, "status": "UP"}]
+    other = view(cass1={**RESTARTED, "schema": "0f0f0f0f-0000-0000-0000-000000000000"})
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [held], CASS3: [other]}), timeout=0)
+    unmet = failed.value.result["unmet"]
+    assert unmet[CASS2] == {"hints": "2 hint file(s) for 127.0.0.1"}
+    assert "127.0.0.1 has schema 0f0f0f0f" in unmet[CASS3]["schema"]
+    assert failed.value.result["conditions"] == {
+        "up_normal": True, "schema": False, "hints": False}
+    assert "2 hint file(s) for 127.0.0.1" in str(failed.value)
+
+
+def test_a_peer_holding_hints_that_sees_the_node_down_is_not_done(no_sleep: None) -> None:
+    held = view(cass1=RESTARTED)
+    held["hints"] = [{"address": CASS1, "files": 0, "status": "DOWN"}]
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [held], CASS3: [view(cass1=RESTARTED)]}), timeout=0)
+    assert "DOWN in its failure detector" in failed.value.result["unmet"][CASS2]["up_normal"]
+
+
+def test_a_dead_peer_fails_fast_once_the_live_peers_see_the_node_back(no_sleep: None) -> None:
+    peers = FakePeers({
+        CASS2: [view(cass1=SHUTDOWN), view(cass1=BOOTING), view(cass1=RESTARTED)],
+        CASS3: [None],
+    })
+    with pytest.raises(ModuleFailed, match=r"127\.0\.0\.3 down outside the batch") as failed:
+        gate(peers, timeout=60)
+    assert failed.value.result["down"] == [CASS3]
+    assert peers.polls[CASS2] == 3  # not before cass2 saw cass1 serving again
+    assert_no_secret(failed.value.result)
+
+
+def test_a_node_down_that_the_guard_counted_is_not_a_failure(no_sleep: None) -> None:
+    peers = FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [None]})
+    result = gate(peers, expected_down=[CASS3])
+    assert result["conditions"]["up_normal"] is True
+
+
+def test_check_mode_waits_for_nothing_more_than_a_normal_run(no_sleep: None) -> None:
+    # The rollout passes no generations in check mode (nothing restarted).
+    result = gate(FakePeers({CASS2: [view()], CASS3: [view()]}), generations={})
+    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"status_with_port": "shutdown,true"}, "status shutdown"),
+    ({"rpc_ready": "false"}, "native transport not ready"),
+    ({"status_with_port": "LEAVING,1"}, "status LEAVING"),
+])
+def test_node_state_names_what_the_peer_sees(change: dict[str, Any], reason: str) -> None:
+    row = {**GOSSIP["system_views.gossip_info"][0], **change}
+    assert cassandra_sync_gate.node_state(row, None) == reason
+
+
+def test_node_state_reads_status_when_status_with_port_is_absent() -> None:
+    row = {**GOSSIP["system_views.gossip_info"][0], "status_with_port": None,
+           "status": "NORMAL,1"}
+    assert cassandra_sync_gate.node_state(row, None) == ""
+    assert cassandra_sync_gate.node_state(None, None) == "absent from gossip"
+
+
+def test_peer_addresses_must_pair_with_hosts() -> None:
+    with pytest.raises(ModuleFailed, match="one listen address per host"):
+        gate(FakePeers({CASS2: [view()], CASS3: [view()]}), peer_addresses=[CASS2])
+
+
+
+
+def test_hints_a_peer_holds_for_any_live_node_hold_the_gate(no_sleep: None) -> None:
+    # cass3 still replays to cass2: the next batch (cass3) must not go down yet.
+    replaying = view(cass1=RESTARTED)
+    replaying["hints"] = [{"address": CASS2, "files": 1, "status": "UP"}]
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [replaying]}), timeout=0)
+    assert failed.value.result["unmet"] == {CASS3: {"hints": "1 hint file(s) for 127.0.0.2"}}
+
+
+def test_hints_for_a_node_known_down_are_not_waited_for(no_sleep: None) -> None:
+    held = view()
+    held["hints"] = [{"address": CASS3, "files": 4, "status": "DOWN"}]
+    result = gate(FakePeers({CASS1: [held], CASS2: [held], CASS3: [None]}), nodes=[],
+                  generations={}, expected_down=[CASS3])
+    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+
+
+def test_before_the_first_batch_it_waits_for_hints_only(no_sleep: None) -> None:
+    held = view()
+    held["hints"] = [{"address": CASS1, "files": 2, "status": "UP"}]
+    peers = FakePeers({CASS1: [view()], CASS2: [held, view()], CASS3: [view()]})
+    result = gate(peers, nodes=[], generations={})
+    assert result["conditions"]["hints"] is True and peers.polls[CASS2] == 2
