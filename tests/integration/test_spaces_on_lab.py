@@ -2,14 +2,17 @@
 
 Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through the role's
 templates) with every cassandra.yaml parameter at a non-default value, then each node's
-system_views.settings must report them. The heap (JVM option) is exercised by the
-rollback test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a real
-node with the value the templates would write, then the node's own value is restored.
+system_views.settings must report them. It runs under load at ONE: two of the three nodes
+go down at once, and the client must see no failure and lose no acknowledged write. The
+heap (JVM option) is exercised by the rollback test of test_apply_plan.py. Redis: CONFIG
+SET of every live parameter on a real node with the value the templates would write, then
+the node's own value is restored.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ import redis
 from planner.spaces import get_space, render_settings
 
 from .conftest import PlaybookRun, cql_node_cluster, run_playbook
+from .test_apply_plan import Timeline, load, report
 
 pytestmark = pytest.mark.lab
 
@@ -48,14 +52,23 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     assert in_yaml == set(CASSANDRA_VALUES), "a new cassandra.yaml parameter needs a value here"
     assert all(CASSANDRA_VALUES[k] != space.defaults()[k] for k in in_yaml)
     space.validate(CASSANDRA_VALUES)
-    run = run_playbook(
-        "playbooks/change_settings.yml",
-        "-e",
-        json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
-        timeout=900,
-    )
-    print(f"\nchange_settings.yml (every parameter) rc={run.rc} in {run.seconds:.1f} s")
+    timeline = Timeline()
+    with load("ONE", timeline) as background:
+        time.sleep(3)
+        began = time.monotonic()
+        run = run_playbook(
+            "playbooks/change_settings.yml",
+            "-e",
+            json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
+            timeout=900,
+        )
+    result = background.result()
+    report("change_settings.yml (every parameter) at ONE", result, run, timeline, began)
     assert run.rc == 0, run.output[-4000:]
+    assert "in 2 batch(es) at ONE" in run.output
+    assert result.ops > 0 and dict(result.failures) == {}
+    assert result.acknowledged_writes > 0
+    assert result.lost_acknowledged_writes == 0 and result.verified
     for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
         cluster = cql_node_cluster(address)
         try:
