@@ -30,7 +30,7 @@ stage "lint: ansible-lint (production profile)" ansible-lint
 stage "unit tests" pytest tests/unit -q
 stage "molecule: redis" molecule test -s redis
 stage "molecule: cassandra" molecule test -s cassandra
-stage "integration tests (lab)" pytest tests/integration -q --durations=12
+stage "integration tests (lab)" pytest tests/integration -q --durations=25
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "make test: FAILED stages: ${failed[*]}"
