@@ -29,6 +29,7 @@ __all__ = [
     "OPS_PROFILES",
     "bus_tracking_like",
     "hpc_queue_like",
+    "mgrast_draws",
     "mgrast_like",
     "ops_like",
     "synthetic_capacity",
@@ -77,9 +78,19 @@ def mgrast_like(
     is lognormal around ``base_load``.
     """
     _check(steps, step_seconds)
+    load, mix, _, _ = mgrast_draws(steps, seed, mean_regime_steps, base_load)
+    return _series(load, mix, step_seconds=step_seconds, start=start, scope="cluster:mgrast-like")
+
+
+def mgrast_draws(
+    steps: int, seed: int, mean_regime_steps: float = 12.0, base_load: float = 40_000.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`mgrast_like`'s load and mix, with what generated them: each step's noise-free
+    level and the step its regime ends (bench/forecast_oracle.py forecasts with these)."""
     rng = np.random.default_rng(seed)
     mix = np.empty((steps, 4))
-    load = np.empty(steps)
+    level = np.empty(steps)
+    regime_end = np.empty(steps, dtype=int)
     t = 0
     read_heavy = bool(rng.integers(2))
     while t < steps:
@@ -93,12 +104,13 @@ def mgrast_like(
             w = rng.uniform(0.8, 0.95)
             row = [1 - w, w * 0.25, w * 0.75, 0.0]
         mix[t:end] = row
-        load[t:end] = base_load * rng.lognormal(0.0, 0.25)
+        level[t:end] = base_load * rng.lognormal(0.0, 0.25)
+        regime_end[t:end] = end
         t = end
         read_heavy = not read_heavy
     mix += rng.normal(0.0, 0.01, mix.shape)
-    load *= 1.0 + rng.normal(0.0, 0.03, steps)
-    return _series(load, mix, step_seconds=step_seconds, start=start, scope="cluster:mgrast-like")
+    load = level * (1.0 + rng.normal(0.0, 0.03, steps))
+    return load, mix, level, regime_end
 
 
 def bus_tracking_like(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.traces import OPS_PROFILES, ops_like
+from planner.traces import OPS_PROFILES, mgrast_draws, mgrast_like, ops_like
 
 
 def _acf(x: np.ndarray, lag: int) -> float:
@@ -47,3 +47,17 @@ def test_weekends_are_quieter_for_the_saas_profile() -> None:
 def test_unknown_profile_names_the_field() -> None:
     with pytest.raises(ValidationError, match="profile: unknown 'mobile'"):
         ops_like(profile="mobile")
+
+
+def test_mgrast_draws_are_the_trace_with_what_generated_it() -> None:
+    # bench/forecast_oracle.py forecasts bench/forecast.py's mgrast trace from these.
+    series = mgrast_like(steps=3000, step_seconds=300.0, seed=15)
+    load, mix, level, regime_end = mgrast_draws(3000, 15)
+    np.testing.assert_array_equal(series.load, load)
+    np.testing.assert_allclose(series.mix_matrix().sum(axis=1), 1.0)
+    steps = np.arange(3000)
+    assert np.all(regime_end > steps) and np.all(regime_end <= 3000)
+    # one level per regime: it changes exactly where a regime ends
+    changes = np.flatnonzero(np.diff(level) != 0) + 1
+    assert set(changes.tolist()) <= set(regime_end.tolist())
+    assert np.all(np.abs(load / level - 1) < 0.2)  # 3 % noise around the level
