@@ -83,10 +83,11 @@ def main():
     if module.check_mode:
         module.exit_json(changed=True, drained=False, phases=[0.0, 0.0, 0.0])
     _, _, _, leave = run_nodetool(module, params["nodetool"], ["disablegossip"])
+    paused = time.monotonic()
     time.sleep(params["quiesce_seconds"])
+    pause = round(time.monotonic() - paused, 2)  # the pause as it happened, not as asked
     _, _, _, drain = run_nodetool(module, params["nodetool"], ["drain"])
-    module.exit_json(changed=True, drained=True,
-                     phases=[leave, params["quiesce_seconds"], drain])
+    module.exit_json(changed=True, drained=True, phases=[leave, pause, drain])
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ options:
     elements: str
     default: []
   max_hint_files:
-    description: Hint files for a batch node a peer may still hold.
+    description: Hint files a peer may still hold for any one node outside I(expected_down).
     type: int
     default: 0
   down_grace:
@@ -250,7 +250,8 @@ def main():
     listen = params["peer_addresses"] or params["host"]
     if len(listen) != len(params["host"]):
         module.fail_json(msg="peer_addresses must name one listen address per host, in order")
-    expected = set(params["expected_down"]) | set(params["nodes"])
+    known_down = set(params["expected_down"])
+    expected = known_down | set(params["nodes"])
     pairs = zip(listen, params["host"], strict=True)
     peers = {a: Peer(h, params) for a, h in pairs if a not in expected}
     generations = {str(k): v for k, v in params["generations"].items()}
@@ -260,8 +261,7 @@ def main():
         while True:
             views = {a: p.view() for a, p in peers.items()}
             conditions, unmet, down = judge(
-                views, params["nodes"], generations, params["max_hint_files"],
-                set(params["expected_down"]),
+                views, params["nodes"], generations, params["max_hint_files"], known_down
             )
             now = time.monotonic()
             elapsed = round(now - began, 1)

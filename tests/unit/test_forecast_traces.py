@@ -52,7 +52,7 @@ def test_unknown_profile_names_the_field() -> None:
 def test_mgrast_draws_are_the_trace_with_what_generated_it() -> None:
     # bench/forecast_oracle.py forecasts bench/forecast.py's mgrast trace from these.
     series = mgrast_like(steps=3000, step_seconds=300.0, seed=15)
-    load, mix, level, regime_end = mgrast_draws(3000, 15)
+    load, _, level, regime_end = mgrast_draws(3000, 15)
     np.testing.assert_array_equal(series.load, load)
     np.testing.assert_allclose(series.mix_matrix().sum(axis=1), 1.0)
     steps = np.arange(3000)

@@ -282,7 +282,7 @@ def test_drain_leaves_gossip_pauses_then_drains(nodetool: Any, jmx_port: int) ->
                                             "quiesce_seconds": 0.05})
     assert nodetool.commands == [["disablegossip"], ["drain"]]
     assert result["changed"] is True and result["drained"] is True
-    assert len(result["phases"]) == 3 and result["phases"][1] == 0.05
+    assert len(result["phases"]) == 3 and 0.05 <= result["phases"][1] < 1
 
 
 def test_drain_of_a_stopped_node_runs_nothing(nodetool: Any) -> None:
