@@ -22,9 +22,14 @@ description:
     I(expected_down) (C(system_views.pending_hints)) - the batch's nodes have caught up, and
     no peer - the next batch among them - is still replaying hints to another node. With
     no I(nodes) the gate checks only this and the schemas (before the first batch).
-  - The failure detector's own verdict is in no virtual table of Cassandra 5.0, so
-    confirm it afterwards with one C(nodetool status) per peer (M(cassandra_node_gate)
-    with I(checks=[up_normal])); by then it almost always holds, so that costs one call.
+  - C(failure_detector) with I(failure_detector), every peer's failure detector counts each
+    batch node alive - the U of the peer's C(nodetool status), which no virtual table
+    shows. Asked over CQL: a read at consistency ALL, sent to the peer, of a one-token range
+    the node replicates first (C(system_distributed)) is refused with Unavailable while the
+    peer counts the node down. Not asked when I(expected_down) is not empty (a read at ALL
+    needs every replica) or when the login may not read C(system_distributed); then
+    C(failure_detector_confirmed) is false and the caller confirms with one
+    C(nodetool status) per peer (M(cassandra_node_gate) with I(checks=[up_normal])).
   - Fails fast, without waiting for I(timeout), when a node outside the batch and outside
     I(expected_down) is down for I(down_grace) seconds in a row (a peer that does not answer
     CQL, or a node a peer holding hints for it sees DOWN) - once every live peer sees the
@@ -53,6 +58,10 @@ options:
         status NORMAL and its native transport ready.
     type: dict
     default: {}
+  failure_detector:
+    description: Ask each peer's failure detector about each batch node over CQL.
+    type: bool
+    default: true
   expected_down:
     description: Listen addresses already counted as down by the batch's guard.
     type: list
@@ -101,6 +110,14 @@ unmet:
   description: Peer -> what that peer's view still lacks (empty when the gate passed).
   returned: always
   type: dict
+failure_detector_confirmed:
+  description: Whether every peer's failure detector was asked over CQL and counts the batch alive.
+  returned: success
+  type: bool
+failure_detector:
+  description: How the failure detector was judged, or why it was not asked.
+  returned: always
+  type: str
 down:
   description: Addresses of nodes outside the batch seen down (set when the gate failed fast).
   returned: failure
@@ -112,6 +129,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
+from ansible.module_utils.kairos_fd_probe import PEER_TOKENS, probe_alive, tokens_by_node
 
 GOSSIP = (
     "SELECT address, generation, status_with_port, status, rpc_ready, \"schema\" "
@@ -153,6 +171,10 @@ def judge_peer(view, nodes, generations, max_hint_files, expected=()):
             state = "DOWN in its failure detector (pending hints)"
         if state:
             unmet.setdefault("up_normal", []).append(f"{node}: {state}")
+        elif "fd" in view and view["fd"].get(node, "token unknown to this peer"):
+            unmet.setdefault("failure_detector", []).append(
+                f"{node}: {view['fd'].get(node) or 'token unknown to this peer'}"
+            )
         node_schema = (gossip.get(node) or {}).get("schema")
         if not state and str(node_schema) != str(view["schema"]):
             unmet.setdefault("schema", []).append(
@@ -189,6 +211,7 @@ def judge(views, nodes, generations, max_hint_files, expected=()):
     conditions = {
         name: bool(answered) and not any(name in u for u in unmet.values())
         for name in ("up_normal", "schema", "hints")
+        + (("failure_detector",) if any("fd" in v for v in answered.values()) else ())
     }
     return conditions, unmet, sorted(down)
 
@@ -196,9 +219,12 @@ def judge(views, nodes, generations, max_hint_files, expected=()):
 class Peer:
     """One CQL session to one peer, reconnected when it drops."""
 
-    def __init__(self, address, params):
+    def __init__(self, address, params, probe_nodes=()):
         self.address = address
         self.params = params
+        self.probe_nodes = probe_nodes
+        self.probe_error = None  # why this peer cannot be asked about its failure detector
+        self.tokens = None
         self.cluster = self.session = None
 
     def view(self):
@@ -214,19 +240,58 @@ class Peer:
                     metadata=False,
                 )
                 self.session = self.cluster.connect()
-            return {
+            view = {
                 "gossip": [r._asdict() for r in self.session.execute(GOSSIP)],
                 "hints": [r._asdict() for r in self.session.execute(HINTS)],
                 "schema": self.session.execute(LOCAL_SCHEMA).one().schema_version,
             }
+            if self.probe_nodes and self.probe_error is None:
+                if self.tokens is None:
+                    rows = self.session.execute(PEER_TOKENS)
+                    self.tokens = tokens_by_node(r._asdict() for r in rows)
+                verdicts = self.ask_failure_detector()
+                if verdicts is not None:
+                    view["fd"] = verdicts
+            return view
         except Exception:  # any failure to answer is the same fact: no answer now
             self.close()
             return None
+
+    def ask_failure_detector(self):
+        """Batch node -> '' when this peer's failure detector counts it alive, else why not;
+        None when the probe cannot run on this peer (the caller falls back to nodetool)."""
+        verdicts = {}
+        for node in self.probe_nodes:
+            if node not in self.tokens:
+                verdicts[node] = "token unknown to this peer"
+                continue
+            try:
+                verdicts[node] = probe_alive(self.session, self.tokens[node])
+            except Exception as exc:  # no permission or no such table: not a liveness fact
+                self.probe_error = f"{self.address}: {type(exc).__name__}: {exc}"
+                return None
+        return verdicts
 
     def close(self):
         if self.cluster is not None:
             self.cluster.shutdown()
         self.cluster = self.session = None
+
+
+def failure_detector_verdict(params, known_down, peers, conditions):
+    """(confirmed, how) for the gate's result: was every peer's failure detector asked?"""
+    if not params["nodes"]:
+        return False, "no batch nodes to ask about"
+    if not params["failure_detector"]:
+        return False, "not asked (failure_detector=false)"
+    if known_down:
+        return False, "not asked: nodes outside the batch are down (a read at ALL needs them)"
+    errors = sorted(p.probe_error for p in peers.values() if p.probe_error)
+    if errors:
+        return False, "not asked: " + "; ".join(errors)
+    if conditions.get("failure_detector"):
+        return True, "every peer counts the batch alive (a read at ALL, over CQL)"
+    return False, "not asked: no peer answered"
 
 
 def main():
@@ -236,6 +301,7 @@ def main():
             peer_addresses=dict(type="list", elements="str", default=[]),
             nodes=dict(type="list", elements="str", default=[]),
             generations=dict(type="dict", default={}),
+            failure_detector=dict(type="bool", default=True),
             expected_down=dict(type="list", elements="str", default=[]),
             max_hint_files=dict(type="int", default=0),
             down_grace=dict(type="float", default=5),
@@ -253,7 +319,9 @@ def main():
     known_down = set(params["expected_down"])
     expected = known_down | set(params["nodes"])
     pairs = zip(listen, params["host"], strict=True)
-    peers = {a: Peer(h, params) for a, h in pairs if a not in expected}
+    probing = params["failure_detector"] and bool(params["nodes"]) and not known_down
+    probe_nodes = params["nodes"] if probing else ()
+    peers = {a: Peer(h, params, probe_nodes) for a, h in pairs if a not in expected}
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
     down_since = {}  # node -> when it was first seen down in this run of polls
@@ -279,8 +347,10 @@ def main():
                     waited_seconds=elapsed, conditions=conditions, unmet=unmet, down=dead,
                 )
             if all(conditions.values()):
+                confirmed, how = failure_detector_verdict(params, known_down, peers, conditions)
                 module.exit_json(
-                    changed=False, waited_seconds=elapsed, conditions=conditions, unmet={}
+                    changed=False, waited_seconds=elapsed, conditions=conditions, unmet={},
+                    failure_detector_confirmed=confirmed, failure_detector=how,
                 )
             if elapsed >= params["timeout"]:
                 said = "; ".join(

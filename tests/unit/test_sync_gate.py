@@ -3,6 +3,8 @@
 Each fake peer answers the gate's three statements from a copy of cass2's captured rows,
 changed poll by poll the way a restart shows in a peer's gossip: the old generation marked
 shutdown, then the new generation NORMAL before its native transport is ready, then ready.
+It answers the failure-detector probe (a read at ALL of a one-token range) as a coordinator
+does: Unavailable while its view names the node in ``fd_down``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
+import cassandra
 import cassandra_sync_gate
 import pytest
+from ansible.module_utils.kairos_fd_probe import MAX_TOKEN, MIN_TOKEN, probe_range, tokens_by_node
 
 from tests.unit.test_modules_cassandra import GOSSIP
 from tests.unit.test_modules_harness import SECRET, ModuleFailed, assert_no_secret, run_module
@@ -22,6 +26,9 @@ from tests.unit.test_modules_harness import SECRET, ModuleFailed, assert_no_secr
 CASS1, CASS2, CASS3 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 BEFORE = {r["address"]: r["generation"] for r in GOSSIP["system_views.gossip_info"]}
 SCHEMA = GOSSIP["system.local.schema_version"]
+# The lab's tokens (system.peers_v2 of any peer lists the others'; the fake lists all three).
+TOKENS = {CASS1: MIN_TOKEN, CASS2: -3074457345618258603, CASS3: 3074457345618258602}
+PEERS_V2 = [{"peer": a, "tokens": [str(t)]} for a, t in TOKENS.items()]
 
 View = dict[str, Any]
 
@@ -69,15 +76,21 @@ class FakePeers:
         fake = self
 
         class Session:
-            def execute(self, query: str) -> Result:
-                seen = fake.views[address][min(fake.polls[address], len(fake.views[address]) - 1)]
+            def execute(self, query: Any, bounds: tuple[int, ...] = ()) -> Result:
+                if isinstance(query, str) and "gossip_info" in query:
+                    fake.polls[address] += 1  # the first statement of a poll
+                answers = fake.views[address]
+                seen = answers[min(fake.polls[address], len(answers)) - 1]
                 if seen is None:
                     raise OSError("connection refused")
+                if not isinstance(query, str):  # the failure-detector probe
+                    return fake.probe(seen, query.query_string, bounds)
+                if "peers_v2" in query:
+                    return Result(_rows(PEERS_V2))
                 if "gossip_info" in query:
                     return Result(_rows(seen["gossip"]))
                 if "pending_hints" in query:
                     return Result(_rows(seen["hints"]))
-                fake.polls[address] += 1  # the last statement of a poll
                 return Result([namedtuple("Row", "schema_version")(seen["schema"])])
 
         class Cluster:
@@ -88,6 +101,19 @@ class FakePeers:
                 pass
 
         return Cluster()
+
+    @staticmethod
+    def probe(seen: View, text: str, bounds: tuple[int, ...]) -> Result:
+        assert "system_distributed" in text and "LIMIT 1" in text
+        if seen.get("probe_error"):
+            raise cassandra.Unauthorized(seen["probe_error"])
+        token = MIN_TOKEN if bounds == (MAX_TOKEN - 1,) else bounds[1]
+        assert len(bounds) == 1 or bounds[0] == token - 1  # one token's range only
+        node = next(a for a, t in TOKENS.items() if t == token)
+        if node in seen.get("fd_down", ()):
+            raise cassandra.Unavailable("Cannot achieve consistency level ALL",
+                                        required_replicas=3, alive_replicas=2)
+        return Result([])
 
 
 def gate(peers: FakePeers, **args: Any) -> dict[str, Any]:
@@ -110,7 +136,9 @@ def test_passes_once_every_peer_sees_the_new_generation_ready(no_sleep: None) ->
         CASS3: [view(cass1=SHUTDOWN), view(cass1=RESTARTED)],
     })
     result = gate(peers)
-    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+    assert result["conditions"] == {
+        "up_normal": True, "schema": True, "hints": True, "failure_detector": True}
+    assert result["failure_detector_confirmed"] is True
     assert result["changed"] is False and result["unmet"] == {}
     assert peers.polls == {CASS2: 3, CASS3: 3}  # it waited for the slower peer
     assert all(login["password"] == SECRET for login in peers.logins)
@@ -137,7 +165,7 @@ def test_names_every_unmet_condition_per_peer(no_sleep: None) -> None:
     assert unmet[CASS2] == {"hints": "2 hint file(s) for 127.0.0.1"}
     assert "127.0.0.1 has schema 0f0f0f0f" in unmet[CASS3]["schema"]
     assert failed.value.result["conditions"] == {
-        "up_normal": True, "schema": False, "hints": False}
+        "up_normal": True, "schema": False, "hints": False, "failure_detector": True}
     assert "2 hint file(s) for 127.0.0.1" in str(failed.value)
 
 
@@ -170,7 +198,7 @@ def test_a_node_down_that_the_guard_counted_is_not_a_failure(no_sleep: None) -> 
 def test_check_mode_waits_for_nothing_more_than_a_normal_run(no_sleep: None) -> None:
     # The rollout passes no generations in check mode (nothing restarted).
     result = gate(FakePeers({CASS2: [view()], CASS3: [view()]}), generations={})
-    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True}
+    assert all(result["conditions"].values()) and result["failure_detector_confirmed"]
 
 
 @pytest.mark.parametrize(("change", "reason"), [
@@ -220,3 +248,46 @@ def test_before_the_first_batch_it_waits_for_hints_only(no_sleep: None) -> None:
     peers = FakePeers({CASS1: [view()], CASS2: [held, view()], CASS3: [view()]})
     result = gate(peers, nodes=[], generations={})
     assert result["conditions"]["hints"] is True and peers.polls[CASS2] == 2
+
+
+def test_a_peer_whose_failure_detector_counts_the_node_down_holds_the_gate(
+    no_sleep: None,
+) -> None:
+    # Gossip shows cass1 back, but cass2's coordinator still refuses reads at ALL over its
+    # range: the next batch must wait, as for a D in cass2's nodetool status.
+    convicted = {**view(cass1=RESTARTED), "fd_down": [CASS1]}
+    peers = FakePeers({CASS2: [convicted, convicted, view(cass1=RESTARTED)],
+                       CASS3: [view(cass1=RESTARTED)]})
+    result = gate(peers)
+    assert result["failure_detector_confirmed"] is True and peers.polls[CASS2] == 3
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [convicted], CASS3: [view(cass1=RESTARTED)]}), timeout=0)
+    assert failed.value.result["unmet"] == {CASS2: {
+        "failure_detector": "127.0.0.1: its failure detector counts a replica down (2 of 3 alive)"}}
+
+
+def test_a_probe_that_cannot_run_leaves_the_failure_detector_to_nodetool(no_sleep: None) -> None:
+    refused = {**view(cass1=RESTARTED), "probe_error": "no SELECT on system_distributed"}
+    result = gate(FakePeers({CASS2: [refused], CASS3: [view(cass1=RESTARTED)]}))
+    assert result["failure_detector_confirmed"] is False
+    assert "127.0.0.2: Unauthorized" in result["failure_detector"]
+
+
+def test_the_failure_detector_is_not_asked_with_a_node_known_down(no_sleep: None) -> None:
+    # A read at ALL needs every replica: with cass3 down it would never be served.
+    result = gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [None]}),
+                  expected_down=[CASS3])
+    assert "failure_detector" not in result["conditions"]
+    assert result["failure_detector_confirmed"] is False
+    assert "nodes outside the batch are down" in result["failure_detector"]
+
+
+@pytest.mark.parametrize(("token", "bounds"), [
+    (3074457345618258602, (3074457345618258601, 3074457345618258602)),
+    (MIN_TOKEN, (MAX_TOKEN - 1,)),  # the owner of the minimum token owns the ring's end
+])
+def test_probe_range_reads_one_token_the_node_owns(token: int, bounds: tuple[int, ...]) -> None:
+    query, got = probe_range(token)
+    assert got == bounds and query.count("%s") == len(bounds)
+    assert tokens_by_node([{"peer": CASS1, "tokens": ["5", "-7"]}, {"peer": CASS2, "tokens": None}]
+                          ) == {CASS1: -7}
