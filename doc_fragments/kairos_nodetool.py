@@ -1,7 +1,8 @@
 """Documentation of the ``nodetool`` option of the Kairos modules that run nodetool.
 
 Used with ``extends_documentation_fragment: [kairos_nodetool]``; the option is
-``NODETOOL_ARGS`` in module_utils/kairos_nodetool.py.
+``NODETOOL_ARGS`` in module_utils/kairos_nodetool.py, which ``nodetool_module`` adds to a
+module's own.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ description:
     This module first runs C(nodetool disablegossip) so peers route around the node, waits
     I(quiesce_seconds) for requests already sent to finish, then runs C(nodetool drain)
     (clients' connections close, memtables flush).
-  - One module run instead of one task per step: each task costs an Ansible module start.
+  - One module run instead of one task per step, as each task costs an Ansible module start.
   - Does nothing (C(drained=false)) when the node's JMX port is closed - the node is not
     running, so there is nothing to drain.
 extends_documentation_fragment: [kairos, kairos.check_only, kairos_nodetool]
@@ -51,33 +51,20 @@ phases:
   elements: float
 """
 
-import socket
 import time
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import NODETOOL_ARGS, run_nodetool
-
-
-def jmx_open(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False
+from ansible.module_utils.kairos_net import accepts_connections
+from ansible.module_utils.kairos_nodetool import nodetool_module, run_nodetool
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            jmx_port=dict(type="int", required=True),
-            jmx_host=dict(type="str", default="127.0.0.1"),
-            quiesce_seconds=dict(type="float", default=2),
-            **NODETOOL_ARGS,
-        ),
-        supports_check_mode=True,
+    module = nodetool_module(
+        jmx_port=dict(type="int", required=True),
+        jmx_host=dict(type="str", default="127.0.0.1"),
+        quiesce_seconds=dict(type="float", default=2),
     )
     params = module.params
-    if not jmx_open(params["jmx_host"], params["jmx_port"]):
+    if not accepts_connections(params["jmx_host"], params["jmx_port"]):
         module.exit_json(changed=False, drained=False, phases=[0.0, 0.0, 0.0],
                          msg=f"JMX port {params['jmx_port']} closed: the node is not running")
     if module.check_mode:

@@ -49,8 +49,7 @@ changed_keys:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, NODETOOL_ARGS, run_nodetool
+from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, nodetool_module, run_nodetool
 
 
 def read(module, nodetool, keys):
@@ -67,10 +66,7 @@ def read(module, nodetool, keys):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(settings=dict(type="dict", required=True), **NODETOOL_ARGS),
-        supports_check_mode=True,
-    )
+    module = nodetool_module(settings=dict(type="dict", required=True))
     nodetool = module.params["nodetool"]
     unknown = sorted(set(module.params["settings"]) - set(LIVE_SETTERS))
     if unknown:

@@ -101,9 +101,8 @@ import glob
 import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_nodetool import (
-    NODETOOL_ARGS,
+    nodetool_module,
     parse_schema_versions,
     parse_status,
     run_nodetool,
@@ -152,21 +151,17 @@ def check(module, params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            node=dict(type="str", required=True),
-            hints_directory=dict(type="path", default=""),
-            max_hint_files=dict(type="int", default=0),
-            peer=dict(type="str", default=""),
-            expected_down=dict(type="list", elements="str", default=[]),
-            down_grace=dict(type="float", default=5),
-            checks=dict(type="list", elements="str", choices=["up_normal", "schema", "hints"],
-                        default=["up_normal", "schema", "hints"]),
-            timeout=dict(type="int", default=180),
-            interval=dict(type="float", default=1),
-            **NODETOOL_ARGS,
-        ),
-        supports_check_mode=True,
+    module = nodetool_module(
+        node=dict(type="str", required=True),
+        hints_directory=dict(type="path", default=""),
+        max_hint_files=dict(type="int", default=0),
+        peer=dict(type="str", default=""),
+        expected_down=dict(type="list", elements="str", default=[]),
+        down_grace=dict(type="float", default=5),
+        checks=dict(type="list", elements="str", choices=["up_normal", "schema", "hints"],
+                    default=["up_normal", "schema", "hints"]),
+        timeout=dict(type="int", default=180),
+        interval=dict(type="float", default=1),
     )
     params = module.params
     began = time.monotonic()

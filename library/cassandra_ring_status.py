@@ -58,19 +58,14 @@ waited_seconds:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_nodetool import NODETOOL_ARGS, parse_status, run_nodetool
+from ansible.module_utils.kairos_nodetool import nodetool_module, parse_status, run_nodetool
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            expect_up_normal=dict(type="list", elements="str", default=[]),
-            timeout=dict(type="int", default=0),
-            interval=dict(type="float", default=2),
-            **NODETOOL_ARGS,
-        ),
-        supports_check_mode=True,
+    module = nodetool_module(
+        expect_up_normal=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=0),
+        interval=dict(type="float", default=2),
     )
     params = module.params
     expected = params["expect_up_normal"]

@@ -24,7 +24,7 @@ description:
     no I(nodes) the gate checks only this and the schemas (before the first batch).
   - C(failure_detector) with I(failure_detector), every peer's failure detector counts each
     batch node alive - the U of the peer's C(nodetool status), which no virtual table
-    shows. Asked over CQL: a read at consistency ALL, sent to the peer, of a one-token range
+    shows. Asked over CQL - a read at consistency ALL, sent to the peer, of a one-token range
     the node replicates first (C(system_distributed)) is refused with Unavailable while the
     peer counts the node down. Not asked when I(expected_down) is not empty (a read at ALL
     needs every replica) or when the login may not read C(system_distributed); then

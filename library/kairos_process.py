@@ -97,11 +97,11 @@ ready_seconds:
 
 import os
 import signal
-import socket
 import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_net import accepts_connections
 
 
 def read_pid(pidfile):
@@ -181,11 +181,9 @@ def wait_ready(module, pid, match):
                 f"accepted connections; end of {params['log']}:\n{log_tail(params['log'])}",
                 pid=pid,
             )
-        try:
-            with socket.create_connection((params["ready_host"], params["ready_port"]), timeout=1):
-                return round(time.monotonic() - began, 2)
-        except OSError:
-            time.sleep(0.5)
+        if accepts_connections(params["ready_host"], params["ready_port"]):
+            return round(time.monotonic() - began, 2)
+        time.sleep(0.5)
     module.fail_json(
         msg=f"{params['ready_host']}:{params['ready_port']} not accepting connections after "
         f"{params['ready_timeout']}s (process {pid} alive); end of {params['log']}:\n"

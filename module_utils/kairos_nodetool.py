@@ -1,5 +1,8 @@
 """What the Cassandra modules that run nodetool share: the option, parsers and a runner.
 
+:func:`nodetool_module` builds each such module's AnsibleModule from its own options and
+the nodetool option (documented once, in doc_fragments/kairos_nodetool.py).
+
 Parsers are pure functions over text so unit tests can feed them real captured output
 (tests/unit/fixtures/nodetool/).
 """
@@ -8,6 +11,8 @@ from __future__ import annotations
 
 import re
 import time
+
+from ansible.module_utils.basic import AnsibleModule
 
 _STATUS_LINE = re.compile(
     r"^(?P<status>[UD])(?P<state>[NLJM])\s+(?P<address>\S+)\s+"
@@ -18,6 +23,14 @@ _SCHEMA_LINE = re.compile(r"^\s*(?P<version>[0-9a-f-]{36}|UNREACHABLE):\s*\[(?P<
 
 # The option of every module that runs nodetool (doc fragment kairos_nodetool).
 NODETOOL_ARGS = dict(nodetool=dict(type="path", required=True))
+
+
+def nodetool_module(**options):
+    """The AnsibleModule of a module that runs nodetool: its ``options``, then ``nodetool``.
+
+    Every such module supports check mode (it only reads, or says what it would do).
+    """
+    return AnsibleModule(argument_spec=dict(options, **NODETOOL_ARGS), supports_check_mode=True)
 
 
 def parse_status(text):

@@ -21,7 +21,7 @@ from scipy import stats
 
 from planner import inputs
 from planner.errors import KairosError, ValidationError
-from planner.workload import WorkloadSeries, classes_for
+from planner.workload import EngineClasses, WorkloadSeries, classes_for, document_head
 
 FORECAST_KIND = "kairos-forecast"
 
@@ -138,7 +138,7 @@ def _none_to_nan(v: Any) -> float:
 
 
 @dataclass(frozen=True, eq=False)
-class Forecast:
+class Forecast(EngineClasses):
     """A workload forecast with intervals.
 
     Parameters
@@ -220,10 +220,6 @@ class Forecast:
             raise ValidationError(f"level: must be in (0, 1), got {self.level}")
         if self.backtest is not None:
             object.__setattr__(self, "backtest", tuple(self.backtest))
-
-    @property
-    def classes(self) -> tuple[str, ...]:
-        return classes_for(self.engine)
 
     @property
     def horizon(self) -> int:
@@ -309,9 +305,7 @@ class Forecast:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": FORECAST_KIND,
-            "schema_version": 1,
-            "engine": self.engine,
+            **document_head(FORECAST_KIND, self.engine),
             "scope": self.scope,
             "model": self.model,
             "level": self.level,

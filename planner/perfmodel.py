@@ -40,7 +40,7 @@ import pandas as pd
 from planner import inputs
 from planner.errors import ValidationError
 from planner.spaces import ConfigSpace, get_space
-from planner.workload import classes_for
+from planner.workload import EngineClasses, classes_for, document_head
 
 MODEL_KIND = "kairos-perfmodel"
 _MODEL_REQUIRED = ("kind", "schema_version", "engine", "name", "version", "model_type",
@@ -142,7 +142,7 @@ class Feature:
 
 
 @dataclass(frozen=True, eq=False)
-class PerformanceModel:
+class PerformanceModel(EngineClasses):
     """A fitted or prior throughput model for one engine (see the module docstring).
 
     Parameters
@@ -205,10 +205,6 @@ class PerformanceModel:
         object.__setattr__(self, "coef", coef)
         object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "features", tuple(self.features))
-
-    @property
-    def classes(self) -> tuple[str, ...]:
-        return classes_for(self.engine)
 
     @property
     def space(self) -> ConfigSpace:
@@ -351,9 +347,7 @@ class PerformanceModel:
     # --------------------------------------------------------------- persist
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": MODEL_KIND,
-            "schema_version": 1,
-            "engine": self.engine,
+            **document_head(MODEL_KIND, self.engine),
             "name": self.name,
             "version": self.version,
             "model_type": self.model_type,

@@ -200,26 +200,34 @@ def _svg_open(name: str, frame: _Frame, label: str, points: int) -> str:
     )
 
 
+def _tick(line_class: str, line: tuple[str, str, str, str], label_at: tuple[str, str],
+          anchor: str, label: str) -> str:
+    """One tick: its line ``(x1, x2, y1, y2)`` and its label at ``(x, y)``.
+
+    Coordinates come formatted: the grid lines keep the frame's own numbers unrounded.
+    """
+    x1, x2, y1, y2 = line
+    x, y = label_at
+    return (
+        f'<line class="{line_class}" x1="{x1}" x2="{x2}" y1="{y1}" y2="{y2}"/>'
+        f'<text class="tick" x="{x}" y="{y}" text-anchor="{anchor}">{_esc(label)}</text>'
+    )
+
+
 def _axes(frame: _Frame, *, time_axis: bool, y_label: str, y_fmt: Any = _fmt_num) -> str:
     out = []
     for v in _nice_ticks(frame.y0, frame.y1):
-        y = frame.y(v)
-        out.append(
-            f'<line class="grid" x1="{frame.left}" x2="{frame.width - frame.right}" '
-            f'y1="{y:.1f}" y2="{y:.1f}"/>'
-            f'<text class="tick" x="{frame.left - 6}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{_esc(y_fmt(v))}</text>"
-        )
+        y = f"{frame.y(v):.1f}"
+        grid = (f"{frame.left}", f"{frame.width - frame.right}", y, y)
+        out.append(_tick("grid", grid, (f"{frame.left - 6}", f"{frame.y(v) + 4:.1f}"), "end",
+                         y_fmt(v)))
     if time_axis:
         span = frame.x1 - frame.x0
         for t in _time_ticks(frame.x0, frame.x1):
-            x = frame.x(t)
-            out.append(
-                f'<line class="tickmark" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.plot_bottom}" '
-                f'y2="{frame.plot_bottom + 4}"/>'
-                f'<text class="tick" x="{x:.1f}" y="{frame.plot_bottom + 17}" '
-                f'text-anchor="middle">{_esc(_fmt_time(t, span))}</text>'
-            )
+            x = f"{frame.x(t):.1f}"
+            mark = (x, x, f"{frame.plot_bottom}", f"{frame.plot_bottom + 4}")
+            out.append(_tick("tickmark", mark, (x, f"{frame.plot_bottom + 17}"), "middle",
+                             _fmt_time(t, span)))
     out.append(
         f'<line class="axis" x1="{frame.left}" x2="{frame.width - frame.right}" '
         f'y1="{frame.plot_bottom}" y2="{frame.plot_bottom}"/>'

@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -196,6 +196,26 @@ class DroppedInterval:
     start: float
     end: float
     reason: str
+
+
+class SeriesOptions(TypedDict, total=False):
+    """What :meth:`Store.derive` and :meth:`Store.cluster_series` derive, besides the cluster.
+
+    since
+        Epoch seconds: only bins starting at or after it (the round before it is read
+        too, so the first bin has a rate). Default None: every round.
+    step_seconds
+        A regular grid; None (the default) bins by collection round.
+    table
+        ``"<keyspace>.<table>"``: that Cassandra table only (scope ``table:...``).
+    insert_fraction
+        Cassandra: the share of writes counted as ``insert`` (default 0: all ``update``).
+    """
+
+    since: float | None
+    step_seconds: float | None
+    table: str | None
+    insert_fraction: float
 
 
 @dataclass
@@ -675,13 +695,13 @@ class Store:
         engine: str,
         cluster: str,
         *,
-        since: float | None = None,
-        step_seconds: float | None = None,
-        table: str | None = None,
-        insert_fraction: float = 0.0,
         min_coverage: float = MIN_COVERAGE,
+        **options: Unpack[SeriesOptions],
     ) -> Derivation:
         """Like :meth:`cluster_series`, also returning the intervals used and dropped."""
+        since, table = options.get("since"), options.get("table")
+        step_seconds = options.get("step_seconds")
+        insert_fraction = options.get("insert_fraction", 0.0)
         classes_for(engine)
         if step_seconds is not None and not (math.isfinite(step_seconds) and step_seconds > 0):
             raise ValidationError(f"step_seconds: must be positive, got {step_seconds!r}")
@@ -721,14 +741,7 @@ class Store:
         return out
 
     def cluster_series(
-        self,
-        engine: str,
-        cluster: str,
-        *,
-        since: float | None = None,
-        step_seconds: float | None = None,
-        table: str | None = None,
-        insert_fraction: float = 0.0,
+        self, engine: str, cluster: str, **options: Unpack[SeriesOptions]
     ) -> WorkloadSeries:
         """The cluster's operations per second and mix, derived from the raw counters.
 
@@ -736,25 +749,16 @@ class Store:
         ----------
         engine, cluster
             Which samples.
-        since
-            Epoch seconds: only bins starting at or after it (the round before it is read
-            too, so the first bin has a rate).
-        step_seconds
-            A regular grid; None bins by collection round.
-        table
-            ``"<keyspace>.<table>"``: that Cassandra table only (scope ``table:...``).
-        insert_fraction
-            Cassandra: the share of writes counted as ``insert`` (default 0: all ``update``).
+        **options
+            ``since``, ``step_seconds``, ``table``, ``insert_fraction``: see
+            :class:`SeriesOptions`.
 
         Raises
         ------
         ValidationError
             Fewer than two usable bins (collect at least three rounds, or widen ``since``).
         """
-        result = self.derive(
-            engine, cluster, since=since, step_seconds=step_seconds, table=table,
-            insert_fraction=insert_fraction,
-        )
+        result = self.derive(engine, cluster, **options)
         if result.series is None:
             n = len(self.rounds(engine, cluster))
             why = "; ".join(f"{r[2]} at {r[0]:.0f}" for r in result.dropped_bins[:3])

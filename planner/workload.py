@@ -59,6 +59,22 @@ def classes_for(engine: str) -> tuple[str, ...]:
         ) from None
 
 
+def document_head(kind: str, engine: str) -> dict[str, Any]:
+    """The fields every engine document (trace, forecast, performance model) opens with."""
+    return {"kind": kind, "schema_version": 1, "engine": engine}
+
+
+class EngineClasses:
+    """Mixin of the records of one engine: ``classes``, that engine's operation classes."""
+
+    engine: str
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The engine's operation classes, in order."""
+        return classes_for(self.engine)
+
+
 def infer_engine(columns: set[str] | list[str] | tuple[str, ...]) -> str:
     """The engine whose classes are exactly the class-like columns given."""
     cols = set(columns)
@@ -227,9 +243,7 @@ class WorkloadSeries:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready representation (see the module docstring)."""
         return {
-            "kind": TRACE_KIND,
-            "schema_version": 1,
-            "engine": self.engine,
+            **document_head(TRACE_KIND, self.engine),
             "scope": self.scope,
             "step_seconds": self.step_seconds,
             "timestamps": self.timestamps.tolist(),
