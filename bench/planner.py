@@ -15,9 +15,12 @@ Prints one JSON line per case (run from the repository root)::
   safe_batches at RF 3, QUORUM (seconds for safe_batches alone; building the synthetic
   ring is reported separately): 10, 100 and 1000 nodes with 16 vnodes in 3 racks, and
   1000 nodes with one token each in 3 racks, where whole racks go together and
-  ``expected`` is SOPHIA's RF / (RF - CL) = 3; then 1000 nodes with 16 vnodes in one rack,
-  where ``before_search`` is first fit / DSATUR's count, ``batches`` the tabu search's
-  (issue 17 asks for at most 15) and ``lower_bound`` the proven bound.
+  ``expected`` is SOPHIA's RF / (RF - CL) = 3; then 24, 48 and 60 nodes with 16 vnodes in
+  one rack at QUORUM and at ONE (``"cl"``), small enough for the exact branch and bound
+  (``exact`` says whether it finished: the count is then proved minimal); then 1000 nodes
+  with 16 vnodes in one rack, where ``before_search`` is first fit / DSATUR's count,
+  ``batches`` the tabu search's (issue 17 asks for at most 15) and ``lower_bound`` the
+  proven bound. ``--seed`` is also the search's seed.
 
 Timings are wall clock on whatever else the machine is doing; re-run on a quiet machine.
 """
@@ -111,6 +114,17 @@ def batching_cases(seed: int) -> None:
             "exact": plan.exact, "ring_seconds": round(ring_s, 3),
             "replica_sets": len(ring.replica_sets), "reason": plan.reasons[0],
         }), flush=True)
+    # One rack, small: the branch and bound's proved optimum (or its fallback, exact false).
+    for nodes in (24, 48, 60):
+        ring = Ring.synthetic(nodes, vnodes=16, rf=rf, racks=1, seed=1)
+        for cl in ("QUORUM", "ONE"):
+            t0 = time.perf_counter()
+            plan = safe_batches(ring, consistency_level=cl, seed=seed)
+            print(json.dumps({
+                "case": "batching", "nodes": nodes, "racks": 1, "vnodes": 16, "cl": cl,
+                "seconds": round(time.perf_counter() - t0, 3), "batches": len(plan.batches),
+                "lower_bound": plan.lower_bound, "exact": plan.exact,
+            }), flush=True)
     # One rack: no rack structure to exploit; DSATUR's count, then the tabu search's.
     ring = Ring.synthetic(1000, vnodes=16, rf=rf, racks=1, seed=1)
     before = safe_batches(ring, consistency_level="QUORUM", search_moves=0)

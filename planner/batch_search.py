@@ -1,4 +1,4 @@
-"""Local search for fewer safe batches: tabu search on the batches' capacity violations.
+"""Fewer safe batches: exact branch and bound on small rings, tabu search on large ones.
 
 The batching problem of :mod:`planner.topology`, stripped of the ring: nodes ``0..n-1``
 and requirements ``0..J-1``, each allowing at most ``caps[j]`` of its ``members[j]`` in one
@@ -17,6 +17,10 @@ budget is only a backstop.
 The violation is the number of same-batch pairs of a cap-1 requirement when every cap is
 1 (each move is then two vectorised updates), else ``sum_j sum_b max(0, count - cap)``.
 Either is zero exactly when every batch is safe.
+
+:func:`fewest_batches_exact` is DSATUR branch and bound for the same problem (any caps):
+complete within a budget of search nodes, so on small rings (tens of nodes) it proves
+the optimum, and says so only when it finished.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["CapacityProblem", "SearchResult", "fewer_batches", "violation"]
+__all__ = [
+    "CapacityProblem",
+    "ExactResult",
+    "SearchResult",
+    "fewer_batches",
+    "fewest_batches_exact",
+    "violation",
+]
 
 #: Moves allowed per node when the caller does not say. 1,000 nodes with 16 vnodes on one
 #: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 in 31,000 to 154,000
@@ -40,6 +51,8 @@ TENURE_PER_NODE = 1.0
 TENURE_SPREAD = 12
 #: Scores are multiplied by this and a uniform draw below it added, to break ties.
 TIE_SCALE = 1 << 20
+#: Search nodes (partial batchings) the exact branch and bound may visit by default.
+EXACT_NODES = 50_000
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,20 @@ class SearchResult:
     stopped_by_time: bool
     #: (batches, moves spent until they were found) for each batch count reached.
     reached: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """What the branch and bound found: the fewest batches it saw, and whether that is proved.
+
+    ``batch_of`` is None when nothing below the upper bound it was given turned up; with
+    ``proved`` that upper bound is then the optimum.
+    """
+
+    batch_of: tuple[int, ...] | None
+    batches: int
+    proved: bool
+    nodes: int
 
 
 def violation(problem: CapacityProblem, batch_of: Sequence[int]) -> int:
@@ -326,3 +353,134 @@ def _tabu(
             tenures = rng.integers(TENURE_SPREAD, size=4096)
         best_seen = min(best_seen, state.violation)
     return True, moves, False
+
+
+def fewest_batches_exact(
+    problem: CapacityProblem, upper: int, *, lower_bound: int, max_nodes: int | None = None
+) -> ExactResult:
+    """The fewest safe batches, proved, by DSATUR branch and bound (Brelaz 1979, Sewell 1996).
+
+    Nodes are placed one at a time, the one with the most batches already closed to it
+    first (ties: the most co-members, then the lowest number); each tries the batches
+    open to it, then one new batch, as long as the count stays below the best found (at
+    first ``upper``, a batching the caller already has). A batch closes to a node when
+    one of its requirements already has ``cap`` members in it. The search stops early
+    when it finds ``lower_bound`` batches, and gives up (``proved`` False) after
+    ``max_nodes`` search nodes (default :data:`EXACT_NODES`): the answer is then only as
+    good as what it saw.
+    """
+    max_nodes = EXACT_NODES if max_nodes is None else max_nodes
+    search = _BranchAndBound(problem, upper, lower_bound, max_nodes)
+    if problem.n:
+        search.run(0)
+    else:
+        search.best_k = 0
+    proved = search.nodes <= max_nodes
+    return ExactResult(batch_of=None if search.best is None else tuple(search.best),
+                       batches=search.best_k, proved=proved, nodes=search.nodes)
+
+
+class _BranchAndBound:
+    """The state of :func:`fewest_batches_exact`: bit masks, undone on the way back.
+
+    ``closed[v]`` has bit ``b`` set when batch ``b`` is closed to node ``v``, ``shut[b]``
+    the same by batch (bit ``v``), ``in_batch[b]`` the nodes placed in batch ``b``;
+    ``key[v]`` orders the open nodes (closed batches, then co-members, then number).
+    """
+
+    def __init__(self, problem: CapacityProblem, upper: int, lower: int, max_nodes: int) -> None:
+        n, slots = problem.n, max(upper, 1)
+        # A cap-1 requirement closes a batch to all its other members at once: one mask
+        # per node. A cap-2 one closes it when a second member joins: per node, the
+        # members closed by each co-member (``twice[v][u]``, the nodes in ``co_twice``).
+        # Wider caps need counting, kept per node as (mask, cap).
+        self.pair_co = [0] * n
+        self.co_twice = [0] * n
+        self.twice: list[dict[int, int]] = [{} for _ in range(n)]
+        self.wide: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        co = [0] * n
+        for ms, cap in zip(problem.members, problem.caps, strict=True):
+            mask = sum(1 << m for m in ms)
+            for m in ms:
+                co[m] |= mask
+                if cap == 1:
+                    self.pair_co[m] |= mask & ~(1 << m)
+                elif cap == 2:
+                    self.co_twice[m] |= mask & ~(1 << m)
+                    for u in ms:
+                        if u != m:
+                            self.twice[m][u] = self.twice[m].get(u, 0) | mask & ~(1 << m)
+                else:
+                    self.wide[m].append((mask & ~(1 << m), cap))
+        self.weight = (n + 1) * (n + 1)  # one closed batch outweighs any co-member count
+        self.key = [(co[v] & ~(1 << v)).bit_count() * (n + 1) + n - v for v in range(n)]
+        self.closed = [0] * n
+        self.shut = [0] * slots
+        self.in_batch = [0] * slots
+        self.batch_of = [-1] * n
+        self.open_nodes = set(range(n))
+        self.open_mask = (1 << n) - 1  # the same, as bits
+        self.best: list[int] | None = None
+        self.best_k, self.lower, self.nodes, self.max_nodes = upper, lower, 0, max_nodes
+
+    def run(self, used: int) -> bool:
+        """Place the remaining nodes with ``used`` batches open: True to stop searching."""
+        if not self.open_nodes:
+            self.best, self.best_k = list(self.batch_of), used
+            return used <= self.lower
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            return True
+        v = max(self.open_nodes, key=self.key.__getitem__)
+        closed = self.closed[v]
+        for b in range(used + 1):
+            if b >= self.best_k - 1:  # no better than the best found (it may just have fallen)
+                break
+            if closed >> b & 1:
+                continue
+            newly = self._place(v, b)
+            if self.run(max(used, b + 1)):
+                return True
+            self._unplace(v, b, newly)
+        return False
+
+    def _place(self, v: int, b: int) -> int:
+        """Put ``v`` in batch ``b``; returns the mask of the open nodes ``b`` closed to."""
+        self.batch_of[v] = b
+        self.open_nodes.discard(v)
+        self.open_mask ^= 1 << v
+        held = self.in_batch[b]
+        newly = self.pair_co[v]
+        partners, twice = held & self.co_twice[v], self.twice[v]
+        while partners:
+            low = partners & -partners
+            partners ^= low
+            newly |= twice[low.bit_length() - 1]
+        for mask, cap in self.wide[v]:
+            if (mask & held).bit_count() + 1 >= cap:
+                newly |= mask
+        self.in_batch[b] = held | 1 << v
+        newly &= self.open_mask & ~self.shut[b]
+        if newly:
+            self.shut[b] |= newly
+            self._flip(newly, b, self.weight)
+        return newly
+
+    def _unplace(self, v: int, b: int, newly: int) -> None:
+        if newly:
+            self.shut[b] &= ~newly
+            self._flip(newly, b, -self.weight)
+        self.in_batch[b] ^= 1 << v
+        self.batch_of[v] = -1
+        self.open_nodes.add(v)
+        self.open_mask |= 1 << v
+
+    def _flip(self, mask: int, b: int, weight: int) -> None:
+        """Toggle batch ``b``'s bit in ``closed`` for the nodes of ``mask``; adjust keys."""
+        bit, closed, key = 1 << b, self.closed, self.key
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            u = low.bit_length() - 1
+            closed[u] ^= bit
+            key[u] += weight

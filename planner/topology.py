@@ -27,11 +27,11 @@ scope separately (the adversary may concentrate them where it hurts most).
 Each (replica set, scope) therefore allows at most ``cap = up - tolerated - need``
 nodes of the batch. :func:`safe_batches` partitions the nodes into the fewest batches
 respecting every cap: whole racks when they meet the lower bound (exact, whatever the
-node count), else first fit by rack and DSATUR, then an exact backtracking search (with
-a work budget) on small clusters and a tabu search (:mod:`planner.batch_search`) on
-large ones. Every batch is re-checked before it is returned, with the reason it is safe
-(:func:`batch_reasons`). For one token per node this reproduces SOPHIA's closed form,
-steps = RF / (RF - CL).
+node count), else first fit by rack and DSATUR, then an exact DSATUR branch and bound
+(with a work budget) on small clusters and a tabu search on large ones, or when the
+exact search runs out of budget (both in :mod:`planner.batch_search`). Every batch is
+re-checked before it is returned, with the reason it is safe (:func:`batch_reasons`).
+For one token per node this reproduces SOPHIA's closed form, steps = RF / (RF - CL).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from planner import inputs
+from planner.batch_search import CapacityProblem, fewer_batches, fewest_batches_exact
 from planner.errors import KairosError, ValidationError
 
 __all__ = [
@@ -75,9 +76,10 @@ CONSISTENCY_LEVELS: Mapping[str, str] = {
     "EACH_QUORUM": "dc",
 }
 
-#: Above this many nodes safe_batches does not attempt the exact search.
+#: Above this many nodes safe_batches does not attempt the exact search (its budget is
+#: planner.batch_search.EXACT_NODES search nodes).
 EXACT_NODE_LIMIT = 64
-#: Work budget (node assignments tried) for one exact feasibility search.
+#: Work budget (rack assignments tried) of the exact whole-rack packing.
 EXACT_BUDGET = 200_000
 #: Default wall-clock budget of the local search (planner.batch_search) on large rings, a
 #: backstop: the move budget normally ends it first, in 5-9 s at 1,000 nodes on a 2-core
@@ -928,9 +930,9 @@ def _fewest_batches(
     """The fewest safe batches found, a proven lower bound, and whether they are minimal.
 
     Whole racks first (exact and fast when they meet the bound: the usual case with
-    NetworkTopologyStrategy and RF racks); else first fit by rack and DSATUR, then an
-    exact search for each batch count between the bound and the best found on small
-    rings, a tabu search on large ones (or when the exact search ran out of budget).
+    NetworkTopologyStrategy and RF racks); else first fit by rack and DSATUR, then a
+    branch and bound below the best found on small rings, a tabu search on large ones
+    (or when the branch and bound ran out of budget).
     """
     # Each batch takes at most cap of a requirement's members.
     lower = max(1, int(np.max(-(-inc.held(todo, len(ring.nodes)) // caps), initial=1)))
@@ -949,7 +951,7 @@ def _fewest_batches(
     if len(best) == lower:
         return best, lower, True
     if len(todo) <= EXACT_NODE_LIMIT:
-        best, lower, exact = _exact_search(todo, reqs_arr, caps, node_reqs, best, lower)
+        best, lower, exact = _exact_search(todo, reqs, caps, best, lower)
         if exact:
             return best, lower, True
     best = _local_search(todo, reqs, caps, best, lower, search)
@@ -958,20 +960,21 @@ def _fewest_batches(
 
 def _exact_search(
     todo: list[int],
-    reqs_arr: Sequence[np.ndarray],
+    reqs: Sequence[Requirement],
     caps: np.ndarray,
-    node_reqs: list[list[int]],
     best: list[list[int]],
     lower: int,
 ) -> tuple[list[list[int]], int, bool]:
-    """Try each batch count from ``lower`` up: (best, raised lower bound, proved minimal)."""
-    for k in range(lower, len(best)):
-        found, complete = _exact_k(todo, reqs_arr, caps, k, node_reqs)
-        if found is not None:
-            return found, k, True
-        if not complete:
-            return best, k, False
-    return best, len(best), True
+    """Branch and bound (planner.batch_search) below ``len(best)`` batches: (best, lower
+    bound, proved minimal). Out of budget, the bound stays the caller's: only a finished
+    search proves anything."""
+    problem, _ = _todo_problem(todo, reqs, caps, best)
+    found = fewest_batches_exact(problem, len(best), lower_bound=lower)
+    if found.batch_of is not None:
+        best = _batches_of(todo, found.batch_of, found.batches)
+    if found.proved:
+        return best, len(best), True
+    return best, lower, False
 
 
 def _local_search(
@@ -982,13 +985,23 @@ def _local_search(
     lower: int,
     search: _Search,
 ) -> list[list[int]]:
-    """Fewer batches by tabu search (planner.batch_search), on the requirements that bind.
+    """Fewer batches by tabu search (planner.batch_search), on the requirements that bind."""
+    problem, batch_of = _todo_problem(todo, reqs, caps, best)
+    found = fewer_batches(problem, batch_of, lower_bound=lower, seed=search.seed,
+                          max_moves=search.moves, seconds=search.seconds)
+    if found.batches >= len(best):
+        return best
+    return _batches_of(todo, found.batch_of, found.batches)
 
-    A requirement with no more members to do than its cap can never be violated; the
-    others are renumbered over ``todo``.
+
+def _todo_problem(
+    todo: list[int], reqs: Sequence[Requirement], caps: np.ndarray, best: list[list[int]]
+) -> tuple[CapacityProblem, list[int]]:
+    """The batching problem over ``todo`` (renumbered ``0..``) and ``best`` as batch numbers.
+
+    A requirement with no more members to do than its cap can never be violated, so
+    only the others are kept.
     """
-    from planner.batch_search import CapacityProblem, fewer_batches
-
     local = {v: i for i, v in enumerate(todo)}
     members, binding_caps = [], []
     for j, r in enumerate(reqs):
@@ -1001,12 +1014,13 @@ def _local_search(
         for v in batch:
             batch_of[local[v]] = b
     problem = CapacityProblem(n=len(todo), members=tuple(members), caps=tuple(binding_caps))
-    found = fewer_batches(problem, batch_of, lower_bound=lower, seed=search.seed,
-                          max_moves=search.moves, seconds=search.seconds)
-    if found.batches >= len(best):
-        return best
-    out: list[list[int]] = [[] for _ in range(found.batches)]
-    for i, b in enumerate(found.batch_of):
+    return problem, batch_of
+
+
+def _batches_of(todo: list[int], batch_of: Sequence[int], k: int) -> list[list[int]]:
+    """The batches (of ``todo``'s node numbers) of a batch number per position in ``todo``."""
+    out: list[list[int]] = [[] for _ in range(k)]
+    for i, b in enumerate(batch_of):
         out[b].append(todo[i])
     return out
 
@@ -1288,49 +1302,3 @@ def _dsatur(
                     blocked[m].add(b)
                     heapq.heappush(heap, (-len(blocked[m]), -degree[m], m))
     return batches
-
-
-def _exact_k(
-    todo: Sequence[int],
-    reqs_arr: Sequence[np.ndarray],
-    caps: np.ndarray,
-    k: int,
-    node_reqs: Sequence[Sequence[int]],
-) -> tuple[list[list[int]] | None, bool]:
-    """Backtracking: is there a partition of ``todo`` into ``k`` safe batches?
-
-    Returns (batches or None, complete) where ``complete`` is False when the work
-    budget ran out before the answer was known.
-    """
-    # Most constrained first: nodes sharing many tight requirements.
-    seq = sorted(todo, key=lambda i: (-sum(1.0 / caps[j] for j in node_reqs[i]), i))
-    counts = np.zeros((k, len(caps)), dtype=np.int64)
-    assign = [-1] * len(seq)
-    budget = [EXACT_BUDGET]
-
-    def place(pos: int, used: int) -> bool:
-        if pos == len(seq):
-            return True
-        budget[0] -= 1
-        if budget[0] < 0:
-            return False
-        r = reqs_arr[seq[pos]]
-        # a node may open at most one new batch (symmetry breaking)
-        for b in range(min(used + 1, k)):
-            if np.all(counts[b, r] < caps[r]):
-                counts[b, r] += 1
-                assign[pos] = b
-                if place(pos + 1, max(used, b + 1)):
-                    return True
-                counts[b, r] -= 1
-                if budget[0] < 0:
-                    return False
-        return False
-
-    ok = place(0, 0)
-    if ok:
-        out: list[list[int]] = [[] for _ in range(k)]
-        for pos, b in enumerate(assign):
-            out[b].append(seq[pos])
-        return [b for b in out if b], True
-    return None, budget[0] >= 0

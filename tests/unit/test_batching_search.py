@@ -1,5 +1,6 @@
-"""Safe batches close to the optimum (issue 17, parts 3 and 4): whole racks, tabu search,
-the final safety check and the reason given for each batch."""
+"""Safe batches close to the optimum (issue 17, parts 3 and 4): whole racks, the exact
+branch and bound on small rings, tabu search on large ones, the final safety check and
+the reason given for each batch."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ import random
 import numpy as np
 import pytest
 
-from planner import topology
-from planner.batch_search import CapacityProblem, fewer_batches, violation
+from planner import batch_search, topology
+from planner.batch_search import (
+    CapacityProblem,
+    fewer_batches,
+    fewest_batches_exact,
+    violation,
+)
 from planner.cli import main
 from planner.topology import (
     Ring,
@@ -71,6 +77,70 @@ def test_local_quorum_pairs_the_racks_of_two_datacenters() -> None:
         "whole racks dc1/rack1, dc2/rack1 (8 nodes): every replica set has at most 1 of its 3 "
         "replicas per datacenter in it and keeps 2 up; LOCAL_QUORUM needs 2"
     )
+
+
+# ----------------------------------------------------------------- exact search
+def grotzsch() -> CapacityProblem:
+    """Mycielski's graph of the 5-cycle: 11 nodes, no triangle, chromatic number 4."""
+    cycle = [(i, (i + 1) % 5) for i in range(5)]
+    shadows = [(a, b + 5) for a, b in cycle] + [(a + 5, b) for a, b in cycle]
+    hub = [(i + 5, 10) for i in range(5)]
+    return CapacityProblem(n=11, members=tuple(cycle + shadows + hub), caps=(1,) * 20)
+
+
+def fano() -> CapacityProblem:
+    """The Fano plane's 7 lines, at most 2 of each line per batch: 2 batches cannot do
+    (the plane is not 2-colourable), 3 can."""
+    lines = ((0, 1, 2), (0, 3, 4), (0, 5, 6), (1, 3, 5), (1, 4, 6), (2, 3, 6), (2, 4, 5))
+    return CapacityProblem(n=7, members=lines, caps=(2,) * 7)
+
+
+@pytest.mark.parametrize(("problem", "optimum", "bound"), [(grotzsch(), 4, 2), (fano(), 3, 2)])
+def test_branch_and_bound_proves_the_optimum_above_the_bound(
+    problem: CapacityProblem, optimum: int, bound: int
+) -> None:
+    found = fewest_batches_exact(problem, problem.n, lower_bound=bound)
+    assert found.proved and found.batches == optimum and found.batch_of is not None
+    assert violation(problem, found.batch_of) == 0
+    assert sorted(set(found.batch_of)) == list(range(optimum))
+
+
+def test_branch_and_bound_proves_the_upper_bound_it_cannot_beat() -> None:
+    """Given a 4-batch solution of the Grotzsch graph, nothing better: the 4 is proved."""
+    found = fewest_batches_exact(grotzsch(), 4, lower_bound=2)
+    assert found.proved and found.batches == 4 and found.batch_of is None
+
+
+def test_branch_and_bound_out_of_budget_proves_nothing() -> None:
+    found = fewest_batches_exact(grotzsch(), 11, lower_bound=2, max_nodes=3)
+    assert not found.proved and found.nodes > 3
+
+
+@pytest.mark.parametrize(("nodes", "cl", "optimum"), [(24, "QUORUM", 14), (36, "QUORUM", 15),
+                                                      (36, "ONE", 4)])
+def test_small_one_rack_rings_get_the_proved_optimum(
+    monkeypatch: pytest.MonkeyPatch, nodes: int, cl: str, optimum: int
+) -> None:
+    """16 vnodes, one rack: 36 nodes at QUORUM need 15 batches, one more than the largest
+    clique (14), and 4 at ONE against a bound of 2; the branch and bound proves both."""
+    monkeypatch.setattr(topology, "_local_search", no_search)
+    ring = Ring.synthetic(nodes, vnodes=16, rf=3, racks=1, seed=1)
+    plan = safe_batches(ring, consistency_level=cl)
+    assert len(plan) == optimum == plan.lower_bound and plan.exact
+    for batch in plan.batches:
+        check_batch(ring, batch, consistency_level=cl)
+
+
+def test_an_unfinished_exact_search_falls_back_and_does_not_claim_a_proof(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(batch_search, "EXACT_NODES", 5)
+    ring = Ring.synthetic(36, vnodes=16, rf=3, racks=1, seed=1)
+    plan = safe_batches(ring, consistency_level="ONE", search_moves=500)
+    assert not plan.exact and plan.lower_bound == 2 and len(plan) >= 4
+    assert sorted(h for b in plan.batches for h in b) == sorted(ring.hosts)
+    for batch in plan.batches:
+        check_batch(ring, batch, consistency_level="ONE")
 
 
 # ----------------------------------------------------------------- local search
