@@ -73,7 +73,7 @@ lint: setup-python  ## ansible-lint (production profile), ruff, mypy
 	$(BIN)/ansible-lint
 
 test-unit: setup-python  ## Unit tests (no servers)
-	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest tests/unit -q -n 2
 
 test-integration: setup  ## Integration tests against the lab (started once, stopped at the end)
 	$(BIN)/pytest tests/integration -q

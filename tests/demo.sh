@@ -63,7 +63,7 @@ import sys, time
 import numpy as np
 from planner.workload import WorkloadSeries, save_trace
 path, step, write_steps, rate = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-n = 45  # 15 min at most; the demo stops the load once the rollout is over
+n = 90  # 30 min at most (a slow machine's rollout still runs under load); stopped after it
 read = np.where(np.arange(n) < write_steps, 0.1, 0.9)
 save_trace(WorkloadSeries(
     engine="cassandra", timestamps=time.time() + step * np.arange(n), load=np.full(n, rate),
@@ -128,7 +128,10 @@ ROLL0=$(date +%s)
 ROLL_S=$(( $(date +%s) - ROLL0 ))
 
 say "stop the load and verify every acknowledged write"
-kill -INT "$LOAD_PID"
+if ! kill -INT "$LOAD_PID" 2>/dev/null; then
+  say "the load's trace ended before the rollout did: the rollout did not run under load all along"
+  exit 1
+fi
 wait "$LOAD_PID" || true
 LOAD_PID=""
 python - "$DEMO/load.json" "$PLAN" <<'EOF'

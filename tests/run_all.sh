@@ -27,7 +27,7 @@ stage() {
 stage "lint: ruff" ruff check planner library module_utils tests bench
 stage "lint: mypy" mypy
 stage "lint: ansible-lint (production profile)" ansible-lint
-stage "unit tests" pytest tests/unit -q
+stage "unit tests" pytest tests/unit -q -n 2  # pytest-xdist: both cores (no test shares state)
 stage "molecule: redis" molecule test -s redis
 stage "molecule: cassandra" molecule test -s cassandra
 stage "integration tests (lab)" pytest tests/integration -q --durations=25
