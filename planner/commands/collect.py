@@ -147,13 +147,16 @@ def _latest_rate(store: Any, args: argparse.Namespace) -> str:
     if d.dropped:
         why = "; ".join(f"{x.node}: {x.reason}" for x in d.dropped)
         return f"; last interval left out ({why})"
-    if not d.intervals:
+    # derive() also returns the interval that ends at the second-last round (it starts one
+    # sample earlier): counted too, every node's rate would be summed twice.
+    last = [iv for iv in d.intervals if iv.start >= rounds[-2]]
+    if not last:
         return ""
-    span = max(iv.end for iv in d.intervals) - min(iv.start for iv in d.intervals)
+    span = max(iv.end for iv in last) - min(iv.start for iv in last)
     if span <= 0:
         return ""
     totals: dict[str, float] = {}
-    for iv in d.intervals:
+    for iv in last:
         for c, v in iv.ops.items():
             totals[c] = totals.get(c, 0.0) + v / (iv.end - iv.start)
     total = sum(totals.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -233,3 +234,17 @@ def test_cassandra_restart_between_rounds_counts_since_the_restart() -> None:
     assert interval.kind == "restart" and not d.dropped
     assert interval.ops["read"] == 40 and interval.ops["update"] == 40
     assert min(interval.ops.values()) >= 0
+
+
+def test_the_printed_last_interval_counts_each_node_once() -> None:
+    # Each node read 2 s after its round began, 10 s apart, 100 reads/s per node: the third
+    # round's line says 200 ops/s, not the two last intervals of each node summed (400).
+    from planner.commands.collect import _latest_rate
+
+    store = Store(":memory:")
+    for k, t0 in enumerate((1000.0, 1010.0, 1020.0)):
+        store.append_counters("cassandra", "lab", [
+            CounterSample(n, "node", t0 + 2, {"read": 1000 * k}, instance=n)
+            for n in ("c1", "c2")], round_ts=t0)
+    args = argparse.Namespace(engine="cassandra", cluster="lab")
+    assert _latest_rate(store, args).startswith("; last interval 200.0 ops/s (read 100%")
