@@ -129,7 +129,13 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
-from ansible.module_utils.kairos_fd_probe import PEER_TOKENS, probe_alive, tokens_by_node
+from ansible.module_utils.kairos_fd_probe import (
+    CANNOT_PROBE,
+    PEER_TOKENS,
+    TOKEN_UNKNOWN,
+    probe_alive,
+    tokens_by_node,
+)
 
 GOSSIP = (
     "SELECT address, generation, status_with_port, status, rpc_ready, \"schema\" "
@@ -169,12 +175,11 @@ def judge_peer(view, nodes, generations, max_hint_files, expected=()):
         held = hints.get(node)
         if not state and held is not None and held.get("status") == "DOWN":
             state = "DOWN in its failure detector (pending hints)"
+        refused = view["fd"].get(node, TOKEN_UNKNOWN) if "fd" in view else ""
         if state:
             unmet.setdefault("up_normal", []).append(f"{node}: {state}")
-        elif "fd" in view and view["fd"].get(node, "token unknown to this peer"):
-            unmet.setdefault("failure_detector", []).append(
-                f"{node}: {view['fd'].get(node) or 'token unknown to this peer'}"
-            )
+        elif refused:
+            unmet.setdefault("failure_detector", []).append(f"{node}: {refused}")
         node_schema = (gossip.get(node) or {}).get("schema")
         if not state and str(node_schema) != str(view["schema"]):
             unmet.setdefault("schema", []).append(
@@ -263,11 +268,11 @@ class Peer:
         verdicts = {}
         for node in self.probe_nodes:
             if node not in self.tokens:
-                verdicts[node] = "token unknown to this peer"
+                verdicts[node] = TOKEN_UNKNOWN
                 continue
             try:
                 verdicts[node] = probe_alive(self.session, self.tokens[node])
-            except Exception as exc:  # no permission or no such table: not a liveness fact
+            except CANNOT_PROBE as exc:  # not a liveness fact
                 self.probe_error = f"{self.address}: {type(exc).__name__}: {exc}"
                 return None
         return verdicts
@@ -278,14 +283,21 @@ class Peer:
         self.cluster = self.session = None
 
 
-def failure_detector_verdict(params, known_down, peers, conditions):
-    """(confirmed, how) for the gate's result: was every peer's failure detector asked?"""
+def not_probing(params, known_down):
+    """Why the gate does not ask the peers' failure detectors, or '' when it does."""
     if not params["nodes"]:
-        return False, "no batch nodes to ask about"
+        return "no batch nodes to ask about"
     if not params["failure_detector"]:
-        return False, "not asked (failure_detector=false)"
+        return "not asked (failure_detector=false)"
     if known_down:
-        return False, "not asked: nodes outside the batch are down (a read at ALL needs them)"
+        return "not asked: nodes outside the batch are down (a read at ALL needs them)"
+    return ""
+
+
+def failure_detector_verdict(why_not, peers, conditions):
+    """(confirmed, how) for the gate's result: was every peer's failure detector asked?"""
+    if why_not:
+        return False, why_not
     errors = sorted(p.probe_error for p in peers.values() if p.probe_error)
     if errors:
         return False, "not asked: " + "; ".join(errors)
@@ -319,8 +331,8 @@ def main():
     known_down = set(params["expected_down"])
     expected = known_down | set(params["nodes"])
     pairs = zip(listen, params["host"], strict=True)
-    probing = params["failure_detector"] and bool(params["nodes"]) and not known_down
-    probe_nodes = params["nodes"] if probing else ()
+    why_not = not_probing(params, known_down)
+    probe_nodes = () if why_not else params["nodes"]
     peers = {a: Peer(h, params, probe_nodes) for a, h in pairs if a not in expected}
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
@@ -347,7 +359,7 @@ def main():
                     waited_seconds=elapsed, conditions=conditions, unmet=unmet, down=dead,
                 )
             if all(conditions.values()):
-                confirmed, how = failure_detector_verdict(params, known_down, peers, conditions)
+                confirmed, how = failure_detector_verdict(why_not, peers, conditions)
                 module.exit_json(
                     changed=False, waited_seconds=elapsed, conditions=conditions, unmet={},
                     failure_detector_confirmed=confirmed, failure_detector=how,

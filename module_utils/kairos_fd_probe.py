@@ -15,14 +15,21 @@ every node is the first replica of its own tokens there whatever the DCs; its
 from __future__ import annotations
 
 try:
-    from cassandra import ConsistencyLevel, Unavailable
+    from cassandra import ConsistencyLevel, InvalidRequest, Unauthorized, Unavailable
+    from cassandra.protocol import SyntaxException
     from cassandra.query import SimpleStatement
+
+    #: Errors that say the probe itself cannot run here (no permission, no such table).
+    CANNOT_PROBE = (Unauthorized, InvalidRequest, SyntaxException)
 except ImportError:  # pragma: no cover - the module reports the missing driver
     ConsistencyLevel = Unavailable = SimpleStatement = None
+    CANNOT_PROBE = ()
 
 MIN_TOKEN = -(2**63)
 MAX_TOKEN = 2**63 - 1
 PEER_TOKENS = "SELECT peer, tokens FROM system.peers_v2"
+#: Why a peer cannot be asked about a node whose token it does not list.
+TOKEN_UNKNOWN = "token unknown to this peer"
 _PROBE = (
     "SELECT keyspace_name FROM system_distributed.view_build_status "
     "WHERE token(keyspace_name, view_name) > %s"
@@ -52,7 +59,7 @@ def probe_alive(session, token):
     """'' when the session's coordinator counts every replica of ``token``'s range alive and
     they answered at ALL; else why not (Unavailable: the failure detector counts one down).
 
-    Errors that say the probe itself cannot run (no permission, no such table) propagate.
+    :data:`CANNOT_PROBE` errors (the probe itself cannot run) propagate.
     """
     query, bounds = probe_range(token)
     try:
@@ -60,8 +67,8 @@ def probe_alive(session, token):
     except Unavailable as exc:
         return (f"its failure detector counts a replica down ({exc.alive_replicas} of "
                 f"{exc.required_replicas} alive)")
+    except CANNOT_PROBE:
+        raise
     except Exception as exc:  # timeouts: counted alive, not answering yet
-        if type(exc).__name__ in ("Unauthorized", "InvalidRequest", "SyntaxException"):
-            raise
         return f"not answering at ALL yet ({type(exc).__name__})"
     return ""
