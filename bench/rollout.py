@@ -5,9 +5,9 @@ Runs playbooks/rolling_restart.yml, optionally under a QUORUM load (``--load OPS
 Ansible's JSON callback, then prints one JSON line: the rollout's wall time; the nodes' own
 drain/stop/start/sync time (per batch, the slowest node of the batch, since a batch's nodes
 restart together); the orchestration overhead (wall minus the nodes' own time) and its ratio
-to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain, stop,
-template, start, gate, read-back, record, Ansible's own start and between-task time); and the
-slowest tasks. With ``--load``, the load's operations and failures.
+to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain, restart
+(stop, the files and start in one module run), gate, read-back, record, Ansible's own start
+and between-task time); and the slowest tasks. With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
 """
@@ -30,11 +30,13 @@ sys.path.insert(0, str(REPO))
 
 # Task-name fragments -> phase, first match wins (names as the playbooks and the role say).
 PHASES = (
+    ("restart (stop, files, start)", ("Restart the node on",)),
     ("gate", ("Sync gate",)),
     ("drain", ("Drain the node",)),
     ("stop", ("Stop the",)),
     ("start", ("Start the", "Wait for", "serves CQL", "launcher")),
-    ("template", ("Template", "Record the new settings", "applied settings", "JVM options")),
+    ("template", ("Template", "Render the", "Merge the rollout", "applied settings",
+                  "JVM options")),
     ("read-back", ("Read back",)),
     ("record", ("Record the node", "Record ", "release", "Release")),
     ("batch checks", ("Re-read the live ring", "Refuse the batch", "heartbeat")),

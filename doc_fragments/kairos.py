@@ -42,3 +42,28 @@ attributes:
   diff_mode:
     support: none
 """
+
+    # The files option of kairos_files and kairos_process (module_utils/kairos_files.py).
+    FILES = r"""
+options:
+  files:
+    description:
+      - Whole files to write, each replaced atomically; files whose content and mode already
+        match are left alone.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the file.
+        type: path
+        required: true
+      content:
+        description: The file's whole content.
+        type: str
+        required: true
+      mode:
+        description: Octal permissions of the file, as a string.
+        type: str
+        default: "0644"
+"""

@@ -21,7 +21,8 @@ description:
   - C(hints) no peer holds more than I(max_hint_files) hint files for any node outside
     I(expected_down) (C(system_views.pending_hints)) - the batch's nodes have caught up, and
     no peer - the next batch among them - is still replaying hints to another node. With
-    no I(nodes) the gate checks only this and the schemas (before the first batch).
+    no I(nodes) the gate checks only this and the schemas (before the first batch), and with
+    I(cross_check) also that every peer sees every other peer as a batch node above.
   - C(failure_detector) with I(failure_detector), every peer's failure detector counts each
     batch node alive - the U of the peer's C(nodetool status), which no virtual table
     shows. Asked over CQL - a read at consistency ALL, sent to the peer, of a one-token range
@@ -62,6 +63,13 @@ options:
     description: Ask each peer's failure detector about each batch node over CQL.
     type: bool
     default: true
+  cross_check:
+    description:
+      - Without I(nodes) (before the first batch) - each peer's view of every other peer is
+        judged as a batch node's is (C(up_normal), C(schema), C(failure_detector)) - every
+        node UN in every view, which one C(nodetool status) per node checked before.
+    type: bool
+    default: false
   expected_down:
     description: Listen addresses already counted as down by the batch's guard.
     type: list
@@ -196,12 +204,16 @@ def judge_peer(view, nodes, generations, max_hint_files, expected=()):
 def judge(views, nodes, generations, max_hint_files, expected=()):
     """Every peer's answer -> (conditions, unmet per peer, nodes down outside the batch).
 
-    ``views``: peer -> its view, or None when it did not answer.
+    ``views``: peer -> its view, or None when it did not answer. ``nodes``: the batch's
+    nodes, or peer -> the nodes that peer's view is judged on (a cross-check).
     """
     unmet, down = {}, set()
     answered = {p: v for p, v in views.items() if v is not None}
+    nodes_of = nodes if isinstance(nodes, dict) else {p: nodes for p in views}
     for peer, view in answered.items():
-        peer_unmet, seen_down = judge_peer(view, nodes, generations, max_hint_files, expected)
+        peer_unmet, seen_down = judge_peer(
+            view, nodes_of[peer], generations, max_hint_files, expected
+        )
         down.update(seen_down)
         if peer_unmet:
             unmet[peer] = {k: "; ".join(v) for k, v in peer_unmet.items()}
@@ -285,7 +297,7 @@ class Peer:
 
 def not_probing(params, known_down):
     """Why the gate does not ask the peers' failure detectors, or '' when it does."""
-    if not params["nodes"]:
+    if not params["nodes"] and not params["cross_check"]:
         return "no batch nodes to ask about"
     if not params["failure_detector"]:
         return "not asked (failure_detector=false)"
@@ -314,6 +326,7 @@ def main():
             nodes=dict(type="list", elements="str", default=[]),
             generations=dict(type="dict", default={}),
             failure_detector=dict(type="bool", default=True),
+            cross_check=dict(type="bool", default=False),
             expected_down=dict(type="list", elements="str", default=[]),
             max_hint_files=dict(type="int", default=0),
             down_grace=dict(type="float", default=5),
@@ -331,9 +344,15 @@ def main():
     known_down = set(params["expected_down"])
     expected = known_down | set(params["nodes"])
     pairs = zip(listen, params["host"], strict=True)
+    if params["cross_check"] and params["nodes"]:
+        module.fail_json(msg="cross_check is for the gate before the first batch: no nodes")
     why_not = not_probing(params, known_down)
-    probe_nodes = () if why_not else params["nodes"]
-    peers = {a: Peer(h, params, probe_nodes) for a, h in pairs if a not in expected}
+    hosts = {a: h for a, h in pairs if a not in expected}
+    nodes_of = {
+        a: [o for o in hosts if o != a] if params["cross_check"] else params["nodes"]
+        for a in hosts
+    }
+    peers = {a: Peer(h, params, () if why_not else nodes_of[a]) for a, h in hosts.items()}
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
     down_since = {}  # node -> when it was first seen down in this run of polls
@@ -341,7 +360,7 @@ def main():
         while True:
             views = {a: p.view() for a, p in peers.items()}
             conditions, unmet, down = judge(
-                views, params["nodes"], generations, params["max_hint_files"], known_down
+                views, nodes_of, generations, params["max_hint_files"], known_down
             )
             now = time.monotonic()
             elapsed = round(now - began, 1)

@@ -6,14 +6,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: kairos_process
-short_description: Start or stop a background server process tracked by a pid file
+short_description: Start, stop or restart a background server process tracked by a pid file
 description:
   - The lab's service manager. C(started) launches I(command) detached from Ansible (own
     session, output appended to I(log)) unless the process named in I(pidfile) is alive and
     its command line contains I(match). C(stopped) sends SIGTERM, waits up to
     I(stop_timeout) seconds, then SIGKILL, and fails if the process is still there.
+  - C(restarted) stops the process (if running), writes I(files) while it is down (the other
+    states ignore them), starts it and waits for I(ready_port) - one module run for a
+    rollout's restart, where every task costs a module start. In check mode it only reports
+    the files' differences.
   - A stale pid file (dead process, or a recycled pid that does not match) counts as stopped.
-extends_documentation_fragment: [kairos, kairos.check_only]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos.files]
 options:
   pidfile:
     description: Path of the pid file.
@@ -30,7 +34,7 @@ options:
   state:
     description: Desired state.
     type: str
-    choices: [started, stopped]
+    choices: [started, stopped, restarted]
     default: started
   log:
     description: File that receives the process's stdout and stderr (appended).
@@ -91,8 +95,17 @@ stop_seconds:
   type: float
 ready_seconds:
   description: Seconds until I(ready_port) accepted connections.
-  returned: when ready_port is set and the state is started
+  returned: when ready_port is set and the state is started or restarted
   type: float
+files_written:
+  description: Whether I(files) were written (a rescue then knows the node has the new files).
+  returned: state restarted, also on failure
+  type: bool
+files_changed:
+  description: Paths of I(files) whose content or mode changed.
+  returned: state restarted
+  type: list
+  elements: str
 """
 
 import os
@@ -101,6 +114,7 @@ import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_files import FILES_ARG, bad_modes, changes, write
 from ansible.module_utils.kairos_net import accepts_connections
 
 
@@ -126,7 +140,8 @@ def is_ours(pid, match):
     return state != "Z" and match in cmdline
 
 
-def start(module, pidfile, match):
+def start(module, pidfile, match, progress=None):
+    progress = progress or {}
     params = module.params
     if not params["command"]:
         module.fail_json(msg="kairos_process: 'command' is required when state=started")
@@ -156,7 +171,7 @@ def start(module, pidfile, match):
             msg=f"process exited at once with status {proc.returncode}; end of {log_path}:\n"
             f"{log_tail(params['log'])}",
             pid=proc.pid,
-            was_running=False,
+            **{"was_running": False, **progress},
         )
     return proc.pid
 
@@ -170,8 +185,9 @@ def log_tail(path, lines=15):
         return "\n".join(handle.read().decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def wait_ready(module, pid, match):
+def wait_ready(module, pid, match, progress=None):
     """Wait until ready_port accepts connections; fail fast if the process dies."""
+    progress = progress or {}
     params = module.params
     began = time.monotonic()
     while time.monotonic() - began < params["ready_timeout"]:
@@ -180,6 +196,7 @@ def wait_ready(module, pid, match):
                 msg=f"process {pid} died before {params['ready_host']}:{params['ready_port']} "
                 f"accepted connections; end of {params['log']}:\n{log_tail(params['log'])}",
                 pid=pid,
+                **progress,
             )
         if accepts_connections(params["ready_host"], params["ready_port"]):
             return round(time.monotonic() - began, 2)
@@ -189,6 +206,7 @@ def wait_ready(module, pid, match):
         f"{params['ready_timeout']}s (process {pid} alive); end of {params['log']}:\n"
         f"{log_tail(params['log'])}",
         pid=pid,
+        **progress,
     )
     return None
 
@@ -217,13 +235,41 @@ def stop(module, pid, match):
     return None
 
 
+def restart(module, pidfile, match, running, pid):
+    """Stop, write the files, start and wait: the result of state=restarted."""
+    bad = bad_modes(module.params["files"])
+    if bad:
+        module.fail_json(msg=f"kairos_process: {bad}")
+    differ, diff = changes(module.params["files"])
+    result = {"changed": True, "was_running": running, "diff": diff, "files_written": False,
+              "files_changed": [item["path"] for item in differ]}
+    if module.check_mode:
+        module.exit_json(pid=pid, **result)
+    if not module.params["command"]:
+        module.fail_json(msg="kairos_process: 'command' is required when state=restarted")
+    if running:
+        result["stop_seconds"] = stop(module, pid, match)
+    if os.path.exists(pidfile):
+        os.unlink(pidfile)
+    for item in differ:
+        try:
+            write(item)
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write {item['path']}: {exc}", **result)
+    result["files_written"] = True
+    pid = start(module, pidfile, match, result) or 0
+    if module.params["ready_port"]:
+        result["ready_seconds"] = wait_ready(module, pid, match, result)
+    module.exit_json(pid=pid, **result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             pidfile=dict(type="path", required=True),
             command=dict(type="list", elements="str"),
             match=dict(type="str", required=True),
-            state=dict(type="str", choices=["started", "stopped"], default="started"),
+            state=dict(type="str", choices=["started", "stopped", "restarted"], default="started"),
             log=dict(type="path"),
             chdir=dict(type="path"),
             environment=dict(type="dict", default={}),
@@ -231,6 +277,7 @@ def main():
             ready_port=dict(type="int"),
             ready_host=dict(type="str", default="127.0.0.1"),
             ready_timeout=dict(type="int", default=120),
+            **FILES_ARG,
         ),
         supports_check_mode=True,
     )
@@ -238,6 +285,9 @@ def main():
     match = module.params["match"]
     pid = read_pid(pidfile)
     running = is_ours(pid, match)
+
+    if module.params["state"] == "restarted":
+        restart(module, pidfile, match, running, pid)
 
     if module.params["state"] == "started":
         result = {"changed": not running, "was_running": running}

@@ -20,7 +20,9 @@ Either is zero exactly when every batch is safe.
 
 :func:`fewest_batches_exact` is DSATUR branch and bound for the same problem (any caps):
 complete within a budget of search nodes, so on small rings (tens of nodes) it proves
-the optimum, and says so only when it finished.
+the optimum, and says so only when it finished. :func:`fractional_bound` is the LP
+(fractional colouring) lower bound over every safe batch, for rings small enough to
+enumerate them: it can prove a count the branch and bound would take too long to.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ __all__ = [
     "SearchResult",
     "fewer_batches",
     "fewest_batches_exact",
+    "fractional_bound",
     "violation",
 ]
 
@@ -51,8 +54,12 @@ TENURE_PER_NODE = 1.0
 TENURE_SPREAD = 12
 #: Scores are multiplied by this and a uniform draw below it added, to break ties.
 TIE_SCALE = 1 << 20
-#: Search nodes (partial batchings) the exact branch and bound may visit by default.
-EXACT_NODES = 50_000
+#: Search nodes (partial batchings) the exact branch and bound may visit by default: the
+#: 60-node one-rack ring at ONE needs 97,701 to prove 4 batches (about 1 s).
+EXACT_NODES = 150_000
+#: Safe batches :func:`fractional_bound` may enumerate before it gives up (none: the 60-node
+#: one-rack QUORUM ring has 2,607, enumerated and solved in about 0.1 s).
+FRACTIONAL_SETS = 10_000
 
 
 @dataclass(frozen=True)
@@ -134,15 +141,9 @@ class _PairState:
     however many requirements share it, searched better than weighting it by them.)
     """
 
-    def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int) -> None:
-        pairs: set[tuple[int, int]] = set()
-        for ms in problem.members:
-            for i, a in enumerate(ms):
-                pairs.update((a, b) if a < b else (b, a) for b in ms[i + 1:])
-        src = np.array([x for a, b in pairs for x in (a, b)], dtype=np.int64)
-        dst = np.array([x for a, b in pairs for x in (b, a)], dtype=np.int64)
-        order = np.argsort(src, kind="stable")
-        src, dst = src[order], dst[order]
+    def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int,
+                 pairs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        src, dst = _pairs(problem) if pairs is None else pairs
         bounds = np.searchsorted(src, np.arange(problem.n + 1))
         self.neighbours = [dst[bounds[v]:bounds[v + 1]] for v in range(problem.n)]
         self.where = [int(b) for b in batch_of]
@@ -163,6 +164,24 @@ class _PairState:
         row[nbrs] += 1
         self.where[v] = new
         self.own_at[v] += (new - old) * clash.shape[1]
+
+
+def _pairs(problem: CapacityProblem) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair of distinct nodes sharing a requirement, once: (src, dst), sorted
+    by src then dst. Built once per search, not once per batch count tried."""
+    codes = [np.zeros(0, dtype=np.int64)]
+    by_size: dict[int, list[tuple[int, ...]]] = {}
+    for ms in problem.members:
+        by_size.setdefault(len(ms), []).append(ms)
+    for size, group in by_size.items():
+        arr = np.asarray(group, dtype=np.int64)
+        for i in range(size):
+            for j in range(size):
+                if i != j:
+                    codes.append(arr[:, i] * problem.n + arr[:, j])
+    code = np.unique(np.concatenate(codes))
+    code = code[code // problem.n != code % problem.n]
+    return code // problem.n, code % problem.n
 
 
 class _CapState:
@@ -252,15 +271,20 @@ def fewer_batches(
     budget = MOVES_PER_NODE * problem.n if max_moves is None else max_moves
     rng = np.random.default_rng(seed)
     pairs = all(cap == 1 for cap in problem.caps)
-    node_reqs = problem.node_reqs()
+    sizes = [len(ms) for ms in problem.members]
+    incidence = (np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
+                 np.fromiter((m for ms in problem.members for m in ms), dtype=np.int64,
+                             count=sum(sizes)))
+    pair_arrays = _pairs(problem) if pairs else None
     best = [int(b) for b in batch_of]
     k = max(best) + 1 if best else 0
     used = 0
     stopped_by_time = False
     reached: list[tuple[int, int]] = []
     while k > max(lower_bound, 1) and used < budget and not stopped_by_time:
-        start = _empty_smallest_batch(problem, node_reqs, best, k)
-        state: _State = (_PairState if pairs else _CapState)(problem, start, k - 1)
+        start = _empty_smallest_batch(problem, incidence, best, k)
+        state: _State = (_PairState(problem, start, k - 1, pair_arrays) if pairs
+                         else _CapState(problem, start, k - 1))
         found, spent, stopped_by_time = _tabu(state, budget - used, t0 + seconds, rng)
         used += spent
         if not found:
@@ -274,25 +298,27 @@ def fewer_batches(
 
 
 def _empty_smallest_batch(
-    problem: CapacityProblem, node_reqs: Sequence[Sequence[int]], batch_of: Sequence[int],
+    problem: CapacityProblem, incidence: tuple[np.ndarray, np.ndarray], batch_of: Sequence[int],
     k: int,
 ) -> list[int]:
-    """``k - 1`` batches: the smallest batch's nodes go, one by one, where they break least."""
+    """``k - 1`` batches: the smallest batch's nodes go, one by one, where they break least
+    (the fewest requirements at their cap there; ties to the lowest batch)."""
+    req_of, node_of = incidence
     drop = int(np.argmin(np.bincount(np.asarray(batch_of), minlength=k)))
     out = [b - (b > drop) if b != drop else -1 for b in batch_of]
-    counts = [[0] * (k - 1) for _ in problem.caps]
-    for v, b in enumerate(out):
-        for j in node_reqs[v] if b >= 0 else ():
-            counts[j][b] += 1
+    where = np.asarray(out, dtype=np.int64)
+    kept = where[node_of] >= 0
+    counts = np.zeros((len(problem.caps), max(k - 1, 1)), dtype=np.int64)
+    np.add.at(counts, (req_of[kept], where[node_of[kept]]), 1)
+    caps = np.asarray(problem.caps, dtype=np.int64)
+    order = np.argsort(node_of, kind="stable")
+    starts = np.searchsorted(node_of[order], np.arange(problem.n + 1))
     for v in (v for v, b in enumerate(batch_of) if b == drop):
-        over = [0] * (k - 1)
-        for j in node_reqs[v]:
-            row, cap = counts[j], problem.caps[j]
-            for c in range(k - 1):
-                over[c] += row[c] >= cap
-        out[v] = min(range(k - 1), key=lambda c: (over[c], c))
-        for j in node_reqs[v]:
-            counts[j][out[v]] += 1
+        js = req_of[order[starts[v]:starts[v + 1]]]
+        over = (counts[js] >= caps[js, None]).sum(axis=0)
+        b = int(np.argmin(over))
+        out[v] = b
+        counts[js, b] += 1
     return out
 
 
@@ -444,6 +470,31 @@ class _BranchAndBound:
             self._unplace(v, b, newly)
         return False
 
+    def safe_sets(self, limit: int) -> list[int] | None:
+        """Every non-empty safe batch as a bit mask, or None if there are more than ``limit``.
+
+        Depth first, adding nodes in increasing order; batch 0 holds the set, so a node
+        it closes to cannot join (what :meth:`_place` computes for the search).
+        """
+        out: list[int] = []
+
+        def grow(allowed: int) -> bool:
+            while allowed:
+                low = allowed & -allowed
+                allowed ^= low
+                v = low.bit_length() - 1
+                out.append(self.in_batch[0] | low)
+                if len(out) > limit:
+                    return False
+                newly = self._place(v, 0)
+                ok = grow(allowed & ~self.shut[0])
+                self._unplace(v, 0, newly)
+                if not ok:
+                    return False
+            return True
+
+        return out if grow(self.open_mask) else None
+
     def _place(self, v: int, b: int) -> int:
         """Put ``v`` in batch ``b``; returns the mask of the open nodes ``b`` closed to."""
         self.batch_of[v] = b
@@ -484,3 +535,47 @@ class _BranchAndBound:
             u = low.bit_length() - 1
             closed[u] ^= bit
             key[u] += weight
+
+
+def fractional_bound(problem: CapacityProblem, max_sets: int | None = None) -> int | None:
+    """A lower bound on the batches: the fractional chromatic number, rounded up.
+
+    Every safe batch is enumerated (each a column of a covering LP: every node in at
+    least one batch); its optimum, at most any batching's count, can exceed the clique
+    bound by several batches (the 60-node one-rack QUORUM ring: clique 11, LP 13.5, and
+    14 batches do). The bound is certified from the dual: node weights ``y`` (rounded
+    down to integers) with no safe batch weighing more than ``M`` need at least
+    ``sum(y) / M`` batches, whatever the LP solver's rounding. None when there are more
+    than ``max_sets`` (default :data:`FRACTIONAL_SETS`) safe batches or the LP fails.
+    """
+    from scipy.optimize import linprog  # scipy is slow to import: only when needed
+    from scipy.sparse import csr_matrix
+
+    max_sets = FRACTIONAL_SETS if max_sets is None else max_sets
+    if problem.n == 0:
+        return 0
+    sets = _BranchAndBound(problem, 1, 0, 0).safe_sets(max_sets)
+    if sets is None:
+        return None
+    rows = [v for s in sets for v in _bits(s)]
+    cols = [c for c, s in enumerate(sets) for _ in range(s.bit_count())]
+    cover = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(problem.n, len(sets)))
+    res = linprog(np.ones(len(sets)), A_ub=-cover, b_ub=-np.ones(problem.n),
+                  bounds=(0, None), method="highs")
+    if res.status != 0:
+        return None
+    weight = np.floor(np.maximum(-res.ineqlin.marginals, 0.0) * (1 << 20)).astype(np.int64)
+    heaviest = int((cover.T.astype(np.int64) @ weight).max())
+    if heaviest <= 0:
+        return None
+    return -(-int(weight.sum()) // heaviest)
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``, lowest first."""
+    out = []
+    while mask:
+        low = mask & -mask
+        mask ^= low
+        out.append(low.bit_length() - 1)
+    return out

@@ -42,7 +42,7 @@ BATCH_NODE, VICTIM = "cass1", "cass3"
 FAULTS = {
     "sync gate": ("Sync gate - every peer sees the batch back", 1.0),
     "drain": ("cassandra : Drain the node", 0.5),
-    "start": ("cassandra : Start the node", 2.0),
+    "start": ("cassandra : Restart the node on its new files", 2.0),  # stopped, starting
 }
 
 

@@ -4,6 +4,7 @@ the reason given for each batch."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -16,6 +17,7 @@ from planner.batch_search import (
     CapacityProblem,
     fewer_batches,
     fewest_batches_exact,
+    fractional_bound,
     violation,
 )
 from planner.cli import main
@@ -111,18 +113,60 @@ def test_branch_and_bound_proves_the_upper_bound_it_cannot_beat() -> None:
     assert found.proved and found.batches == 4 and found.batch_of is None
 
 
+def cycle(n: int) -> CapacityProblem:
+    return CapacityProblem(n=n, members=tuple((i, (i + 1) % n) for i in range(n)),
+                           caps=(1,) * n)
+
+
+@pytest.mark.parametrize(("problem", "bound"), [(cycle(5), 3), (cycle(6), 2), (grotzsch(), 3),
+                                                 (fano(), 2)])
+def test_fractional_bound_is_the_fractional_chromatic_number_rounded_up(
+    problem: CapacityProblem, bound: int
+) -> None:
+    """5-cycle 5/2, Grotzsch 29/10; Fano: 7 points, safe batches of at most 4, so 7/4."""
+    assert fractional_bound(problem) == bound
+
+
+def test_fractional_bound_gives_up_on_too_many_safe_batches() -> None:
+    assert fractional_bound(grotzsch(), max_sets=10) is None
+    assert fractional_bound(CapacityProblem(n=0, members=(), caps=())) == 0
+
+
+def brute_force_fewest(problem: CapacityProblem) -> int:
+    """The fewest batches by trying every assignment to 1, 2, ... batches."""
+    for k in range(1, problem.n + 1):
+        for assign in itertools.product(range(k), repeat=problem.n):
+            if violation(problem, assign) == 0:
+                return k
+    raise AssertionError("unreachable: one node per batch is safe")
+
+
+@pytest.mark.parametrize(("seed", "cl"), [(s, cl) for s in range(3) for cl in ("QUORUM", "ONE")])
+def test_bound_and_proof_agree_with_brute_force_on_tiny_rings(seed: int, cl: str) -> None:
+    ring = Ring.synthetic(7, vnodes=3, rf=3, racks=1, seed=seed)
+    reqs = requirements(ring, consistency_level=cl)
+    problem = CapacityProblem(n=7, members=tuple(r.members for r in reqs),
+                              caps=tuple(len(r.members) - r.need for r in reqs))
+    optimum = brute_force_fewest(problem)
+    bound = fractional_bound(problem)
+    assert bound is not None and bound <= optimum
+    plan = safe_batches(ring, consistency_level=cl)
+    assert len(plan) == optimum == plan.lower_bound and plan.exact
+
+
 def test_branch_and_bound_out_of_budget_proves_nothing() -> None:
     found = fewest_batches_exact(grotzsch(), 11, lower_bound=2, max_nodes=3)
     assert not found.proved and found.nodes > 3
 
 
 @pytest.mark.parametrize(("nodes", "cl", "optimum"), [(24, "QUORUM", 14), (36, "QUORUM", 15),
-                                                      (36, "ONE", 4)])
+                                                      (36, "ONE", 4), (60, "QUORUM", 14)])
 def test_small_one_rack_rings_get_the_proved_optimum(
     monkeypatch: pytest.MonkeyPatch, nodes: int, cl: str, optimum: int
 ) -> None:
     """16 vnodes, one rack: 36 nodes at QUORUM need 15 batches, one more than the largest
-    clique (14), and 4 at ONE against a bound of 2; the branch and bound proves both."""
+    clique (14), and 4 at ONE against a bound of 2; the branch and bound proves both. At 60
+    nodes the clique is 11 but the fractional bound is 14, which the batches meet."""
     monkeypatch.setattr(topology, "_local_search", no_search)
     ring = Ring.synthetic(nodes, vnodes=16, rf=3, racks=1, seed=1)
     plan = safe_batches(ring, consistency_level=cl)

@@ -6,6 +6,7 @@ temporary directory, and a ``sleep`` started and stopped by kairos_process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -109,3 +110,76 @@ def test_process_started_once_then_stopped(tmp_path: Path) -> None:
 def test_process_start_needs_a_command(tmp_path: Path) -> None:
     with pytest.raises(ModuleFailed, match="'command' is required when state=started"):
         process(tmp_path / "node.pid")
+
+
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
+def test_process_restarted_writes_its_files_while_down(tmp_path: Path) -> None:
+    pidfile, conf = tmp_path / "node.pid", tmp_path / "conf.yaml"
+    conf.write_text("writers: 2\n")
+    same = tmp_path / "same.options"
+    same.write_text("-Xmx1G\n")
+    same.chmod(0o644)
+    files = [{"path": str(conf), "content": "writers: 4\n"},
+             {"path": str(same), "content": "-Xmx1G\n"}]
+    first = process(pidfile, command=command())
+    try:
+        checked = run_module("kairos_process", {"pidfile": str(pidfile), "match": MATCH,
+                                                "command": command(), "files": files,
+                                                "state": "restarted"}, check_mode=True)
+        assert checked["changed"] is True and checked["files_written"] is False
+        assert checked["files_changed"] == [str(conf)]
+        assert checked["diff"] == [{"before_header": str(conf), "after_header": str(conf),
+                                    "before": "writers: 2\n", "after": "writers: 4\n"}]
+        assert conf.read_text() == "writers: 2\n" and int(pidfile.read_text()) == first["pid"]
+
+        done = process(pidfile, command=command(), files=files, state="restarted",
+                       stop_timeout=10)
+        assert done["files_written"] is True and done["files_changed"] == [str(conf)]
+        assert done["pid"] != first["pid"] and int(pidfile.read_text()) == done["pid"]
+        assert "stop_seconds" in done and conf.read_text() == "writers: 4\n"
+        assert oct(conf.stat().st_mode & 0o777) == "0o644"
+        assert not list(tmp_path.glob(".kairos-*"))  # no temporary file left behind
+    finally:
+        current = int(pidfile.read_text()) if pidfile.exists() else 0
+        for pid in {first["pid"], current} - {0}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+
+
+def test_process_restarted_says_whether_the_files_were_written_when_it_fails(
+    tmp_path: Path,
+) -> None:
+    conf = tmp_path / "conf.yaml"
+    dies = [sys.executable, "-c", "raise SystemExit(3)", MATCH]
+    with pytest.raises(ModuleFailed, match="exited at once with status 3") as failed:
+        process(tmp_path / "node.pid", command=dies, state="restarted",
+                files=[{"path": str(conf), "content": "x: 1\n"}])
+    assert failed.value.result["files_written"] is True and conf.read_text() == "x: 1\n"
+    with pytest.raises(ModuleFailed, match=r"files\[\]\.mode '9x' of .* is not octal"):
+        process(tmp_path / "node.pid", command=dies, state="restarted",
+                files=[{"path": str(conf), "content": "x: 2\n", "mode": "9x"}])
+    assert conf.read_text() == "x: 1\n"
+
+
+# ------------------------------------------------------------------ kairos_files
+def test_files_writes_only_what_differs_and_check_mode_writes_nothing(tmp_path: Path) -> None:
+    conf, record = tmp_path / "cassandra.yaml", tmp_path / "kairos-applied.json"
+    conf.write_text("writers: 2\n")
+    conf.chmod(0o644)
+    record.write_text("{}\n")
+    record.chmod(0o600)
+    files = [{"path": str(conf), "content": "writers: 4\n"},
+             {"path": str(record), "content": "{}\n"}]  # same content, mode 0644 wanted
+    checked = run_module("kairos_files", {"files": files}, check_mode=True)
+    assert checked["changed"] is True
+    assert checked["files_changed"] == [str(conf), str(record)]
+    assert [d["before_header"] for d in checked["diff"]] == [str(conf)]  # content diffs only
+    assert conf.read_text() == "writers: 2\n" and record.stat().st_mode & 0o777 == 0o600
+    done = run_module("kairos_files", {"files": files})
+    assert done["files_changed"] == [str(conf), str(record)]
+    assert conf.read_text() == "writers: 4\n" and record.stat().st_mode & 0o777 == 0o644
+    assert run_module("kairos_files", {"files": files}) == {
+        "changed": False, "files_changed": [], "diff": []}
+    with pytest.raises(ModuleFailed, match=r"cannot write .*/absent/x"):
+        run_module("kairos_files", {"files": [{"path": str(tmp_path / "absent" / "x"),
+                                               "content": ""}]})

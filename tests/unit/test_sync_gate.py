@@ -291,3 +291,25 @@ def test_probe_range_reads_one_token_the_node_owns(token: int, bounds: tuple[int
     assert got == bounds and query.count("%s") == len(bounds)
     assert tokens_by_node([{"peer": CASS1, "tokens": ["5", "-7"]}, {"peer": CASS2, "tokens": None}]
                           ) == {CASS1: -7}
+
+
+def test_the_cross_check_asks_every_peer_about_every_other(no_sleep: None) -> None:
+    # Before the first batch: cass3's failure detector still counts cass2 down on the first
+    # poll (a D in cass3's nodetool status), then sees it back.
+    convicted = {**view(), "fd_down": [CASS2]}
+    peers = FakePeers({CASS1: [view()], CASS2: [view()], CASS3: [convicted, view()]})
+    result = gate(peers, nodes=[], generations={}, cross_check=True)
+    assert result["failure_detector_confirmed"] is True and peers.polls[CASS3] == 2
+    assert result["conditions"] == {"up_normal": True, "schema": True, "hints": True,
+                                    "failure_detector": True}
+    # A peer whose gossip shows another leaving is named, with what it sees.
+    leaving = view(cass3={"status_with_port": "LEAVING,123"})
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS1: [view()], CASS2: [leaving], CASS3: [view()]}),
+             nodes=[], generations={}, cross_check=True, timeout=0)
+    assert failed.value.result["unmet"] == {CASS2: {"up_normal": "127.0.0.3: status LEAVING"}}
+
+
+def test_the_cross_check_is_refused_with_batch_nodes() -> None:
+    with pytest.raises(ModuleFailed, match="cross_check is for the gate before the first batch"):
+        gate(FakePeers({CASS2: [view()]}), cross_check=True)
