@@ -7,7 +7,8 @@ drain/stop/start/sync time (per batch, the slowest node of the batch, since a ba
 restart together); the orchestration overhead (wall minus the nodes' own time) and its ratio
 to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain, restart
 (stop, the files and start in one module run), gate, read-back, record, Ansible's own start
-and between-task time); and the slowest tasks. With ``--load``, the load's operations and failures.
+and between-task time); the slowest tasks; and each node's drain in its parts (leaving gossip,
+the pause, the drain). With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
 """
@@ -63,6 +64,19 @@ def task_seconds(report: dict[str, Any]) -> list[tuple[str, float]]:
             span = meta.get("duration") or {}
             if span.get("start") and span.get("end"):
                 out.append((meta.get("name", "?"), _stamp(span["end"]) - _stamp(span["start"])))
+    return out
+
+
+def drain_parts(report: dict[str, Any]) -> dict[str, list[float]]:
+    """Host -> the drain's parts in seconds (leave gossip, pause, drain), as cassandra_drain
+    returned them (the rollout's record keeps only their sum)."""
+    out = {}
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            if task["task"].get("name") == "cassandra : Drain the node":
+                for host, result in task.get("hosts", {}).items():
+                    if result.get("phases"):
+                        out[host] = result["phases"]
     return out
 
 
@@ -136,10 +150,12 @@ def main() -> int:
         print(proc.stdout[-3000:], proc.stderr[-2000:], file=sys.stderr)
         return 1
     line: dict[str, Any] = {"case": "rolling_restart", "consistency_level": args.cl}
-    tasks = task_seconds(json.loads(proc.stdout))
+    report = json.loads(proc.stdout)
+    tasks = task_seconds(report)
     if args.tasks:
         args.tasks.write_text(json.dumps([[n, round(s, 2)] for n, s in tasks], indent=0))
     line.update(summarise(wall, tasks))
+    line["drain_parts"] = drain_parts(report)
     if result is not None:
         line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),
                         "failures": dict(result.failures),
