@@ -10,9 +10,11 @@ batch. With every cap 1 it is graph colouring (a replica set is a clique); large
 others, then moves one node at a time to cut the total violation, forbidding a node to
 return to a batch it just left for a few moves (TabuCol, Hertz and de Werra 1987, with
 the dynamic tenure of Galinier and Hao 1999). A batching with zero violation is safe and
-the next ``k`` starts from it. Ties are broken by a seeded generator and the search is
-bounded by a number of moves, so the result is the same on every machine; the wall-clock
-budget is only a backstop.
+the next ``k`` starts from it. A ``k`` is given up when the least violation seen stops
+falling (see :data:`PATIENCE_PER_NODE`), so the attempt below the best count, usually out
+of reach, does not take the rest of the budget. Ties are broken by a seeded generator and
+the search is bounded by a number of moves, so the result is the same on every machine;
+the wall-clock budget is only a backstop.
 
 The violation is the number of same-batch pairs of a cap-1 requirement when every cap is
 1 (each move is then two vectorised updates), else ``sum_j sum_b max(0, count - cap)``.
@@ -45,15 +47,21 @@ __all__ = [
 ]
 
 #: Moves allowed per node when the caller does not say. 1,000 nodes with 16 vnodes on one
-#: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 in 31,000 to 154,000
-#: moves (search seeds 0-3) at about 35 us a move: 150,000 moves is about 5 s.
+#: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 in 31,500 to 163,000
+#: moves (search seeds 0-11; seed 3 not within 150,000), at 20-25 us a move of CPU time.
 MOVES_PER_NODE = 150
+#: A batch count is given up when the least violation seen, ``best``, has not fallen for
+#: ``PATIENCE_PER_NODE * nodes / best`` moves. On the 1,000-node one-rack ring, 15 batches
+#: (reached) went up to 54,500 moves without a new best at 2 violations; 14 (never
+#: reached) stayed at 53-61 violations, where this gives up after about 2,500 moves.
+PATIENCE_PER_NODE = 150
 #: Tabu tenure: this many moves per node in violation, plus U[0, TENURE_SPREAD). Galinier
 #: and Hao's 0.6 and 10 took about twice the moves of these on the 1,000-node vnode ring.
 TENURE_PER_NODE = 1.0
 TENURE_SPREAD = 12
 #: Scores are multiplied by this and a uniform draw below it added, to break ties.
-TIE_SCALE = 1 << 20
+TIE_BITS = 20
+TIE_SCALE = 1 << TIE_BITS
 #: Search nodes (partial batchings) the exact branch and bound may visit by default: the
 #: 60-node one-rack ring at ONE needs 97,701 to prove 4 batches (about 1 s).
 EXACT_NODES = 150_000
@@ -118,15 +126,17 @@ def violation(problem: CapacityProblem, batch_of: Sequence[int]) -> int:
 
 
 class _State(Protocol):
-    """A batching under search: ``clash[b, v]`` is what ``v`` would violate in batch ``b``.
+    """A batching under search: ``score[b, v] // TIE_SCALE`` is what ``v`` would violate
+    in batch ``b``.
 
-    Moving ``v`` from ``a`` to ``b`` changes ``violation`` by ``clash[b, v] - clash[a, v]``.
-    Batch-major, so that a move updates contiguous rows.
+    Moving ``v`` from ``a`` to ``b`` changes ``violation`` by the difference of the two
+    counts. The counts are kept multiplied by :data:`TIE_SCALE` so that the search can add
+    its tie-breaking draws below them without a multiplication per move. Batch-major, so
+    that a move updates contiguous rows.
     """
 
-    clash: np.ndarray
-    flat: np.ndarray  # clash.reshape(-1), the same memory
-    own_at: np.ndarray  # flat index of (where[v], v)
+    score: np.ndarray
+    own_at: np.ndarray  # flat index of (where[v], v) in score
     where: list[int]  # the batch of each node
     violation: int
 
@@ -136,9 +146,10 @@ class _State(Protocol):
 class _PairState:
     """Every cap is 1: batches are colours, and two members of a requirement clash.
 
-    ``clash[b, v]`` is the number of nodes in ``b`` sharing a requirement with ``v``; a
-    move updates its neighbours' entries in two vectorised steps. (Counting a pair once,
-    however many requirements share it, searched better than weighting it by them.)
+    ``score[b, v]`` is ``TIE_SCALE`` times the number of nodes in ``b`` sharing a
+    requirement with ``v``; a move updates its neighbours' entries in two vectorised
+    steps. (Counting a pair once, however many requirements share it, searched better
+    than weighting it by them.)
     """
 
     def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int,
@@ -148,22 +159,22 @@ class _PairState:
         self.neighbours = [dst[bounds[v]:bounds[v + 1]] for v in range(problem.n)]
         self.where = [int(b) for b in batch_of]
         where = np.asarray(self.where, dtype=np.int64)
-        self.clash = np.zeros((k, problem.n), dtype=np.int64)
-        np.add.at(self.clash, (where[dst], src), 1)
-        self.flat = self.clash.reshape(-1)
+        clash = np.bincount(where[dst] * problem.n + src,
+                            minlength=k * problem.n).reshape(k, problem.n)
         self.own_at = where * problem.n + np.arange(problem.n)
-        self.violation = int(self.flat[self.own_at].sum()) // 2
+        self.violation = int(clash.reshape(-1)[self.own_at].sum()) // 2
+        self.score = clash * TIE_SCALE
 
     def move(self, v: int, new: int) -> None:
         """Move ``v`` to batch ``new``."""
-        old, clash, nbrs = self.where[v], self.clash, self.neighbours[v]
-        self.violation += int(clash[new, v]) - int(clash[old, v])
-        row = clash[old]
-        row[nbrs] -= 1
-        row = clash[new]
-        row[nbrs] += 1
+        old, score, nbrs = self.where[v], self.score, self.neighbours[v]
+        self.violation += (int(score[new, v]) >> TIE_BITS) - (int(score[old, v]) >> TIE_BITS)
+        row = score[old]
+        row[nbrs] -= TIE_SCALE
+        row = score[new]
+        row[nbrs] += TIE_SCALE
         self.where[v] = new
-        self.own_at[v] += (new - old) * clash.shape[1]
+        self.own_at[v] += (new - old) * score.shape[1]
 
 
 def _pairs(problem: CapacityProblem) -> tuple[np.ndarray, np.ndarray]:
@@ -185,8 +196,8 @@ def _pairs(problem: CapacityProblem) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _CapState:
-    """Any caps: per requirement and batch counts, ``clash[b, v]`` counts ``v``'s
-    requirements that would be over their cap with ``v`` in ``b``."""
+    """Any caps: per requirement and batch counts; ``score[b, v]`` is ``TIE_SCALE`` times
+    the number of ``v``'s requirements that would be over their cap with ``v`` in ``b``."""
 
     def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int) -> None:
         self.members = problem.members
@@ -204,15 +215,14 @@ class _CapState:
         others = counts[pair_req]
         others[np.arange(len(pair_node)), where[pair_node]] -= 1
         over = (others >= caps[pair_req, None]).astype(np.int64)
-        self.clash = np.zeros((problem.n, k), dtype=np.int64)
-        np.add.at(self.clash, pair_node, over)
-        self.clash = np.ascontiguousarray(self.clash.T)
+        clash = np.zeros((problem.n, k), dtype=np.int64)
+        np.add.at(clash, pair_node, over)
+        self.score = np.ascontiguousarray(clash.T) * TIE_SCALE
         self.counts: list[list[int]] = counts.tolist()
-        self.flat = self.clash.reshape(-1)
         self.own_at = where * problem.n + np.arange(problem.n)
 
     def move(self, v: int, new: int) -> None:
-        """Move ``v`` to batch ``new``: counts, the violation, and the members' clashes."""
+        """Move ``v`` to batch ``new``: counts, the violation, and the members' scores."""
         old, where = self.where[v], self.where
         down: list[int] = []
         up: list[int] = []
@@ -230,10 +240,10 @@ class _CapState:
                 up += [m for m in self.members[j] if m != v and (where[m] == new) == inside]
             row[old] = n_old - 1
             row[new] = n_new + 1
-        np.subtract.at(self.clash[old], down, 1)
-        np.add.at(self.clash[new], up, 1)
+        np.subtract.at(self.score[old], down, TIE_SCALE)
+        np.add.at(self.score[new], up, TIE_SCALE)
         where[v] = new
-        self.own_at[v] += (new - old) * self.clash.shape[1]
+        self.own_at[v] += (new - old) * self.score.shape[1]
 
 
 def fewer_batches(
@@ -285,7 +295,8 @@ def fewer_batches(
         start = _empty_smallest_batch(problem, incidence, best, k)
         state: _State = (_PairState(problem, start, k - 1, pair_arrays) if pairs
                          else _CapState(problem, start, k - 1))
-        found, spent, stopped_by_time = _tabu(state, budget - used, t0 + seconds, rng)
+        found, spent, stopped_by_time = _tabu(state, budget - used, t0 + seconds, rng,
+                                              patience=PATIENCE_PER_NODE * problem.n)
         used += spent
         if not found:
             break
@@ -323,7 +334,8 @@ def _empty_smallest_batch(
 
 
 def _tabu(
-    state: _State, budget: int, deadline: float, rng: np.random.Generator
+    state: _State, budget: int, deadline: float, rng: np.random.Generator,
+    patience: int | None = None,
 ) -> tuple[bool, int, bool]:
     """Move nodes until no batch is over a cap: (found, moves spent, stopped by the clock).
 
@@ -331,53 +343,76 @@ def _tabu(
     among the moves not tabu, or tabu but reaching below the least violation seen
     (aspiration); ties are drawn at random. Leaving batch ``a`` makes ``(a, v)`` tabu for
     ``TENURE_PER_NODE * |nodes in violation| + U[0, TENURE_SPREAD)`` moves. A node's own
-    batch is kept tabu, which leaves it out.
+    batch is kept tabu, which leaves it out. With ``patience``, the search also gives up
+    when the least violation seen, ``best``, has not fallen for ``patience / best`` moves:
+    a count within reach gets down to a few violations quickly and may then wait long
+    for the last ones, a count out of reach stays stuck far from zero.
+
+    The tabu moves are a matrix of penalties (0, or more than any score) added to the
+    scores of the nodes in violation; each is lifted when its tenure ends (a bucket of
+    expiries per move), so that a move costs a handful of numpy calls on a (batches x
+    nodes in violation) block, never a pass over every node's tabu state.
     """
-    k, n = state.clash.shape
+    k, n = state.score.shape
     if k < 2:
         return state.violation == 0, 0, False
-    never = 1 << 40  # a tabu move's score; times TIE_SCALE it still fits in int64
-    tabu_until = np.zeros((k, n), dtype=np.int64)
-    tabu_until.reshape(-1)[state.own_at] = never
-    best_seen = state.violation
+    score, own_at, where = state.score, state.own_at, state.where
+    flat = score.reshape(-1)
+    never = 1 << 50  # more than any score plus tie-breaking draw
+    penalty = np.zeros((k, n), dtype=np.int64)
+    penalty.reshape(-1)[own_at] = never
+    # until[b][v]: the move at which (b, v) stops being tabu; -1 while b is v's own batch.
+    until = [[0] * n for _ in range(k)]
+    for v, b in enumerate(where):
+        until[b][v] = -1
+    expiring: dict[int, list[tuple[int, int]]] = {}
+    best_seen, improved_at = state.violation, 0
     moves = 0
     # Random numbers drawn in blocks: one generator call per move would cost as much as
     # the move. Ties are broken by adding U[0, TIE_SCALE) to the scaled scores.
     noise = rng.integers(TIE_SCALE, size=max(1 << 16, 2 * k * n))
     tenures = rng.integers(TENURE_SPREAD, size=4096)
     used = 0
+    least = np.minimum.reduce
     while state.violation > 0:
-        if moves >= budget:
+        if moves >= budget or (patience is not None
+                               and (moves - improved_at) * best_seen >= patience):
             return False, moves, False
         if moves % 128 == 0 and time.perf_counter() > deadline:
             return False, moves, True
-        own = state.flat.take(state.own_at)
-        in_violation = own.nonzero()[0]
-        delta = state.clash.take(in_violation, axis=1)
+        for b, u in expiring.pop(moves, ()):
+            if until[b][u] == moves:
+                penalty[b, u] = 0
+        own = flat.take(own_at)
+        in_violation = (own >= TIE_SCALE).nonzero()[0]
+        width = len(in_violation)
+        delta = score.take(in_violation, axis=1)
         delta -= own.take(in_violation)
         # The least move is allowed either way if it beats the best seen (aspiration);
         # else only moves not tabu are.
-        if delta.min() >= best_seen - state.violation:
-            np.putmask(delta, tabu_until.take(in_violation, axis=1) > moves, never)
-        if used + delta.size > len(noise):
+        if least(delta, axis=None) >= (best_seen - state.violation) * TIE_SCALE:
+            delta += penalty.take(in_violation, axis=1)
+        if used + k * width > len(noise):
             noise, used = rng.integers(TIE_SCALE, size=len(noise)), 0
-        delta *= TIE_SCALE
-        delta += noise[used:used + delta.size].reshape(delta.shape)
-        used += delta.size
+        delta += noise[used:used + k * width].reshape(k, width)
+        used += k * width
         pick = int(delta.argmin())
-        new, column = divmod(pick, len(in_violation))
+        new, column = divmod(pick, width)
         v = int(in_violation[column])
-        old = state.where[v]
-        if delta.flat[pick] >= never * TIE_SCALE:  # every move tabu: a random one
+        old = where[v]
+        if delta.flat[pick] >= never:  # every move tabu: a random one
             new = (old + 1 + int(tenures[moves % 4096]) % (k - 1)) % k
         state.move(v, new)
-        tabu_until[old, v] = (moves + int(TENURE_PER_NODE * len(in_violation))
-                              + int(tenures[moves % 4096]))
-        tabu_until[new, v] = never
+        end = moves + int(TENURE_PER_NODE * width) + int(tenures[moves % 4096])
+        until[old][v] = end  # penalty[old, v] is already `never`: it was v's own batch
+        expiring.setdefault(end, []).append((old, v))
+        until[new][v] = -1
+        penalty[new, v] = never
         moves += 1
         if moves % 4096 == 0:
             tenures = rng.integers(TENURE_SPREAD, size=4096)
-        best_seen = min(best_seen, state.violation)
+        if state.violation < best_seen:
+            best_seen, improved_at = state.violation, moves
     return True, moves, False
 
 

@@ -1,19 +1,21 @@
 """Turning measurements into the performance model, and scoring what it claims.
 
-:func:`fit_observations` scores each model design by leave-one-configuration-out MAPE
-(every configuration predicted by a model that never saw it: the error a plan meets when
-it moves to a configuration), keeps the best design, refits it on every row with
-:func:`planner.perfmodel.fit_design`, and reports the held-out and in-sample MAPE next to
-the mix-only baseline (no configuration terms). The baseline is a candidate too: when it
-predicts unseen configurations best, the configuration terms are noise and the model
-claims no configuration effect. :func:`best_by_mix` and :func:`sweep_drift` read the gains
-and the cluster's drift straight from the measurements.
+:func:`fit_observations` fits the partially pooled model (:data:`planner.perfmodel.POOLED`:
+every parameter's and every measured configuration's effect per class, shrunk towards zero
+by as much as the runs' own spread says) on every row with
+:func:`planner.perfmodel.fit_design`, and reports each configuration's effect per mix with
+its 95 % interval. An effect consistent across runs and sweeps and larger than their
+spread survives; noise is shrunk to nothing. It scores the model by
+leave-one-configuration-out MAPE (every configuration predicted by a model that never saw
+it: the error a plan meets when it moves to a configuration), beside the unpooled designs
+and the mix-only baseline (no configuration terms), which used to be chosen between, all
+or nothing. :func:`best_by_mix` and :func:`sweep_drift` read the gains and the cluster's
+drift straight from the measurements.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +26,7 @@ import pandas as pd
 from planner.calibrate_space import config_key
 from planner.calibrate_state import CalibrationState, sweep_of
 from planner.errors import ValidationError
-from planner.perfmodel import TARGET, PerformanceModel, fit_design
+from planner.perfmodel import POOLED, TARGET, PerformanceModel, configuration_effects, fit_design
 from planner.workload import classes_for
 
 #: The design without configuration terms (the mix alone), scored beside the others.
@@ -101,6 +103,9 @@ def leave_one_config_out(
     skipped: list[str] = []
     for key in dict.fromkeys(keys):
         held = np.array([k == key for k in keys])
+        if held.all():  # one configuration only: nothing to fit the fold on
+            skipped.append(f"{key}: no other configuration")
+            continue
         try:
             model = fit_design(fit_df[~held], engine=engine, design=design)
         except ValidationError as exc:
@@ -119,77 +124,92 @@ def leave_one_config_out(
 def fit_observations(
     df: pd.DataFrame, *, engine: str, name: str | None = None
 ) -> tuple[PerformanceModel | None, dict[str, Any]]:
-    """Choose the design by leave-one-configuration-out MAPE, refit it on every row.
+    """Fit the partially pooled model on every row; score it by leave-one-configuration-out.
 
     Returns ``(model or None, report)``; the model is None (and ``report["error"]`` says why)
-    when no design can be fitted on the rows. The report holds the held-out MAPE of the
-    chosen design (None when no fold could be fitted), the in-sample MAPE, and the same two
-    figures for a mix-only baseline, all against the (configuration, mix) geometric means of
-    the runs; and the runs' own spread around those means (``repeat_spread``).
+    when the rows cannot fit it. The report holds the held-out MAPE of the pooled model
+    (None when no fold could be fitted) and of the unpooled designs and the mix-only
+    baseline (``candidates``; ``selected_by_heldout``: the one the former all-or-nothing
+    selection kept), the in-sample MAPE of the model and of the baseline, all against the
+    (configuration, mix) geometric means of the runs; the runs' own spread
+    (``repeat_spread``); and every configuration's effect per mix against the first
+    configuration of the rows (the original), with its 95 % interval (``effects``).
     """
     classes = classes_for(engine)
     params = [c for c in df.columns if c not in (*classes, TARGET)]
-    varying = [p for p in params if df[p].astype(str).nunique() > 1]
-    n_configs = len(set(_row_keys(df, params)))
     report: dict[str, Any] = {
         "n_observations": len(df),
-        "n_configurations": n_configs,
-        "params": varying,
+        "n_configurations": len(set(_row_keys(df, params))),
+        "params": [p for p in params if df[p].astype(str).nunique() > 1],
         "validation": "leave-one-configuration-out",
     }
+    model_name = name or f"{engine}-calibrated"
+    try:
+        model = fit_design(df, engine=engine, design=POOLED, name=model_name)
+    except ValidationError as exc:
+        report.update({"candidates": {}, "error": str(exc), "heldout_mape": None})
+        return None, report
     candidates: dict[str, dict[str, Any]] = {}
-    for design in ("interaction", "additive"):
+    for design in ("interaction", "additive", POOLED):
         try:
-            fit_design(df, engine=engine, design=design)
+            if design != POOLED:
+                fit_design(df, engine=engine, design=design)
         except ValidationError as exc:
             candidates[design] = {"mape": None, "error": str(exc)}
             continue
         candidates[design] = leave_one_config_out(df, engine=engine, design=design,
                                                   params=params)
-    fittable = [d for d, c in candidates.items() if "error" not in c]
-    if not fittable:
-        report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
-        report["error"] = "; ".join(c["error"] for c in candidates.values())
-        report["heldout_mape"] = None
-        return None, report
-    # The mix-only model competes too: configuration terms that predict an unseen
-    # configuration worse than the mix alone are fitted noise, and a planner must not
-    # restart nodes for them.
     baseline = leave_one_config_out(df, engine=engine, design="interaction", params=params,
                                     mix_only=True)
     candidates[MIX_ONLY] = baseline
     report["candidates"] = {d: c.get("mape") for d, c in candidates.items()}
-    scored = [d for d in [*fittable, MIX_ONLY] if candidates[d]["mape"] is not None]
-    # With a held-out figure the lowest wins (a configuration design on a tie); without,
-    # the smaller (additive) configuration design.
-    chosen = min(scored, key=lambda d: (candidates[d]["mape"], d == MIX_ONLY)) if scored \
-        else fittable[-1]
+    # The former rule, all or nothing: the lowest held-out error among the unpooled designs
+    # and the mix alone. Kept for comparison only.
+    scored = [d for d in ("interaction", "additive", MIX_ONLY)
+              if candidates[d].get("mape") is not None]
+    report["selected_by_heldout"] = min(
+        scored, key=lambda d: (candidates[d]["mape"], d == MIX_ONLY)) if scored else None
     means = config_means(df, engine=engine, params=params)
     y = means[TARGET].to_numpy(dtype=float)
-    mix_model: PerformanceModel | None = None
     baseline_in_sample: float | None = None
     with contextlib.suppress(ValidationError):
         mix_model = fit_design(df, engine=engine, design="interaction", params=[])
         baseline_in_sample = _mape(y, _predict_rows(mix_model, means, []))
-    model_name = name or f"{engine}-calibrated"
-    if chosen == MIX_ONLY and mix_model is not None:
-        model = dataclasses.replace(mix_model, name=model_name)
-    else:
-        model = fit_design(df, engine=engine, design=chosen, name=model_name)
+    fit = model.info["fit"]
+    effects = _effects(model, df, params, classes)
     report.update({
-        "design": chosen,
-        "heldout_mape": candidates[chosen]["mape"],
-        "heldout_per_config": candidates[chosen]["per_config"],
-        "heldout_skipped": candidates[chosen]["skipped"],
+        "design": POOLED,
+        "heldout_mape": candidates[POOLED].get("mape"),
+        "heldout_per_config": candidates[POOLED].get("per_config", []),
+        "heldout_skipped": candidates[POOLED].get("skipped", []),
         "in_sample_mape": _mape(y, _predict_rows(model, means, params)),
         "repeat_spread": repeat_spread(df, engine=engine, params=params),
         "baseline_heldout_mape": baseline["mape"],
         "baseline_in_sample_mape": baseline_in_sample,
-        "r_squared": model.info["fit"]["r_squared"],
+        "r_squared": fit["r_squared"],
         "sigma": model.sigma,
-        "notes": model.info["fit"]["notes"],
+        "tau": fit.get("tau", {}),
+        "tau_interval": fit.get("tau_interval", {}),
+        "effects": effects,
+        "effects_excluding_zero": sum(e["excludes_zero"] for e in effects),
+        "notes": fit["notes"],
     })
     return model, report
+
+
+def _effects(model: PerformanceModel, df: pd.DataFrame, params: Sequence[str],
+             classes: Sequence[str]) -> list[dict[str, Any]]:
+    """Every measured configuration's effect per measured mix against the first row's
+    configuration (:func:`planner.perfmodel.configuration_effects`); mixes are named by
+    their fractions."""
+    if not params:
+        return []
+    mixes: dict[str, dict[str, float]] = {}
+    for row in df[list(classes)].drop_duplicates().to_dict("records"):
+        label = ", ".join(f"{c}={float(v):g}" for c, v in row.items() if v)
+        mixes[label] = {c: float(v) for c, v in row.items()}
+    configs = [json.loads(k) for k in dict.fromkeys(_row_keys(df, params))]
+    return configuration_effects(model, mixes, configs, configs[0])
 
 
 def _geomean(values: Sequence[float]) -> float:

@@ -18,7 +18,9 @@ predicts throughput only (:attr:`PerformanceModel.predicts_latency` is False).
 one column per class fraction, any configuration columns, and ``ops_per_s``), choosing between
 the interaction and the additive design by held-out MAPE; :func:`fit_design` fits one design on
 every row for callers that validate otherwise (``kairos calibrate``: leave one configuration
-out). :func:`load_default_model` loads the
+out), among them the partially pooled one (:data:`POOLED`): every configuration effect shrunk
+towards zero by empirical Bayes, each measured configuration's own effect included, with
+:func:`configuration_effects` giving each effect's interval. :func:`load_default_model` loads the
 shipped prior (planner/data/<engine>-prior.json, provenance beside it), which
 :func:`prior_model` builds from the effects the seeds report.
 """
@@ -29,13 +31,14 @@ import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from scipy.linalg import cho_factor, cho_solve
 
 from planner import inputs
 from planner.errors import ValidationError
@@ -54,7 +57,10 @@ COV_BOUND = 1e4
 #: Bound on the residual sigma (log scale): e^10 ~ 22,000x run-to-run noise.
 SIGMA_BOUND = 10.0
 TARGET = "ops_per_s"
-FeatureKind = Literal["level", "linear"]
+#: The partially pooled design: the interaction design with every configuration coefficient
+#: shrunk towards zero by as much as the data say (:func:`_pooled_fit`).
+POOLED = "pooled"
+FeatureKind = Literal["level", "linear", "config"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,9 @@ class Feature:
     ``level``: 1.0 when the parameter equals ``level`` (enums and booleans), else 0.0.
     ``linear``: ``(clip(value, lo, hi) - ref) / scale`` on the parameter's numeric value
     (MiB for sizes).
+    ``config``: 1.0 for the one configuration ``match`` (parameter -> value pairs; ``param``
+    is its first parameter), else 0.0: a measured configuration's own effect, beyond what
+    the other features say (the pooled fit's second level, :func:`_pooled_fit`).
     """
 
     param: str
@@ -89,12 +98,21 @@ class Feature:
     scale: float = 1.0
     lo: float | None = None
     hi: float | None = None
+    match: tuple[tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
         if self.kind == "level":
             return f"{self.param}={self.level}"
+        if self.kind == "config":
+            return "config(" + ", ".join(f"{k}={v}" for k, v in self.match) + ")"
         return self.param
+
+    def value_in(self, space: ConfigSpace, full: Mapping[str, Any]) -> float:
+        """The feature of a complete canonical configuration ``full``."""
+        if self.kind == "config":
+            return 1.0 if all(full[k] == v for k, v in self.match) else 0.0
+        return self.value(space, full[self.param])
 
     def value(self, space: ConfigSpace, canonical: Any) -> float:
         if self.kind == "level":
@@ -110,6 +128,8 @@ class Feature:
         out: dict[str, Any] = {"param": self.param, "kind": self.kind}
         if self.kind == "level":
             out["level"] = self.level
+        elif self.kind == "config":
+            out["match"] = dict(self.match)
         else:
             out.update({"ref": self.ref, "scale": self.scale, "lo": self.lo, "hi": self.hi})
         return out
@@ -119,12 +139,15 @@ class Feature:
         """Inverse of :meth:`to_dict`; ``field`` names the feature in messages."""
         raw = inputs.mapping(data, field)
         inputs.closed_keys(
-            raw, field, allowed=("param", "kind", "level", "ref", "scale", "lo", "hi"),
+            raw, field, allowed=("param", "kind", "level", "ref", "scale", "lo", "hi", "match"),
             required=("param", "kind"),
         )
         kind = raw["kind"]
-        if kind not in ("level", "linear"):
-            raise ValidationError(f"{field}.kind: {kind!r} is not level or linear")
+        if kind not in ("level", "linear", "config"):
+            raise ValidationError(f"{field}.kind: {kind!r} is not level, linear or config")
+        match = inputs.mapping(raw.get("match", {}), f"{field}.match")
+        if (kind == "config") != bool(match):
+            raise ValidationError(f"{field}.match: required for kind config, and only there")
 
         def bound(key: str) -> float | None:
             value = raw.get(key)
@@ -138,6 +161,7 @@ class Feature:
             scale=inputs.number(raw.get("scale", 1.0), f"{field}.scale"),
             lo=bound("lo"),
             hi=bound("hi"),
+            match=tuple((str(k), v) for k, v in match.items()),
         )
 
 
@@ -179,11 +203,19 @@ class PerformanceModel(EngineClasses):
     def __post_init__(self) -> None:
         classes = classes_for(self.engine)
         space = get_space(self.engine)
+        feats = []
         for feat in self.features:
+            feats.append(feat)
             if feat.param not in space:
                 raise ValidationError(f"features: {feat.param!r} is not a {self.engine} parameter")
             if feat.kind == "level":
                 space[feat.param].coerce(feat.level)
+            elif feat.kind == "config":
+                # canonical values, so that a configuration read back from JSON matches
+                match = tuple((k, space[k].coerce(v)) for k, v in feat.match)
+                if not match or match[0][0] != feat.param:
+                    raise ValidationError(f"features: {feat.label}: param is not its first")
+                feats[-1] = replace(feat, match=match)
             elif feat.kind != "linear" or feat.scale == 0:
                 raise ValidationError(f"features: {feat.label}: bad kind or zero scale")
         coef = np.array(self.coef, dtype=float)
@@ -204,7 +236,7 @@ class PerformanceModel(EngineClasses):
         cov.setflags(write=False)
         object.__setattr__(self, "coef", coef)
         object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "features", tuple(feats))
 
     @property
     def space(self) -> ConfigSpace:
@@ -237,7 +269,7 @@ class PerformanceModel(EngineClasses):
         for k, config in enumerate(configs):
             full = space.complete(config)
             for j, feat in enumerate(self.features):
-                out[k, 1 + j] = feat.value(space, full[feat.param])
+                out[k, 1 + j] = feat.value_in(space, full)
         return out
 
     # ------------------------------------------------------------ predicting
@@ -592,8 +624,17 @@ def _features_for(
     return features
 
 
+def _config_features(configs: list[dict[str, Any]], params: Sequence[str]) -> list[Feature]:
+    """One ``config`` feature per distinct configuration (over ``params``), when there are
+    at least two: each measured configuration's own effect, beyond the parameters'."""
+    distinct = list(dict.fromkeys(tuple((p, c[p]) for p in params) for c in configs))
+    if len(distinct) < 2:
+        return []
+    return [Feature(params[0], "config", match=match) for match in distinct]
+
+
 def _design(mixes: np.ndarray, xconf: np.ndarray, design: str) -> np.ndarray:
-    if design == "interaction":
+    if design in ("interaction", POOLED):
         return np.einsum("ic,ij->icj", mixes, xconf).reshape(len(mixes), -1)
     if design == "additive":
         return np.hstack([mixes, xconf[:, 1:]])
@@ -606,7 +647,7 @@ def _expand(
     beta: np.ndarray, cov: np.ndarray, design: str, n_c: int, n_j: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Map the coefficients of a design onto the full (n_c, 1 + n_j) interaction layout."""
-    if design == "interaction":
+    if design in ("interaction", POOLED):
         return beta.reshape(n_c, 1 + n_j), cov
     cols = n_c + (n_j if design == "additive" else 0)
     t = np.zeros((n_c * (1 + n_j), cols))
@@ -643,6 +684,170 @@ def _ols(z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, f
     return beta, cov, sigma, r2
 
 
+# ============================================================== partial pooling
+#: Grid of lambda = sigma^2 / tau^2 (noise over an effect group's spread) the pooled fit
+#: integrates over, per group: from ordinary least squares (1e-6) to every coefficient of
+#: the group shrunk to zero (1e10), 1.5 points a decade. Two groups make a 25 x 25 grid.
+_LAMBDA_GRID = np.geomspace(1e-6, 1e10, 25)
+#: Scale of the half-Cauchy prior on each ``tau`` (Gelman 2006): effects of settings are
+#: mostly within a factor e^0.5, yet a larger one is not ruled out. Proper, so that a group
+#: of one or two effects (where the likelihood barely falls with tau) still has a posterior.
+_TAU_PRIOR_SCALE = 0.5
+#: Floor of the residual sum of squares: a noise-free fit must not make sigma zero.
+_RSS_FLOOR = 1e-20
+#: Grid points lighter than this (relative to the heaviest) are left out of the mixture.
+_WEIGHT_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class _Pooled:
+    """A pooled fit in the columns of ``z``: posterior mean and covariance, and its scales."""
+
+    beta: np.ndarray
+    cov: np.ndarray
+    sigma: float
+    r2: float
+    groups: tuple[int, ...]  # the groups shrunk (those with a column that is not all zero)
+    tau: tuple[float, ...]  # posterior mean of each group's spread
+    tau_interval: tuple[tuple[float, float], ...]  # their 2.5 % and 97.5 % quantiles
+
+
+def _pooled_grid(
+    z: np.ndarray, y: np.ndarray, groups: np.ndarray
+) -> list[tuple[float, float, np.ndarray, np.ndarray]]:
+    """Per grid point: (log posterior weight, sigma^2, lambda per column, tau per group).
+
+    Restricted likelihood of y = X b + sum_g G_g u_g + e, u_g ~ N(0, tau_g^2 I),
+    e ~ N(0, sigma^2 I), b flat (``groups`` 0: X; g > 0: G_g). With lambda_g = sigma^2 /
+    tau_g^2 and C = Z'Z + diag(lambda) (Henderson's mixed-model equations), -2 log L =
+    (n - p) log sigma^2 + log|C| - sum_g q_g log lambda_g + S / sigma^2, where S = y'y -
+    coef' Z'y is the penalised residual sum of squares; for given lambdas it is smallest at
+    sigma^2 = S / (n - p), which is plugged in.
+    """
+    n_groups = int(groups.max())
+    n, p = len(y), int(np.sum(groups == 0))
+    q = np.array([np.sum(groups == g) for g in range(1, n_groups + 1)])
+    ztz, zty, yty = z.T @ z, z.T @ y, float(y @ y)
+    out = []
+    for lams in np.array(np.meshgrid(*[_LAMBDA_GRID] * n_groups)).reshape(n_groups, -1).T:
+        lam_col = np.r_[0.0, lams][groups]
+        # one Cholesky factor gives both the solution and log|C|
+        try:
+            chol = cho_factor(ztz + np.diag(lam_col))
+        except np.linalg.LinAlgError:  # numerically singular at this point: no weight
+            continue
+        rss = max(yty - float(cho_solve(chol, zty) @ zty), _RSS_FLOOR)
+        s2 = rss / (n - p)
+        taus = np.sqrt(s2 / lams)
+        logdet = 2.0 * float(np.sum(np.log(np.diag(chol[0]))))
+        loglik = -0.5 * ((n - p) * math.log(rss) + logdet - float(q @ np.log(lams)))
+        # half-Cauchy prior on each tau, times tau: the grid is uniform in log tau
+        logprior = float(np.sum(np.log(taus) - np.log1p((taus / _TAU_PRIOR_SCALE) ** 2)))
+        out.append((loglik + logprior, s2, lam_col, taus))
+    return out
+
+
+def _pooled_fit(z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> _Pooled:
+    """Partial pooling: the columns of ``z`` in ``groups`` 1, 2, ... shrunk towards zero.
+
+    Empirical Bayes: every coefficient of group g has the prior N(0, tau_g^2); tau_g (how
+    far the group's effects spread, against the runs' own noise sigma) is estimated from
+    the data, and its uncertainty integrated over (:data:`_LAMBDA_GRID`, sigma profiled).
+    The result is the posterior mean and covariance of the coefficients: a mixture of the
+    Gaussian posteriors at every grid point. Group 0 is not shrunk. All-zero columns (a
+    class never seen) get coefficient 0, variance 0, as in :func:`_ols`.
+    """
+    keep = np.flatnonzero(np.any(z != 0, axis=0))
+    zk, gk = z[:, keep], groups[keep]
+    x = zk[:, gk == 0]
+    n = len(y)
+    if np.linalg.matrix_rank(x) < x.shape[1]:
+        raise ValidationError("observations: the mixes are rank-deficient; vary the mixes")
+    if n <= x.shape[1]:
+        raise ValidationError(
+            f"observations: {n} rows are too few to fit {x.shape[1]} mix coefficients "
+            f"and the noise; need at least {x.shape[1] + 1}")
+    used = sorted(set(gk[gk > 0].tolist()))  # renumber the groups present 1..G
+    gk = np.array([0 if g == 0 else used.index(g) + 1 for g in gk])
+    if not used:
+        beta_k, cov_k, sigma, r2 = _ols(zk, y)
+        taus, intervals = np.zeros((1, 0)), []
+        w = np.ones(1)
+    else:
+        grid = _pooled_grid(zk, y, gk)
+        if not grid:
+            raise ValidationError("observations: the pooled design is numerically singular")
+        logw = np.array([row[0] for row in grid])
+        w = np.exp(logw - logw.max())
+        w /= w.sum()
+        beta_k, cov_k, s2 = _mixture(zk, y, grid, w)
+        sigma = math.sqrt(s2)
+        resid = y - zk @ beta_k
+        tss = float(np.sum((y - y.mean()) ** 2))
+        r2 = 1.0 - float(resid @ resid) / tss if tss > 0 else 1.0
+        taus = np.array([row[3] for row in grid])
+        intervals = [_quantiles(taus[:, g], w) for g in range(len(used))]
+    beta = np.zeros(z.shape[1])
+    beta[keep] = beta_k
+    cov = np.zeros((z.shape[1],) * 2)
+    cov[np.ix_(keep, keep)] = cov_k
+    return _Pooled(beta, cov, sigma, r2, tuple(used), tuple(float(t) for t in w @ taus),
+                   tuple(intervals))
+
+
+def _mixture(
+    z: np.ndarray, y: np.ndarray, grid: Sequence[tuple[float, float, np.ndarray, np.ndarray]],
+    w: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Mean, covariance and mean sigma^2 of the mixture of the grid's Gaussian posteriors
+    (at each point: mean C^-1 Z'y, covariance sigma^2 C^-1)."""
+    ztz, zty = z.T @ z, z.T @ y
+    mean = np.zeros(z.shape[1])
+    second = np.zeros((z.shape[1],) * 2)
+    s2_mean = 0.0
+    heavy = w >= _WEIGHT_FLOOR * w.max()
+    w = np.where(heavy, w, 0.0) / w[heavy].sum()
+    for wi, (_, s2, lam_col, _) in zip(w, grid, strict=True):  # the points that factored
+        if wi == 0.0:
+            continue
+        c_inv = cho_solve(cho_factor(ztz + np.diag(lam_col)), np.eye(len(zty)))
+        mu = c_inv @ zty
+        mean += wi * mu
+        second += wi * (s2 * c_inv + np.outer(mu, mu))
+        s2_mean += wi * s2
+    cov = second - np.outer(mean, mean)
+    return mean, (cov + cov.T) / 2, s2_mean
+
+
+def _quantiles(values: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """The weighted 2.5 % and 97.5 % quantiles of ``values``."""
+    order = np.argsort(values)
+    cdf = np.cumsum(w[order])
+    lo, hi = (float(values[order][min(int(np.searchsorted(cdf, p)), len(cdf) - 1)])
+              for p in (0.025, 0.975))
+    return lo, hi
+
+
+def _fit_z(
+    z: np.ndarray, y: np.ndarray, design: str, features: Sequence[Feature]
+) -> tuple[np.ndarray, np.ndarray, float, float, dict[str, Any]]:
+    """Fit the columns ``z`` of ``design``: OLS, or partial pooling for :data:`POOLED`.
+
+    Returns coefficients, covariance, sigma, R^2 and what the pooled fit adds (``tau``).
+    """
+    if design != POOLED:
+        return (*_ols(z, y), {})
+    # interaction layout, per class: alpha_c (not shrunk), the parameters' features (group
+    # 1), each measured configuration's own effect (group 2)
+    per_class = np.array([0] + [2 if f.kind == "config" else 1 for f in features])
+    fit = _pooled_fit(z, y, np.tile(per_class, z.shape[1] // len(per_class)))
+    names = [{1: "parameters", 2: "configurations"}[g] for g in fit.groups]
+    return fit.beta, fit.cov, fit.sigma, fit.r2, {
+        "tau": dict(zip(names, fit.tau, strict=True)),
+        "tau_interval": {k: list(v) for k, v in zip(names, fit.tau_interval, strict=True)},
+    }
+
+
 def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:
     return float(np.mean(np.abs(predicted - actual) / actual))
 
@@ -658,7 +863,8 @@ class _Observations:
 
 
 def _prepare(
-    observations: str | Path | pd.DataFrame, engine: str, params: Sequence[str] | None
+    observations: str | Path | pd.DataFrame, engine: str, params: Sequence[str] | None,
+    *, per_config: bool = False,
 ) -> _Observations:
     classes = classes_for(engine)
     space = get_space(engine)
@@ -689,6 +895,8 @@ def _prepare(
     for p in params:
         space[p]
     features = _features_for(space, configs, params)
+    if per_config and params:
+        features += _config_features(configs, params)
     n_c, n_j = len(classes), len(features)
     scaffold = PerformanceModel(
         engine=engine,
@@ -714,12 +922,14 @@ def _n_fitted(z: np.ndarray) -> int:
 
 def _fit_all(
     obs: _Observations, design: str, engine: str
-) -> tuple[np.ndarray, np.ndarray, float, float, list[str]]:
-    """Fit ``design`` on every row; coefficients in the full interaction layout, plus notes."""
+) -> tuple[np.ndarray, np.ndarray, float, float, list[str], dict[str, Any]]:
+    """Fit ``design`` on every row; coefficients in the full interaction layout, notes and
+    what a pooled fit adds."""
     classes = classes_for(engine)
     n_c, n_j = len(classes), len(obs.features)
     mixes = obs.mixes
-    beta, cov, sigma, r2 = _ols(_design(mixes, obs.xconf, design), np.log(obs.y))
+    beta, cov, sigma, r2, extra = _fit_z(_design(mixes, obs.xconf, design), np.log(obs.y),
+                                         design, obs.features)
     coef, full_cov = _expand(beta, cov, design, n_c, n_j)
     coef, full_cov = coef.copy(), full_cov.copy()
     notes = [
@@ -742,7 +952,7 @@ def _fit_all(
                 f"class {classes[j]} never observed: its coefficients are the mean of the "
                 "observed classes with variance 1 (log scale)"
             )
-    return coef, full_cov, sigma, r2, notes
+    return coef, full_cov, sigma, r2, notes, extra
 
 
 def fit_model(
@@ -766,8 +976,9 @@ def fit_model(
     engine : str
     params : sequence of str, optional
         Parameters to model; default: every parameter column whose value varies.
-    design : {"auto", "interaction", "additive"}
-        ``auto`` tries both and keeps the lower held-out MAPE.
+    design : {"auto", "interaction", "additive", "pooled"}
+        ``auto`` tries the first two and keeps the lower held-out MAPE; ``pooled`` is the
+        partially pooled interaction design (:func:`fit_design`).
     test_fraction : float, default 0.25
         Share of rows held out (chosen uniformly at random with ``seed``), as in SOPHIA's Redis
         model (75% train / 25% test).
@@ -787,13 +998,13 @@ def fit_model(
     """
     if not 0 < test_fraction < 1:
         raise ValidationError(f"test_fraction: must be in (0, 1), got {test_fraction}")
-    obs = _prepare(observations, engine, params)
+    obs = _prepare(observations, engine, params, per_config=design == POOLED)
     designs = ["interaction", "additive"] if design == "auto" else [design]
     scores, baseline, n_train = _heldout_scores(
         obs, designs, test_fraction=test_fraction, seed=seed
     )
     chosen = min(designs, key=lambda d: scores[d])
-    coef, full_cov, sigma, r2, notes = _fit_all(obs, chosen, engine)
+    coef, full_cov, sigma, r2, notes, _ = _fit_all(obs, chosen, engine)
     n = len(obs.y)
     report = FitReport(
         n_observations=n,
@@ -825,7 +1036,9 @@ def _heldout_scores(
     mixes, xconf, y = obs.mixes, obs.xconf, obs.y
     logy = np.log(y)
     n = len(y)
-    need = max(_n_fitted(_design(mixes, xconf, d)) for d in designs)
+    # pooled: only the mix coefficients count, the configuration ones are shrunk
+    need = max(_n_fitted(_design(mixes, xconf, "mix-only" if d == POOLED else d))
+               for d in designs)
     n_test = max(1, round(test_fraction * n))
     if n - n_test < need + 2:
         raise ValidationError(
@@ -839,7 +1052,7 @@ def _heldout_scores(
     scores: dict[str, float] = {}
     for d in [*designs, "mix-only"]:
         ztr, zte = _design(mixes[train], xconf[train], d), _design(mixes[test], xconf[test], d)
-        beta, _, _, _ = _ols(ztr, logy[train])
+        beta = _fit_z(ztr, logy[train], d, obs.features)[0]
         scores[d] = _mape(y[test], np.exp(zte @ beta))
     baseline = scores.pop("mix-only")
     return scores, baseline, len(train)
@@ -884,30 +1097,73 @@ def fit_design(
     For callers with their own validation scheme, e.g. leave-one-configuration-out in
     planner/calibrate.py, where a random row hold-out would leak each configuration's other
     rows into training. Same observations and ``params`` as :func:`fit_model`; ``design`` is
-    ``"interaction"`` or ``"additive"``. Needs one row more than the coefficients fitted (so
-    that ``sigma`` is defined).
+    ``"interaction"``, ``"additive"`` or ``"pooled"``. Needs one row more than the
+    coefficients fitted (so that ``sigma`` is defined).
+
+    ``pooled`` (partial pooling, what ``kairos calibrate`` fits): the interaction design
+    plus one ``config`` feature per measured configuration (its own effect, beyond the
+    parameters'), every configuration coefficient shrunk towards zero with a spread
+    estimated from the data (:func:`_pooled_fit`); only the mix coefficients count as
+    fitted. ``info["fit"]`` adds ``tau`` and ``tau_interval``: each group's spread.
 
     Raises
     ------
     ValidationError
         As :func:`fit_model`; also for a rank-deficient design.
     """
-    if design not in ("interaction", "additive"):
-        raise ValidationError(f"design: must be interaction or additive, got {design!r}")
-    obs = _prepare(observations, engine, params)
+    if design not in ("interaction", "additive", POOLED):
+        raise ValidationError(
+            f"design: must be interaction, additive or {POOLED}, got {design!r}")
+    obs = _prepare(observations, engine, params, per_config=design == POOLED)
     n = len(obs.y)
-    need = _n_fitted(_design(obs.mixes, obs.xconf, design))
+    # pooled: only the mix coefficients count, the configuration ones are shrunk
+    need = _n_fitted(_design(obs.mixes, obs.xconf, "mix-only" if design == POOLED
+                             else design))
     if n < need + 1:
         raise ValidationError(
             f"observations: {n} rows are too few to fit {need} coefficients ({design}); "
             f"need at least {need + 1}"
         )
-    coef, cov, sigma, r2, notes = _fit_all(obs, design, engine)
+    coef, cov, sigma, r2, notes, extra = _fit_all(obs, design, engine)
     return _fitted_model(
         obs, engine=engine, name=name, coef=coef, cov=cov, sigma=sigma, by="fit_design",
         info={"fit": {"design": design, "n_observations": n, "r_squared": r2,
-                      "sigma": sigma, "notes": notes}},
+                      "sigma": sigma, "notes": notes, **extra}},
     )
+
+
+#: z of the two-sided 95 % interval of a configuration effect.
+_Z95 = 1.959963984540054
+
+
+def configuration_effects(
+    model: PerformanceModel,
+    mixes: Mapping[str, Mapping[str, float]],
+    configs: Sequence[Mapping[str, Any]],
+    reference: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """Each configuration's effect under each mix against ``reference``, with its interval.
+
+    The effect is the model's ratio of mean throughputs minus 1, from the log difference
+    d = m' coef (x_k - x_ref) and its standard error from the coefficient covariance; the
+    95 % interval is exp(d -+ 1.96 se) - 1. ``excludes_zero``: the interval lies wholly on
+    one side of "no effect". One entry per (configuration, mix), the reference left out.
+    """
+    ref = model.config_matrix([reference])[0]
+    out: list[dict[str, Any]] = []
+    for config in configs:
+        dx = model.config_matrix([config])[0] - ref
+        if not np.any(dx):
+            continue
+        for name, mix in mixes.items():
+            m = model.mix_matrix([mix])[0]
+            grad = np.outer(m, dx).ravel()  # d(log ratio) / d(coef), row-major as cov
+            d = float(m @ model.coef @ dx)
+            se = math.sqrt(max(float(grad @ model.cov @ grad), 0.0))
+            lo, hi = math.expm1(d - _Z95 * se), math.expm1(d + _Z95 * se)
+            out.append({"config": dict(config), "mix": name, "effect": math.expm1(d),
+                        "interval": [lo, hi], "excludes_zero": lo > 0 or hi < 0})
+    return out
 
 
 def _plain(value: Any) -> Any:

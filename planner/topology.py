@@ -93,8 +93,9 @@ EXACT_PROBE_MOVES = 200
 #: Work budget (rack assignments tried) of the exact whole-rack packing.
 EXACT_BUDGET = 200_000
 #: Default wall-clock budget of the local search (planner.batch_search) on large rings, a
-#: backstop: the move budget normally ends it first, in 5-9 s at 1,000 nodes on a 2-core
-#: machine (docs/planning.md), and then the result does not depend on the machine.
+#: backstop: the move budget or the search's patience normally ends it first, in 1-4 s of
+#: CPU time at 1,000 nodes on a 2-core machine (docs/planning.md), and then the result
+#: does not depend on the machine.
 SEARCH_SECONDS = 15.0
 
 

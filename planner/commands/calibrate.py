@@ -207,9 +207,25 @@ def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str
     return report
 
 
-def _summary(report: dict[str, Any]) -> str:
-    from planner.calibrate import MIX_ONLY
+def _effect_lines(fit: dict[str, Any]) -> list[str]:
+    """What the pooled model keeps of each configuration's effect: those whose 95 % interval
+    excludes zero, or that none does (plans made with it then gain little from a change)."""
+    effects = fit.get("effects") or []
+    if not effects:
+        return []
+    kept = [e for e in effects if e["excludes_zero"]]
+    if not kept:
+        largest = max(effects, key=lambda e: abs(e["effect"]))
+        low, high = largest["interval"]
+        return [f"no configuration effect's 95 % interval excludes zero ({len(effects)} "
+                f"effect(s); the largest {largest['effect']:+.1%} [{low:+.1%}, {high:+.1%}] "
+                f"for {largest['config']} under {largest['mix']}): the model shrinks them "
+                "towards zero"]
+    return [f"effect {e['effect']:+.1%} [{e['interval'][0]:+.1%}, {e['interval'][1]:+.1%}] "
+            f"for {e['config']} under {e['mix']} (95 % interval excludes zero)" for e in kept]
 
+
+def _summary(report: dict[str, Any]) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.1%}"
 
@@ -226,12 +242,7 @@ def _summary(report: dict[str, Any]) -> str:
             f"{pct(fit['in_sample_mape'])}; mix-only baseline held-out "
             f"{pct(fit['baseline_heldout_mape'])}"
         )
-        if fit["design"] == MIX_ONLY:
-            others = ", ".join(f"{d} {pct(m)}" for d, m in fit["candidates"].items()
-                               if d != MIX_ONLY)
-            lines.append(f"the configuration designs predicted unseen configurations worse "
-                         f"({others}): the model claims no configuration effect, and plans "
-                         "made with it change nothing")
+        lines.extend(_effect_lines(fit))
         if fit.get("repeat_spread") is not None:
             lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
     drift_all = report.get("sweep_drift")

@@ -255,6 +255,47 @@ def test_the_search_is_deterministic_for_a_seed() -> None:
     assert runs[0] == runs[1]
 
 
+@pytest.mark.parametrize(("seed", "cap_one"), [(s, c) for s in range(4) for c in (True, False)])
+def test_the_incremental_scores_match_a_recount_after_the_moves(seed: int, cap_one: bool) -> None:
+    """The tabu search moves nodes and updates the scores (and its tabu penalties) one
+    move at a time; after thousands of moves they are still the scores of the batching."""
+    rng = random.Random(seed)
+    problem = random_problem(rng, 40)
+    if cap_one:
+        problem = CapacityProblem(n=problem.n, members=problem.members,
+                                  caps=(1,) * len(problem.members))
+    k = 4
+    start = [rng.randrange(k) for _ in range(problem.n)]
+    state_of = batch_search._PairState if cap_one else batch_search._CapState
+    state = state_of(problem, start, k)
+    found, spent, _ = batch_search._tabu(state, 3_000, float("inf"), np.random.default_rng(seed))
+    assert spent == 3_000 and not found  # 4 batches are too few for every one of these
+    fresh = state_of(problem, state.where, k)
+    bits = batch_search.TIE_BITS
+    assert np.array_equal(state.score >> bits, fresh.score >> bits)
+    assert state.violation == fresh.violation > 0
+    assert np.array_equal(state.own_at, fresh.own_at)
+    if not cap_one:
+        assert state.violation == violation(problem, state.where)
+
+
+def clique(n: int) -> CapacityProblem:
+    return CapacityProblem(n=n, members=tuple(itertools.combinations(range(n), 2)),
+                           caps=(1,) * (n * (n - 1) // 2))
+
+
+def test_a_stalled_search_gives_up_before_its_budget() -> None:
+    """A clique of 6 needs 6 batches: at 5 the least violation stays 1, and the search
+    stops PATIENCE_PER_NODE * 6 moves after it last fell, not at the move budget."""
+    found = fewer_batches(clique(6), list(range(6)), lower_bound=1, seed=1, max_moves=10**6)
+    assert found.batches == 6 and found.reached == () and not found.stopped_by_time
+    assert found.moves <= batch_search.PATIENCE_PER_NODE * 6 + 10
+    state = batch_search._PairState(clique(6), [0, 1, 2, 3, 4, 0], 5)
+    _, spent, _ = batch_search._tabu(state, 10**6, float("inf"), np.random.default_rng(0),
+                                     patience=40)
+    assert spent == 40  # violation 1 from the start: never falls, 40 / 1 moves
+
+
 def test_the_clock_stops_the_search_with_the_safe_batching_it_had() -> None:
     problem = random_problem(random.Random(1), 30)
     start = list(range(30))

@@ -1,0 +1,138 @@
+"""Partial pooling (issue 16 part 3): a real configuration effect survives, noise is shrunk.
+
+SYNTHETIC calibrations shaped like the lab's (bench/pooling.py): 3 knobs, the whole grid of
+8 configurations x 2 mixes x 2 sweeps, one run per pair and sweep, run noise 3 % (log).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planner.calibrate import fit_observations
+from planner.errors import ValidationError
+from planner.perfmodel import (
+    POOLED,
+    Feature,
+    PerformanceModel,
+    configuration_effects,
+    fit_design,
+    fit_model,
+    load_model,
+    save_model,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+# The synthetic calibrations are the bench's (one generator for the bench and the tests).
+_spec = importlib.util.spec_from_file_location("bench_pooling", REPO / "bench" / "pooling.py")
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+STCS, LCS, RH, WH = bench.STCS, bench.LCS, bench.RH, bench.WH
+ORIGINAL, SPECIAL, WH_LABEL = bench.ORIGINAL, bench.SPECIAL, bench.WH_LABEL
+GRID = [dict(zip(ORIGINAL, v, strict=True))
+        for v in itertools.product((STCS, LCS), (32, 64), (0.333, 0.11))]
+
+
+def observations(seed: int, *, effect: float, noise: float = 0.03) -> pd.DataFrame:
+    """SPECIAL is ``effect`` faster under the write-heavy mix in both sweeps (SYNTHETIC)."""
+    frame: pd.DataFrame = bench.observations(seed, effect=effect, noise=noise)
+    return frame
+
+
+def test_a_consistent_effect_survives_with_an_interval_excluding_zero() -> None:
+    df = observations(0, effect=0.25)
+    model, report = fit_observations(df, engine="cassandra")
+    assert model is not None and report["design"] == POOLED
+    # the former all-or-nothing rule threw the effect away: no design predicts SPECIAL
+    # when it is held out, so the mix alone won
+    assert report["selected_by_heldout"] == "mix-only"
+    special = next(e for e in report["effects"]
+                   if e["config"] == SPECIAL and e["mix"] == WH_LABEL)
+    assert special["effect"] == pytest.approx(0.25, abs=0.04)  # seed 0: +26.6 %
+    lo, hi = special["interval"]
+    assert special["excludes_zero"] and 0.10 < lo < 0.25 < hi < 0.40
+    # the model the planner uses carries it: its median ratio is the reported effect
+    ratio = model.predict(WH, SPECIAL).ops_per_s / model.predict(WH, ORIGINAL).ops_per_s
+    assert ratio - 1 == pytest.approx(special["effect"], rel=1e-9)
+    # the other configurations stay near zero under write-heavy
+    others = [e for e in report["effects"] if e["config"] != SPECIAL]
+    assert max(abs(e["effect"]) for e in others) < 0.08
+    assert report["heldout_mape"] < 0.05
+
+
+def test_pure_noise_is_shrunk_towards_the_mix_only_model() -> None:
+    df = observations(0, effect=0.0)
+    model, report = fit_observations(df, engine="cassandra")
+    assert model is not None
+    assert len(report["effects"]) == 7 * 2 and report["effects_excluding_zero"] == 0
+    assert all(e["interval"][0] < 0 < e["interval"][1] for e in report["effects"])
+    assert max(abs(e["effect"]) for e in report["effects"]) < 0.03
+    mix_only = fit_design(df[["read", "update", "insert", "scan", "ops_per_s"]],
+                          engine="cassandra", design="interaction")
+    for config, mix in itertools.product(GRID, (RH, WH)):
+        got = model.predict(mix, config).ops_per_s
+        assert got == pytest.approx(mix_only.predict(mix, ORIGINAL).ops_per_s, rel=0.02)
+    # the configurations' spread is estimated at about the runs' noise or below (seed 0: 1 %)
+    assert report["tau"]["configurations"] < 0.03
+
+
+def test_the_covariance_is_the_one_the_intervals_come_from() -> None:
+    """Coefficient draws (what the planner samples) give the reported interval back."""
+    df = observations(1, effect=0.25)
+    model, report = fit_observations(df, engine="cassandra")
+    assert model is not None
+    special = next(e for e in report["effects"]
+                   if e["config"] == SPECIAL and e["mix"] == WH_LABEL)
+    draws = model.sample_capacity(model.mix_matrix([WH]), [ORIGINAL, SPECIAL], n=20000,
+                                  rng=np.random.default_rng(0))[:, 0, :]
+    q = np.quantile(draws[:, 1] / draws[:, 0] - 1, [0.025, 0.975])
+    np.testing.assert_allclose(q, special["interval"], atol=0.01)
+    assert model.predict(WH, SPECIAL).std > 0
+
+
+def test_a_pooled_model_saves_and_loads_and_old_model_files_still_load(tmp_path: Path) -> None:
+    model = fit_design(observations(2, effect=0.25), engine="cassandra", design=POOLED)
+    config_features = [f for f in model.features if f.kind == "config"]
+    assert len(config_features) == len(GRID)
+    save_model(model, tmp_path / "m.json")
+    again = load_model(tmp_path / "m.json")
+    assert again.features == model.features
+    for config in (SPECIAL, ORIGINAL, {"compaction": LCS, "concurrent_reads": 48}):
+        assert again.predict(WH, config) == model.predict(WH, config)
+    for path in (REPO / "inventories/local/calibration/cassandra-model.json",
+                 REPO / "planner/data/cassandra-prior.json",
+                 REPO / "planner/data/redis-prior.json"):
+        assert load_model(path).coef.size > 0
+
+
+def test_a_config_feature_needs_its_match_and_only_it_has_one() -> None:
+    with pytest.raises(ValidationError, match="match: required for kind config"):
+        Feature.from_dict({"param": "concurrent_reads", "kind": "config"})
+    with pytest.raises(ValidationError, match="match: required for kind config"):
+        Feature.from_dict({"param": "concurrent_reads", "kind": "linear",
+                           "match": {"concurrent_reads": 32}})
+    feat = Feature.from_dict({"param": "concurrent_reads", "kind": "config",
+                              "match": {"concurrent_reads": 64, "compaction": STCS}})
+    model = PerformanceModel(engine="cassandra", name="t", version=1, model_type="fitted",
+                             features=(feat,), coef=np.zeros((4, 2)), cov=np.zeros((8, 8)),
+                             sigma=0.1)
+    x = model.config_matrix([{"concurrent_reads": 64}, {"concurrent_reads": 32}])
+    assert x[:, 1].tolist() == [1.0, 0.0]  # STCS is the default compaction
+    assert json.loads(json.dumps(feat.to_dict()))["match"] == {"concurrent_reads": 64,
+                                                               "compaction": STCS}
+
+
+def test_fit_model_takes_the_pooled_design_and_effects_need_no_calibration() -> None:
+    df = observations(3, effect=0.25)
+    model, report = fit_model(df, engine="cassandra", design=POOLED)
+    assert report.design == POOLED and report.heldout_mape < 0.06
+    effects = configuration_effects(model, {"wh": WH}, [SPECIAL], ORIGINAL)
+    assert len(effects) == 1 and effects[0]["excludes_zero"]
+    assert effects[0]["effect"] == pytest.approx(0.25, abs=0.06)
