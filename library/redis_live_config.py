@@ -9,8 +9,9 @@ module: redis_live_config
 short_description: Set Redis directives live with CONFIG SET, keeping redis.conf the source of truth
 description:
   - Reads the running value of every directive in I(settings) and I(expect) with CONFIG
-    GET. An unknown directive, or one Redis cannot change live (io-threads, ...) in
-    I(settings), fails before anything is set.
+    GET. An unknown directive, or one of I(settings) that I(restart_only) names, fails
+    before anything is set; one Redis itself cannot change live (io-threads, ...) fails
+    with the server's refusal, and nothing is set.
   - Sets the directives that differ in one atomic C(CONFIG SET k v [k v ...]) (Redis 7
     sets all or none), reads them back and fails if the server did not take them.
   - Never runs CONFIG REWRITE. The rendered conf file is the redis role's business
@@ -37,6 +38,13 @@ options:
     description: redis.conf directive -> value the node must already run (compared only).
     type: dict
     default: {}
+  restart_only:
+    description: >-
+      Directives that need a restart, as the configuration space classes them (the
+      rollout's C(restart) keys); any of them in I(settings) is refused.
+    type: list
+    elements: str
+    default: []
   conf_file:
     description: >-
       The node's rendered conf file; when given, every directive of I(settings) and
@@ -81,7 +89,6 @@ file_mismatch:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
-    RESTART_ONLY,
     SECRET_DIRECTIVES,
     Node,
     RedisModuleError,
@@ -102,6 +109,7 @@ def main():
             port=dict(type="int", required=True),
             settings=dict(type="dict", default={}),
             expect=dict(type="dict", default={}),
+            restart_only=dict(type="list", elements="str", default=[]),
             conf_file=dict(type="path"),
         ),
         supports_check_mode=True,
@@ -110,7 +118,7 @@ def main():
     settings = {str(k).lower(): v for k, v in p["settings"].items()}
     expect = {str(k).lower(): v for k, v in p["expect"].items()}
     where = f"{p['host']}:{p['port']}"
-    refused = sorted(set(settings) & RESTART_ONLY)
+    refused = sorted(set(settings) & {str(k).lower() for k in p["restart_only"]})
     if refused:
         module.fail_json(
             msg=f"{where}: cannot change live (needs a restart): {', '.join(refused)}; "

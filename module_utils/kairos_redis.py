@@ -36,33 +36,6 @@ NODES_ARG = dict(nodes=dict(type="dict", required=True))
 # (doc fragment kairos_redis.wait).
 WAIT_ARGS = dict(timeout=dict(type="float", default=120), interval=dict(type="float", default=0.5))
 
-# Directives Redis 7.0 refuses to change with CONFIG SET (IMMUTABLE_CONFIG in config.c)
-# or that the role owns; changing them needs a restart (or is not the executor's job).
-RESTART_ONLY = frozenset(
-    {
-        "io-threads",
-        "io-threads-do-reads",
-        "daemonize",
-        "supervised",
-        "pidfile",
-        "logfile",
-        "databases",
-        "cluster-enabled",
-        "cluster-config-file",
-        "unixsocket",
-        "aclfile",
-        "syslog-enabled",
-        "syslog-ident",
-        "syslog-facility",
-        "always-show-logo",
-        "set-proc-title",
-        "proc-title-template",
-        "enable-protected-configs",
-        "enable-debug-command",
-        "enable-module-command",
-        "disable-thp",
-    }
-)
 # Secrets: never compared, returned or printed.
 SECRET_DIRECTIVES = frozenset({"requirepass", "masterauth"})
 

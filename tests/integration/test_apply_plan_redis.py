@@ -368,8 +368,13 @@ def test_password_cluster_modules_and_live_rollout(auth_cluster: None, tmp_path:
     assert rc == 0
     rc, out = adhoc("redis_live_config", {**args, "settings": {"no-such-knob": 1}})
     assert rc != 0 and "unknown directives" in out and "no-such-knob" in out
+    # Restart-class directives: refused from the space's classes (restart_only) before any
+    # CONFIG SET, and by the server itself when the caller did not name them.
+    rc, out = adhoc("redis_live_config", {**args, "settings": {"io-threads": 2},
+                                          "restart_only": ["io-threads"]})
+    assert rc != 0 and "needs a restart" in out and "nothing was set" in out
     rc, out = adhoc("redis_live_config", {**args, "settings": {"io-threads": 2}})
-    assert rc != 0 and "needs a restart" in out
+    assert rc != 0 and "immutable config" in out and "nothing was set" in out
     rc, out = adhoc("redis_live_config", {**args, "password": "wrong"})
     assert rc != 0 and "cannot read the configuration" in out
     assert AUTH_PASSWORD not in out

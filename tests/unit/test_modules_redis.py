@@ -302,7 +302,8 @@ def test_live_config_checks_the_conf_file_says_what_runs(redis: FakeCluster, tmp
 @pytest.mark.parametrize(
     ("more", "message"),
     [
-        ({"settings": {"io-threads": 4}}, r"cannot change live \(needs a restart\): io-threads"),
+        ({"settings": {"io-threads": 4}, "restart_only": ["io-threads", "appendonly"]},
+         r"cannot change live \(needs a restart\): io-threads; nothing was set"),
         ({"settings": {"requirepass": SECRET}}, r"requirepass are the role's \(redis_password\)"),
         ({"settings": {"no-such-directive": 1}}, "unknown directives .*: no-such-directive"),
         ({"expect": {"hz": 50}}, r"does not run the expected values: hz=50 \(runs 10\)"),
@@ -315,3 +316,14 @@ def test_live_config_refuses_bad_settings_and_sets_nothing(
     result = refused("redis_live_config", live(**more), message)
     assert changes(redis) == []
     assert_no_secret(result)
+
+
+def test_live_config_reports_the_servers_refusal_of_a_directive_not_named_restart_only(
+    redis: FakeCluster,
+) -> None:
+    # The caller did not class io-threads: Redis refuses it (IMMUTABLE_CONFIG) and, CONFIG
+    # SET being atomic, sets nothing of the command.
+    before = {ep: dict(server.config) for ep, server in redis.servers.items()}
+    refused("redis_live_config", live(settings={"io-threads": 4, "hz": 20}),
+            r"CONFIG SET hz, io-threads refused: .*immutable config.*nothing was set")
+    assert {ep: dict(server.config) for ep, server in redis.servers.items()} == before
