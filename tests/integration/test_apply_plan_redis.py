@@ -232,7 +232,7 @@ def test_restart_change_under_load_fails_over_every_primary(
     turns = [
         lines[i + 1].split("[", 1)[1].split("]", 1)[0]
         for i, line in enumerate(lines[:-1])
-        if line.startswith("TASK [Note when the node's turn")
+        if line.startswith("TASK [redis : Rollout | note when the node's turn")
     ]
     assert sorted(turns[:3]) == sorted(set(PORTS) - set(old_primaries)), turns
     assert sorted(turns[3:]) == old_primaries, turns
