@@ -40,7 +40,7 @@ LOCK = REPO / ".kairos" / "lab-cassandra.lock"
 BATCH_NODE, VICTIM = "cass1", "cass3"
 # The task whose start is the fault's moment, and how long after its header the kill lands.
 FAULTS = {
-    "sync gate": ("Sync gate - every peer sees the batch back", 1.0),
+    "sync gate": ("cassandra : Sync gate - every peer sees the batch back", 1.0),
     "drain": ("cassandra : Drain the node", 0.5),
     "start": ("cassandra : Restart the node on its new files", 2.0),  # stopped, starting
 }
