@@ -661,20 +661,18 @@ def test_redis_plan_composes_too(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------ the rollout contract
 REPO = Path(__file__).resolve().parents[2]
-#: How the playbooks read the rollout: the kairos_rollout fact, its __rollout alias, or the
-#: stdout of the command that printed it.
+#: How the playbooks and roles read the rollout: kairos_rollout (a fact on the control host,
+#: a play variable on the nodes), or the stdout of the command that printed it.
 PLAYBOOK_READ = re.compile(
-    r"(?:\b__rollout|\bkairos_rollout|\((?:apply_prepare|change_adhoc)\.stdout \| from_json\))"
+    r"(?:\bkairos_rollout|\((?:apply_prepare|change_adhoc)\.stdout \| from_json\))"
     r"\.(\w+)"
 )
 
 
 def fields_the_playbooks_read() -> set[str]:
-    return {
-        field
-        for path in (REPO / "playbooks").rglob("*.yml")
-        for field in PLAYBOOK_READ.findall(path.read_text())
-    }
+    """The fields read by the playbooks and by the roles' rollout entry points."""
+    files = [*(REPO / "playbooks").rglob("*.yml"), *(REPO / "roles").glob("*/tasks/rollout_*.yml")]
+    return {field for path in files for field in PLAYBOOK_READ.findall(path.read_text())}
 
 
 def documented_fields() -> set[str]:
