@@ -419,8 +419,9 @@ def test_bad_settings_are_refused_before_anything_is_touched() -> None:
 
 
 def test_rolling_restart_batches_on_the_live_ring_and_would_change_no_file() -> None:
-    # Check mode: the restart itself is rollout.yml's (cassandra's rollout_batch), which the rollouts above
-    # and test_spaces_on_lab.py (two nodes at once at ONE, under load) run for real.
+    # Check mode: the restart itself is the cassandra role's rollout_batch, which the
+    # rollouts above and test_spaces_on_lab.py (two nodes at once at ONE, under load) run
+    # for real.
     before = pids()
     files = {h: (LAB / h / "conf" / "cassandra.yaml").read_text() for h in HOSTS}
     run = run_playbook("playbooks/rolling_restart.yml", "-e", "cl=ONE", "--check", "--diff")
