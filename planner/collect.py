@@ -393,22 +393,6 @@ def cassandra_samples(
     ]
 
 
-def _wait_for_pools(cluster: Any, session: Any, addresses: Sequence[str], timeout: float) -> None:
-    """Wait (up to ``timeout``) until the session has a connection pool to every address.
-
-    connect() returns once the first pools are up; with authentication the others are still
-    in their handshake, and a query sent to such a host fails as "marked down".
-    """
-    deadline = time.monotonic() + timeout
-    wanted = set(addresses)
-    while time.monotonic() < deadline:
-        pooled = {host.address for host in session.get_pool_state()}
-        down = {h.address for h in cluster.metadata.all_hosts() if not h.is_up}
-        if wanted <= pooled | down:
-            return
-        time.sleep(0.05)
-
-
 def collect_cassandra(
     hosts: Sequence[str] | str,
     *,
@@ -426,12 +410,13 @@ def collect_cassandra(
     result = CollectResult("cassandra", time.time())
     try:
         try:
-            session = cluster.connect()
+            # Every node's pool: connect() alone returns after the first, and with
+            # authentication a query sent to a node still in its handshake fails "marked down".
+            session = cluster.connect(wait_for_all_pools=True)
         except Exception as exc:  # NoHostAvailable, auth, timeouts: every node failed
             for t in targets:
                 result.errors[t.name] = f"{type(exc).__name__}: {exc}"
             return result
-        _wait_for_pools(cluster, session, addresses, timeout)
         for t in targets:
             began = time.time()
             try:
