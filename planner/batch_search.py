@@ -359,12 +359,7 @@ def _tabu(
     score, own_at, where = state.score, state.own_at, state.where
     flat = score.reshape(-1)
     never = 1 << 50  # more than any score plus tie-breaking draw
-    penalty = np.zeros((k, n), dtype=np.int64)
-    penalty.reshape(-1)[own_at] = never
-    # until[b][v]: the move at which (b, v) stops being tabu; -1 while b is v's own batch.
-    until = [[0] * n for _ in range(k)]
-    for v, b in enumerate(where):
-        until[b][v] = -1
+    penalty, until = _tabu_memory(state, never)
     expiring: dict[int, list[tuple[int, int]]] = {}
     best_seen, improved_at = state.violation, 0
     moves = 0
@@ -414,6 +409,19 @@ def _tabu(
         if state.violation < best_seen:
             best_seen, improved_at = state.violation, moves
     return True, moves, False
+
+
+def _tabu_memory(state: _State, never: int) -> tuple[np.ndarray, list[list[int]]]:
+    """The tabu search's memory at the start: the penalty matrix, ``never`` on each node's
+    own batch, and ``until[b][v]``, the move at which (b, v) stops being tabu (-1 while b
+    is v's own batch)."""
+    k, n = state.score.shape
+    penalty = np.zeros((k, n), dtype=np.int64)
+    penalty.reshape(-1)[state.own_at] = never
+    until = [[0] * n for _ in range(k)]
+    for v, b in enumerate(state.where):
+        until[b][v] = -1
+    return penalty, until
 
 
 def fewest_batches_exact(

@@ -962,21 +962,17 @@ def _fewest_batches(
             best = alt
     if len(best) == lower:
         return best, lower, True
+    problem = _todo_problem(todo, reqs, caps)
     if len(todo) <= EXACT_NODE_LIMIT:
-        best, lower, exact = _exact_search(todo, reqs, caps, best, lower, search)
+        best, lower, exact = _exact_search(todo, problem, best, lower, search)
         if exact:
             return best, lower, True
-    best = _local_search(todo, reqs, caps, best, lower, search)
+    best = _local_search(todo, problem, best, lower, search)
     return best, lower, len(best) == lower
 
 
 def _exact_search(
-    todo: list[int],
-    reqs: Sequence[Requirement],
-    caps: np.ndarray,
-    best: list[list[int]],
-    lower: int,
-    search: _Search,
+    todo: list[int], problem: CapacityProblem, best: list[list[int]], lower: int, search: _Search
 ) -> tuple[list[list[int]], int, bool]:
     """Branch and bound (planner.batch_search) below ``len(best)`` batches: (best, lower
     bound, proved minimal).
@@ -986,7 +982,7 @@ def _exact_search(
     proves well but finds good batchings slowly, and with the bound met nothing is left
     to prove (the 60-node one-rack QUORUM ring). Else the full branch and bound below the
     best. Out of budget, the bound stays the best proven one."""
-    problem, batch_of = _todo_problem(todo, reqs, caps, best)
+    batch_of = _batch_numbers(todo, best)
     budget = batch_search.EXACT_NODES
     found = fewest_batches_exact(problem, len(best), lower_bound=lower,
                                  max_nodes=min(EXACT_PROBE_NODES, budget))
@@ -1015,16 +1011,10 @@ def _exact_search(
 
 
 def _local_search(
-    todo: list[int],
-    reqs: Sequence[Requirement],
-    caps: np.ndarray,
-    best: list[list[int]],
-    lower: int,
-    search: _Search,
+    todo: list[int], problem: CapacityProblem, best: list[list[int]], lower: int, search: _Search
 ) -> list[list[int]]:
     """Fewer batches by tabu search (planner.batch_search), on the requirements that bind."""
-    problem, batch_of = _todo_problem(todo, reqs, caps, best)
-    found = fewer_batches(problem, batch_of, lower_bound=lower, seed=search.seed,
+    found = fewer_batches(problem, _batch_numbers(todo, best), lower_bound=lower, seed=search.seed,
                           max_moves=search.moves, seconds=search.seconds)
     if found.batches >= len(best):
         return best
@@ -1032,9 +1022,9 @@ def _local_search(
 
 
 def _todo_problem(
-    todo: list[int], reqs: Sequence[Requirement], caps: np.ndarray, best: list[list[int]]
-) -> tuple[CapacityProblem, list[int]]:
-    """The batching problem over ``todo`` (renumbered ``0..``) and ``best`` as batch numbers.
+    todo: list[int], reqs: Sequence[Requirement], caps: np.ndarray
+) -> CapacityProblem:
+    """The batching problem over ``todo``, renumbered ``0..``.
 
     A requirement with no more members to do than its cap can never be violated, so
     only the others are kept.
@@ -1046,12 +1036,17 @@ def _todo_problem(
         if len(ms) > caps[j]:
             members.append(ms)
             binding_caps.append(int(caps[j]))
+    return CapacityProblem(n=len(todo), members=tuple(members), caps=tuple(binding_caps))
+
+
+def _batch_numbers(todo: list[int], best: list[list[int]]) -> list[int]:
+    """``best`` as the batch number of each position in ``todo``."""
+    local = {v: i for i, v in enumerate(todo)}
     batch_of = [0] * len(todo)
     for b, batch in enumerate(best):
         for v in batch:
             batch_of[local[v]] = b
-    problem = CapacityProblem(n=len(todo), members=tuple(members), caps=tuple(binding_caps))
-    return problem, batch_of
+    return batch_of
 
 
 def _batches_of(todo: list[int], batch_of: Sequence[int], k: int) -> list[list[int]]:
