@@ -29,8 +29,8 @@ perform.
 
 Redis
 -----
-For each node, ``INFO server replication commandstats`` with redis-py (password from
-``KAIROS_REDIS_PASSWORD`` or ``REDISCLI_AUTH``, never from the command line):
+For each node, ``INFO server replication commandstats latencystats cpu`` with redis-py
+(password from ``KAIROS_REDIS_PASSWORD`` or ``REDISCLI_AUTH``, never from the command line):
 ``run_id`` is the instance id, ``now - uptime_in_seconds`` the start time, ``role`` says
 master or replica, and each ``cmdstat_<command>`` line's ``calls`` is summed into the
 raw counters ``read``, ``write``, ``other`` or ``ignored`` by :func:`redis_command_class`
@@ -43,10 +43,22 @@ Caveats: commands a Lua script or function runs are counted by Redis too, so a s
 counts once as ``other`` (EVAL/EVALSHA/FCALL) plus once per command inside it; replicas
 count every write their master replicates to them, which is why the store counts only the
 ``read`` calls of replicas.
+
+Gauges
+------
+Beside the counters, each node's readings (:data:`planner.store.GAUGES`): the p99 latency
+per class in ms and a saturation signal. Cassandra: the worst ``p99th_ms`` of the tables in
+the views above (Cassandra keeps a reservoir of the last minutes), and the pending and
+blocked tasks of the request stages (``system_views.thread_pools``): requests arriving
+faster than the node serves them. Redis: the worst p99 of the class's commands in ``INFO
+latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible), and the
+main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation`` (Redis
+serves commands on one thread: near 1 it is saturated).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import defaultdict
@@ -81,6 +93,11 @@ CASSANDRA_VIEWS: dict[str, str] = {
     "coordinator_write_latency": "write",
     "coordinator_scan_latency": "scan",
 }
+#: The thread pools (system_views.thread_pools) that serve client requests: tasks pending
+#: there mean the node takes requests faster than it serves them (saturation).
+CASSANDRA_REQUEST_STAGES: tuple[str, ...] = (
+    "Native-Transport-Requests", "ReadStage", "MutationStage", "CounterMutationStage",
+)
 
 #: Redis commands that only read data.
 REDIS_READ: frozenset[str] = frozenset(
@@ -260,8 +277,32 @@ def redis_counters(info: Mapping[str, Any]) -> dict[str, int]:
     return counters
 
 
+def redis_gauges(info: Mapping[str, Any]) -> dict[str, float]:
+    """Gauges from ``INFO latencystats cpu`` (none where the sections are absent).
+
+    Per class, the worst p99 (in ms) of its commands (``latency_percentiles_usec_<cmd>``;
+    Redis keeps them since the start or CONFIG RESETSTAT); ``cpu_main_seconds``, the main
+    thread's user + system CPU seconds, cumulative (the store derives its utilisation).
+    """
+    out: dict[str, float] = {}
+    for key, value in info.items():
+        if not key.startswith("latency_percentiles_usec_") or not isinstance(value, Mapping):
+            continue
+        cls = redis_command_class(key[len("latency_percentiles_usec_"):])
+        p99 = value.get("p99")
+        if cls == "ignored" or not isinstance(p99, int | float) or not math.isfinite(p99) \
+                or p99 < 0:
+            continue
+        name = f"p99_ms_{cls}"
+        out[name] = max(out.get(name, 0.0), float(p99) / 1000.0)
+    cpu = [info.get("used_cpu_user_main_thread"), info.get("used_cpu_sys_main_thread")]
+    if all(isinstance(v, int | float) and math.isfinite(v) and v >= 0 for v in cpu):
+        out["cpu_main_seconds"] = float(sum(cpu))  # type: ignore[arg-type]
+    return out
+
+
 def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSample:
-    """A store sample from parsed ``INFO server replication commandstats``."""
+    """A store sample from parsed ``INFO server replication commandstats latencystats cpu``."""
     for key in ("run_id", "uptime_in_seconds", "role"):
         if key not in info:
             raise ValidationError(
@@ -276,6 +317,7 @@ def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSam
         started_at=round(ts - float(info["uptime_in_seconds"]), 3),
         instance=str(info["run_id"]),
         role=role,
+        gauges=redis_gauges(info),
     )
 
 
@@ -288,7 +330,8 @@ def redis_password() -> str | None:
 
 
 def read_redis_info(target: Target, *, password: str | None, timeout: float) -> str:
-    """The raw text of ``INFO server replication commandstats`` from one node."""
+    """The raw text of ``INFO server replication commandstats latencystats cpu`` from one
+    node."""
     import redis
 
     conn = redis.Connection(
@@ -301,7 +344,7 @@ def read_redis_info(target: Target, *, password: str | None, timeout: float) -> 
     )
     try:
         conn.connect()
-        conn.send_command("INFO", "server", "replication", "commandstats")
+        conn.send_command("INFO", "server", "replication", "commandstats", "latencystats", "cpu")
         reply = conn.read_response()
     finally:
         conn.disconnect()
@@ -343,6 +386,7 @@ def cassandra_samples(
     views: Mapping[str, Sequence[Mapping[str, Any]]],
     per_table: bool = False,
     keyspaces: Sequence[str] | None = None,
+    pools: Sequence[Mapping[str, Any]] = (),
 ) -> list[CounterSample]:
     """Store samples from one node's ``system.local`` row and virtual-table rows.
 
@@ -362,6 +406,12 @@ def cassandra_samples(
         (scope ``node``).
     keyspaces
         Only these keyspaces (default: every non-system keyspace).
+    pools
+        ``system_views.thread_pools`` rows (``name``, ``pending_tasks``, ``blocked_tasks``).
+
+    A sample's gauges: per class, the worst ``p99th_ms`` (a reservoir of the last minutes)
+    of its tables that served requests; the node-scope sample also has the request stages'
+    (:data:`CASSANDRA_REQUEST_STAGES`) pending and blocked tasks.
     """
     generation = local.get("gossip_generation")
     host_id = local.get("host_id")
@@ -369,6 +419,7 @@ def cassandra_samples(
         raise ValidationError(f"{node}: system.local has no gossip_generation/host_id")
     wanted = set(keyspaces) if keyspaces else None
     per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(CASSANDRA_VIEWS.values(), 0))
+    gauges: dict[str, dict[str, float]] = defaultdict(dict)
     for view, counter in CASSANDRA_VIEWS.items():
         if view not in views:
             raise ValidationError(f"{node}: no rows of system_views.{view}")
@@ -381,16 +432,34 @@ def cassandra_samples(
                 raise ValidationError(f"{node}: {view} {ks}.{table}: bad count {count!r}")
             scope = f"table:{ks}.{table}" if per_table else "node"
             per[scope][counter] += int(count)
+            p99 = row.get("p99th_ms")
+            if int(count) > 0 and p99 is not None and math.isfinite(float(p99)) and p99 >= 0:
+                key = f"p99_ms_{counter}"
+                gauges[scope][key] = max(gauges[scope].get(key, 0.0), float(p99))
     if not per:
         per["node"] = dict.fromkeys(CASSANDRA_VIEWS.values(), 0)
-    common = {
-        "started_at": float(generation),
-        "instance": f"{host_id}:{generation}",
-    }
+    if "node" in per:
+        gauges["node"].update(_stage_gauges(node, pools))
     return [
-        CounterSample(node=node, scope=scope, ts=ts, counters=counters, **common)  # type: ignore[arg-type]
+        CounterSample(node=node, scope=scope, ts=ts, counters=counters,
+                      started_at=float(generation), instance=f"{host_id}:{generation}",
+                      gauges=gauges.get(scope, {}))
         for scope, counters in sorted(per.items())
     ]
+
+
+def _stage_gauges(node: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The request stages' pending and blocked tasks, summed (none without pool rows)."""
+    stages = [r for r in pools if r.get("name") in CASSANDRA_REQUEST_STAGES]
+    if not stages:
+        return {}
+    out: dict[str, float] = {}
+    for column in ("pending_tasks", "blocked_tasks"):
+        values = [r.get(column) for r in stages]
+        if not all(isinstance(v, int) and v >= 0 for v in values):
+            raise ValidationError(f"{node}: thread_pools: bad {column} {values!r}")
+        out[column] = float(sum(values))  # type: ignore[arg-type]
+    return out
 
 
 def collect_cassandra(
@@ -420,7 +489,7 @@ def collect_cassandra(
         for t in targets:
             began = time.time()
             try:
-                local, views = _read_cassandra_node(cluster, session, t.address)
+                local, views, pools = _read_cassandra_node(cluster, session, t.address)
             except Exception as exc:  # the driver raises many types; one node failing is data
                 result.errors[t.name] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -430,7 +499,7 @@ def collect_cassandra(
                 result.samples.extend(
                     cassandra_samples(
                         t.name, ts=ts, local=local._asdict(), views=rows, per_table=per_table,
-                        keyspaces=keyspaces,
+                        keyspaces=keyspaces, pools=[r._asdict() for r in pools],
                     )
                 )
             except ValidationError as exc:
@@ -471,8 +540,9 @@ def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -
 
 def _read_cassandra_node(
     cluster: Any, session: Any, address: str
-) -> tuple[Any, dict[str, list[Any]]]:
-    """One node's ``system.local`` row and its counter views' rows (driver rows)."""
+) -> tuple[Any, dict[str, list[Any]], list[Any]]:
+    """One node's ``system.local`` row, its counter views' rows and its thread pools' rows
+    (driver rows)."""
     host = _driver_host(cluster, address)
     local = session.execute(
         "SELECT host_id, gossip_generation FROM system.local", host=host
@@ -480,12 +550,16 @@ def _read_cassandra_node(
     views = {
         view: list(
             session.execute(
-                f"SELECT keyspace_name, table_name, count FROM system_views.{view}", host=host
+                f"SELECT keyspace_name, table_name, count, p99th_ms FROM system_views.{view}",
+                host=host,
             )
         )
         for view in CASSANDRA_VIEWS
     }
-    return local, views
+    pools = list(session.execute(
+        "SELECT name, pending_tasks, blocked_tasks FROM system_views.thread_pools", host=host
+    ))
+    return local, views, pools
 
 
 def _driver_host(cluster: Any, address: str) -> Any:

@@ -76,7 +76,7 @@ import numpy as np
 from planner.errors import KairosError, ValidationError
 from planner.workload import WorkloadSeries, classes_for, infer_step
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: counter_samples.gauges (a version-1 store is upgraded in place)
 DEFAULT_PATH = Path(".kairos") / "kairos.db"
 STORE_ENV = "KAIROS_STORE"
 #: Seconds by which a start time may wobble (Redis's is ``now - uptime``) without a restart.
@@ -90,6 +90,16 @@ RAW_COUNTERS: dict[str, tuple[str, ...]] = {
     "cassandra": ("read", "write", "scan"),
     # INFO commandstats calls summed per class; "ignored" = connection/introspection plumbing.
     "redis": ("read", "write", "other", "ignored"),
+}
+#: The gauges each collector stores beside its counters (readings, not counts): the p99
+#: latency per class in ms, and a saturation signal (docs/collect-and-report.md).
+GAUGES: dict[str, tuple[str, ...]] = {
+    # p99th_ms of system_views.coordinator_*_latency (a decaying reservoir: the last minutes),
+    # the worst of the application's tables; the request stages' pending and blocked tasks.
+    "cassandra": ("p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks", "blocked_tasks"),
+    # INFO latencystats (since the start or CONFIG RESETSTAT), the worst command of the
+    # class; the main thread's CPU seconds (cumulative: its rate is the thread's utilisation).
+    "redis": ("p99_ms_read", "p99_ms_write", "p99_ms_other", "cpu_main_seconds"),
 }
 
 _SCHEMA = """
@@ -106,6 +116,7 @@ CREATE TABLE IF NOT EXISTS counter_samples (
     instance TEXT,
     role TEXT,
     counters TEXT NOT NULL,
+    gauges TEXT,
     UNIQUE (engine, cluster, node, scope, ts)
 );
 CREATE INDEX IF NOT EXISTS counter_samples_by_time
@@ -145,6 +156,23 @@ class StoreError(KairosError):
     """The store cannot be opened or holds something unexpected."""
 
 
+def _check_gauges(engine: str, sample: CounterSample) -> None:
+    """Refuse a gauge the engine does not collect, or a reading that is not a finite
+    non-negative number."""
+    for k, v in sample.gauges.items():
+        if k not in GAUGES[engine]:
+            raise ValidationError(
+                f"sample {sample.node}/{sample.scope}: unknown {engine} gauge {k!r}; "
+                f"known: {sorted(GAUGES[engine])}"
+            )
+        if isinstance(v, bool) or not isinstance(v, int | float | np.number) \
+                or not math.isfinite(float(v)) or float(v) < 0:
+            raise ValidationError(
+                f"sample {sample.node}/{sample.scope}: gauge {k} must be a finite "
+                f"non-negative number, got {v!r}"
+            )
+
+
 @dataclass(frozen=True)
 class CounterSample:
     """One node's raw counters for one scope at one time.
@@ -166,6 +194,8 @@ class CounterSample:
         host id + gossip generation); None if unknown.
     role
         Redis ``master``/``replica``; None for Cassandra.
+    gauges
+        Gauge name (:data:`GAUGES`) -> reading (non-negative); only those the node gave.
     """
 
     node: str
@@ -175,6 +205,15 @@ class CounterSample:
     started_at: float | None = None
     instance: str | None = None
     role: str | None = None
+    gauges: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GaugeRound:
+    """The cluster's gauges at one collection round (:meth:`Store.gauge_rounds`)."""
+
+    ts: float
+    values: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -471,6 +510,12 @@ class Store:
             version = self._db.execute(
                 "SELECT value FROM meta WHERE key = 'schema_version'"
             ).fetchone()[0]
+            if int(version) == 1:  # add the gauges column; every older row has none
+                self._db.execute("ALTER TABLE counter_samples ADD COLUMN gauges TEXT")
+                self._db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+                )
+                version = SCHEMA_VERSION
             self._db.commit()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"store: {self.path}: not a usable SQLite database ({exc})") from None
@@ -521,6 +566,7 @@ class Store:
                 raise ValidationError("sample: node and scope must be non-empty")
             if not math.isfinite(float(s.ts)):
                 raise ValidationError(f"sample {s.node}: time is not finite")
+            _check_gauges(engine, s)
             for k, v in s.counters.items():
                 if k not in known:
                     raise ValidationError(
@@ -544,14 +590,16 @@ class Store:
                     s.instance,
                     s.role,
                     json.dumps({k: int(v) for k, v in sorted(s.counters.items())}),
+                    json.dumps({k: float(v) for k, v in sorted(s.gauges.items())})
+                    if s.gauges else None,
                 )
             )
         with self._tx() as db:
             before = db.total_changes
             db.executemany(
                 "INSERT OR IGNORE INTO counter_samples (engine, cluster, node, scope, ts, "
-                "round_ts, started_at, instance, role, counters) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "round_ts, started_at, instance, role, counters, gauges) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             return db.total_changes - before
@@ -649,8 +697,8 @@ class Store:
     ) -> list[CounterSample]:
         """Raw samples, oldest first; with ``since``, from the last round before it onwards."""
         sql = (
-            "SELECT node, scope, ts, counters, started_at, instance, role FROM counter_samples "
-            "WHERE engine = ? AND cluster = ? AND round_ts >= ?"
+            "SELECT node, scope, ts, counters, started_at, instance, role, gauges "
+            "FROM counter_samples WHERE engine = ? AND cluster = ? AND round_ts >= ?"
         )
         args: list[Any] = [engine, cluster, self._lower_bound(engine, cluster, since)]
         if table is not None:
@@ -666,9 +714,44 @@ class Store:
                 started_at=started,
                 instance=instance,
                 role=role,
+                gauges=json.loads(gauges) if gauges else {},
             )
-            for node, scope, ts, counters, started, instance, role in self._db.execute(sql, args)
+            for node, scope, ts, counters, started, instance, role, gauges
+            in self._db.execute(sql, args)
         ]
+
+    def gauge_rounds(
+        self, engine: str, cluster: str, *, since: float | None = None
+    ) -> list[GaugeRound]:
+        """The cluster's gauges per collection round, oldest first (rounds without any are
+        left out). Each class's p99 is the worst node's; Cassandra's pending and blocked
+        tasks are summed over the nodes; Redis's ``cpu_main_utilisation`` is the busiest
+        node's main-thread CPU seconds over the seconds since its previous sample (same
+        instance: a restart starts the count again)."""
+        rows = self._db.execute(
+            "SELECT round_ts, node, ts, instance, gauges FROM counter_samples "
+            "WHERE engine = ? AND cluster = ? AND scope = 'node' AND gauges IS NOT NULL "
+            "AND round_ts >= ? ORDER BY round_ts, node",
+            (engine, cluster, self._lower_bound(engine, cluster, since)),
+        )
+        rounds: dict[float, dict[str, float]] = {}
+        previous: dict[str, tuple[float, str | None, float]] = {}
+        for round_ts, node, ts, instance, text in rows:
+            values = rounds.setdefault(float(round_ts), {})
+            for k, v in json.loads(text).items():
+                if k.startswith("p99_ms_"):
+                    values[k] = max(values.get(k, 0.0), float(v))
+                elif k in ("pending_tasks", "blocked_tasks"):
+                    values[k] = values.get(k, 0.0) + float(v)
+                elif k == "cpu_main_seconds":
+                    before = previous.get(node)
+                    if before is not None and before[1] == instance and ts > before[0]:
+                        share = max(float(v) - before[2], 0.0) / (ts - before[0])
+                        values["cpu_main_utilisation"] = max(
+                            values.get("cpu_main_utilisation", 0.0), share
+                        )
+                    previous[node] = (float(ts), instance, float(v))
+        return [GaugeRound(ts=t, values=v) for t, v in sorted(rounds.items())]
 
     def _lower_bound(self, engine: str, cluster: str, since: float | None) -> float:
         """The first round to read for ``since``: the last round before it (or -inf)."""

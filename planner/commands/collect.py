@@ -133,9 +133,27 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
             f"round {n + 1}: {args.engine}/{args.cluster} at {stamp}: "
             f"{len(result.nodes)} node(s), {added} new sample(s)"
         )
-        line += _latest_rate(store, args)
+        line += _latest_rate(store, args) + _latest_gauges(store, args)
         print(line, flush=True)
     return rc
+
+
+def _latest_gauges(store: Any, args: argparse.Namespace) -> str:
+    """This round's p99 per class and saturation signal (store.gauge_rounds)."""
+    rounds = store.rounds(args.engine, args.cluster)
+    gauges = store.gauge_rounds(args.engine, args.cluster, since=rounds[-1] if rounds else None)
+    if not gauges or gauges[-1].ts != rounds[-1]:
+        return ""
+    values = gauges[-1].values
+    p99 = ", ".join(f"{k.removeprefix('p99_ms_')} {v:.1f}" for k, v in sorted(values.items())
+                    if k.startswith("p99_ms_"))
+    parts = [f"p99 ms: {p99}"] if p99 else []
+    if "pending_tasks" in values:
+        pending, blocked = values["pending_tasks"], values.get("blocked_tasks", 0.0)
+        parts.append(f"request stages: {pending:.0f} pending, {blocked:.0f} blocked")
+    if "cpu_main_utilisation" in values:
+        parts.append(f"main thread busiest {values['cpu_main_utilisation']:.0%}")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _latest_rate(store: Any, args: argparse.Namespace) -> str:

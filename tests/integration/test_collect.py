@@ -82,6 +82,15 @@ def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
     assert np.all(s.mix["read"] > 0) and np.all(s.mix["update"] > 0)
     assert np.all(s.mix["scan"] > 0)
     assert np.all(s.mix["insert"] == 0)  # all writes count as update by default
+    # Gauges: every round has each class's p99 (the load reads, updates and scans) and the
+    # request stages' queues, read from the nodes' own views.
+    gauges = store.gauge_rounds("cassandra", "lab")
+    print("gauges", [g.values for g in gauges])
+    assert len(gauges) == 4
+    for g in gauges:
+        assert {"p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks",
+                "blocked_tasks"} <= set(g.values), g
+        assert all(0 < g.values[f"p99_ms_{c}"] < 10_000 for c in ("read", "write", "scan")), g
 
 
 @pytest.mark.cassandra
@@ -172,6 +181,14 @@ def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> No
     assert np.all(s.mix["read"] > 0) and np.all(s.mix["write"] > 0)
     # the collector's own INFO calls are not workload
     assert set(s.mix) == {"read", "write", "other"}
+    # Gauges: p99 per class, and the main thread's utilisation from the second round on
+    # (a fraction of one core: Redis serves on one thread).
+    gauges = store.gauge_rounds("redis", "lab")
+    print("gauges", [g.values for g in gauges])
+    assert len(gauges) == 4 and "cpu_main_utilisation" not in gauges[0].values
+    for g in gauges:
+        assert 0 < g.values["p99_ms_read"] < 10_000 and 0 < g.values["p99_ms_write"] < 10_000, g
+    assert all(0 < g.values["cpu_main_utilisation"] <= 1.05 for g in gauges[1:]), gauges
 
 
 @pytest.mark.redis
@@ -186,6 +203,7 @@ def test_cli_collect_rounds_and_export(lab: object, tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert proc.stdout.count("6 node(s), 6 new sample(s)") == 3
     assert "last interval" in proc.stdout
+    assert proc.stdout.count("p99 ms: ") == 3 and proc.stdout.count("main thread busiest") == 2
     trace = tmp_path / "trace.csv"
     proc = subprocess.run(
         [str(BIN / "kairos"), "collect", "--engine", "redis", "--store", str(db), "--cluster",

@@ -248,3 +248,113 @@ def test_the_printed_last_interval_counts_each_node_once() -> None:
             for n in ("c1", "c2")], round_ts=t0)
     args = argparse.Namespace(engine="cassandra", cluster="lab")
     assert _latest_rate(store, args).startswith("; last interval 200.0 ops/s (read 100%")
+
+
+# ----------------------------------------------------------------------- gauges
+def test_redis_gauges_from_captured_latencystats_and_cpu() -> None:
+    # Redis 7.0.15 after 200 SET, 200 GET and one INCR (INFO server replication
+    # commandstats latencystats cpu, as read_redis_info asks).
+    parsed = info("latencystats_cpu_7999.txt")
+    sample = redis_sample(parsed, node="r", ts=10.0)
+    # usec -> ms; the worst command of each class (SET p99 4.015 us vs INCR 23.039 us).
+    assert sample.gauges["p99_ms_read"] == pytest.approx(0.001003)
+    assert sample.gauges["p99_ms_write"] == pytest.approx(0.023039)
+    # COMMAND DOCS (redis-cli's) is plumbing: no "ignored" gauge, and it sets no class.
+    assert set(sample.gauges) == {"p99_ms_read", "p99_ms_write", "cpu_main_seconds"}
+    assert sample.gauges["cpu_main_seconds"] == pytest.approx(
+        parsed["used_cpu_user_main_thread"] + parsed["used_cpu_sys_main_thread"])
+
+
+def test_redis_gauges_absent_sections_give_none() -> None:
+    assert redis_sample(info("master_7002.txt"), node="r", ts=1.0).gauges == {}
+
+
+def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
+    data = views("cass2.json")
+    rows = {k: v for k, v in data.items() if k.startswith("coordinator_")}
+    pools = views("thread_pools_cass2.json")["thread_pools"]
+    [node] = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
+                               pools=pools)
+    # Only the application's tables that served requests (system.local's reads are left out).
+    assert node.gauges["p99_ms_read"] == pytest.approx(0.061)
+    assert node.gauges["p99_ms_write"] == pytest.approx(0.043)
+    assert "p99_ms_scan" not in node.gauges  # no application scan this capture
+    # Captured idle: the request stages (CounterMutationStage exists once counters are
+    # written) have nothing pending.
+    names = {r["name"] for r in pools}
+    assert {"Native-Transport-Requests", "ReadStage", "MutationStage"} <= names
+    assert node.gauges["pending_tasks"] == 0 and node.gauges["blocked_tasks"] == 0
+    # Queued requests count; a compaction backlog is not a request queue.
+    busy = {"ReadStage": (12, 0), "Native-Transport-Requests": (30, 2),
+            "CompactionExecutor": (9, 0)}
+    loaded = [{**r, "pending_tasks": busy.get(r["name"], (r["pending_tasks"],))[0],
+               "blocked_tasks": busy.get(r["name"], (0, r["blocked_tasks"]))[1]} for r in pools]
+    [node] = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
+                               pools=loaded)
+    assert node.gauges["pending_tasks"] == 42 and node.gauges["blocked_tasks"] == 2
+    tables = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
+                               pools=pools, per_table=True)
+    by_scope = {s.scope: s.gauges for s in tables}
+    assert by_scope["table:kairos_rollout.usertable"] == {"p99_ms_read": 0.061,
+                                                         "p99_ms_write": 0.043}
+    with pytest.raises(ValidationError, match="thread_pools: bad pending_tasks"):
+        cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
+                          pools=[{"name": "ReadStage", "pending_tasks": -1, "blocked_tasks": 0}])
+
+
+def test_store_keeps_gauges_and_summarises_each_round(tmp_path: Path) -> None:
+    def sample(node: str, ts: float, instance: str, **gauges: float) -> CounterSample:
+        return CounterSample(node=node, scope="node", ts=ts, counters={"read": 1, "write": 1,
+                             "other": 0, "ignored": 0}, instance=instance, started_at=0.0,
+                             role="master", gauges=gauges)
+
+    with Store(tmp_path / "k.db") as store:
+        store.append_counters("redis", "lab", [
+            sample("a", 10.0, "i1", p99_ms_read=0.5, cpu_main_seconds=1.0),
+            sample("b", 10.0, "j1", p99_ms_read=2.0, p99_ms_write=1.0, cpu_main_seconds=5.0)],
+            round_ts=10.0)
+        store.append_counters("redis", "lab", [
+            sample("a", 20.0, "i1", p99_ms_read=0.5, cpu_main_seconds=3.0),   # 0.2 busy
+            sample("b", 20.0, "j2", p99_ms_read=0.1, cpu_main_seconds=0.5)],   # restarted
+            round_ts=20.0)
+        first, second = store.gauge_rounds("redis", "lab")
+        assert first.values == {"p99_ms_read": 2.0, "p99_ms_write": 1.0}  # no rate yet
+        assert second.values == {"p99_ms_read": 0.5, "cpu_main_utilisation": pytest.approx(0.2)}
+        assert store.samples("redis", "lab")[0].gauges == {"p99_ms_read": 0.5,
+                                                           "cpu_main_seconds": 1.0}
+        with pytest.raises(ValidationError, match="unknown redis gauge 'pending_tasks'"):
+            store.append_counters("redis", "lab", [sample("a", 30.0, "i1", pending_tasks=1.0)])
+        with pytest.raises(ValidationError, match="gauge p99_ms_read must be a finite"):
+            store.append_counters("redis", "lab", [sample("a", 30.0, "i1",
+                                                          p99_ms_read=float("nan"))])
+        store.append_counters("cassandra", "lab", [
+            CounterSample(node=n, scope="node", ts=5.0, counters={"read": 0, "write": 0,
+                          "scan": 0}, gauges={"pending_tasks": p, "blocked_tasks": 0.0})
+            for n, p in (("c1", 3.0), ("c2", 4.0))])
+        [round_] = store.gauge_rounds("cassandra", "lab")
+        assert round_.values == {"pending_tasks": 7.0, "blocked_tasks": 0.0}
+
+
+def test_a_version_1_store_is_upgraded_and_keeps_its_samples(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with Store(path) as store:
+        store.append_counters("cassandra", "lab", [CounterSample(
+            node="c1", scope="node", ts=5.0, counters={"read": 1, "write": 2, "scan": 0})])
+    # As a version-1 Kairos left it: no gauges column.
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE counter_samples DROP COLUMN gauges")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with Store(path) as store:
+        [old] = store.samples("cassandra", "lab")
+        assert old.counters == {"read": 1, "write": 2, "scan": 0} and old.gauges == {}
+        store.append_counters("cassandra", "lab", [CounterSample(
+            node="c1", scope="node", ts=6.0, counters={"read": 2, "write": 2, "scan": 0},
+            gauges={"p99_ms_read": 1.5})])
+        assert store.gauge_rounds("cassandra", "lab")[-1].values == {"p99_ms_read": 1.5}
+    version = sqlite3.connect(path).execute(
+        "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    assert version == "2"
