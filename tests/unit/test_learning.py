@@ -1,0 +1,127 @@
+"""The model learns from production: windows of the store judged against the model."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from planner.errors import ValidationError
+from planner.learning import (
+    append_judgement,
+    judge,
+    learn,
+    load_track,
+    observe,
+    recent_error,
+    restart_hold,
+)
+from planner.perfmodel import prior_model
+from planner.spaces import get_space
+from planner.store import CounterSample, Store
+
+REPO = Path(__file__).resolve().parents[2]
+STEP = 20.0
+NODES = ("c1", "c2", "c3")
+
+
+def cassandra_store(path: Path, *, rounds: int, per_node_rate: float, read_share: float,
+                    pending_from: int) -> Store:
+    """Three nodes' counters growing at ``per_node_rate`` ops/s; queues from a round on."""
+    store = Store(path)
+    for r in range(rounds):
+        ts = 1000.0 + r * STEP
+        samples = []
+        for n in NODES:
+            total = int(per_node_rate * STEP * r)
+            reads = int(total * read_share)
+            samples.append(CounterSample(
+                node=n, scope="node", ts=ts, counters={"read": reads, "write": total - reads,
+                "scan": 0}, started_at=0.0, instance=f"{n}:1",
+                gauges={"p99_ms_read": 2.0 + r, "pending_tasks": 4.0 if r >= pending_from else 0.0,
+                        "blocked_tasks": 0.0}))
+        store.append_counters("cassandra", "lab", samples, round_ts=ts)
+    return store
+
+
+def test_observe_measures_the_served_load_the_mix_and_saturation(tmp_path: Path) -> None:
+    with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=100.0, read_share=0.8,
+                         pending_from=6) as store:
+        calm = observe(store, "cassandra", "lab", start=1000.0, end=1100.0, step_seconds=STEP)
+        busy = observe(store, "cassandra", "lab", start=1120.0, end=1200.0, step_seconds=STEP)
+    assert calm.served_ops_per_s == pytest.approx(300.0, rel=0.01)
+    assert calm.mix["read"] == pytest.approx(0.8, abs=0.01)
+    assert calm.mix["update"] == pytest.approx(0.2, abs=0.01)
+    assert not calm.saturated and calm.saturated_share == 0.0
+    assert busy.saturated and busy.saturated_share == 1.0
+    assert busy.p99_ms == {"read": pytest.approx(10.0)}  # median of its rounds' 8..12 ms
+    with cassandra_store(tmp_path / "s.db", rounds=3, per_node_rate=1.0, read_share=0.5,
+                         pending_from=9) as store, \
+            pytest.raises(ValidationError, match="collect longer"):
+        observe(store, "cassandra", "lab", start=1000.0, end=1030.0, step_seconds=STEP)
+
+
+def test_judge_a_capacity_and_a_lower_bound(tmp_path: Path) -> None:
+    model = prior_model("cassandra")
+    config = get_space("cassandra").defaults()
+    with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=100.0, read_share=0.8,
+                         pending_from=6) as store:
+        calm = observe(store, "cassandra", "lab", start=1000.0, end=1100.0, step_seconds=STEP)
+        busy = observe(store, "cassandra", "lab", start=1120.0, end=1200.0, step_seconds=STEP)
+    predicted = model.predict(busy.mix, config).ops_per_s
+    saturated = judge(busy, model, config, step_id="s1")
+    assert saturated.kind == "capacity"
+    assert saturated.error == pytest.approx(300.0 / predicted - 1, rel=0.02)
+    assert saturated.error < -0.5  # the prior expects far more than 300 ops/s
+    below = judge(calm, model, config, step_id="s1")
+    assert below.kind == "lower bound" and below.error == 0.0  # served < predicted: no error
+    assert below.utilisation == pytest.approx(300.0 / model.predict(calm.mix, config).ops_per_s,
+                                              rel=0.02)
+
+
+def test_learn_adds_a_capacity_window_and_refits(tmp_path: Path) -> None:
+    csv = tmp_path / "obs.csv"
+    shutil.copy(REPO / "inventories/local/calibration/cassandra-observations.csv", csv)
+    before = pd.read_csv(csv)
+    model = prior_model("cassandra")
+    config = {"compaction": str(before.iloc[0]["compaction"]),
+              "concurrent_reads": int(before.iloc[0]["concurrent_reads"]),
+              "memtable_cleanup_threshold": float(before.iloc[0]["memtable_cleanup_threshold"])}
+    with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=400.0, read_share=0.9,
+                         pending_from=0) as store:
+        window = observe(store, "cassandra", "lab", start=1000.0, end=1200.0, step_seconds=STEP)
+    judgement = judge(window, model, config, step_id="s1")
+    fitted, report = learn(judgement, csv, engine="cassandra")
+    after = pd.read_csv(csv)
+    assert len(after) == len(before) + 1
+    assert after.iloc[-1]["ops_per_s"] == pytest.approx(1200.0, rel=0.01)
+    assert report.n_observations == len(before) + 1
+    assert fitted.predict(window.mix, config).ops_per_s > 0
+    lower = judge(replace(window, saturated_share=0.0), model, config, step_id="s1")
+    assert learn(lower, csv, engine="cassandra") is None
+    assert len(pd.read_csv(csv)) == len(after)  # a lower bound is not capacity data
+
+
+def test_the_recent_error_holds_restart_steps_until_it_falls_back(tmp_path: Path) -> None:
+    track = tmp_path / "track.jsonl"
+    assert load_track(track) == [] and restart_hold([]) is None
+    model = prior_model("cassandra")
+    config = get_space("cassandra").defaults()
+    with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=100.0, read_share=0.8,
+                         pending_from=0) as store:
+        window = observe(store, "cassandra", "lab", start=1000.0, end=1200.0, step_seconds=STEP)
+    for _ in range(3):
+        append_judgement(track, judge(window, model, config, step_id="s1"))
+    kept = load_track(track)
+    assert len(kept) == 3 and recent_error(kept) > 0.5
+    reason = restart_hold(kept)
+    assert reason is not None and "above 25%" in reason and "no restart step" in reason
+    # Three windows the model got right: the hold is lifted.
+    right = {**kept[-1], "error": 0.05}
+    assert restart_hold([*kept, right, right, right]) is None
+    track.write_text(track.read_text() + "not json\n")
+    with pytest.raises(ValidationError, match="line 4: not JSON"):
+        load_track(track)
