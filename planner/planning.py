@@ -440,6 +440,10 @@ class PlanRequest:
         ``keyspace.table`` names a table-level change (compaction) applies to.
     optimiser
         GA or DP and the GA's settings; its seed also seeds forecasting and sampling.
+    hold_restarts
+        Why no restart step may be proposed now (the autopilot's hold while the model's
+        recent error is high, :func:`planner.learning.restart_hold`): only configurations
+        the running one reaches live are searched, and the plan's provenance says why.
     """
 
     forecast: Forecast | PathLike | None = None
@@ -470,6 +474,7 @@ class PlanRequest:
     samples: int = 0
     tables: Sequence[str] = ()
     optimiser: OptimiserOptions = field(default_factory=OptimiserOptions)
+    hold_restarts: str | None = None
 
 
 @dataclass(frozen=True)
@@ -572,6 +577,16 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
              "(a table setting needs the tables it applies to)")
     return space.candidates(keys=[k for k in space.grid_keys if k not in table_keys],
                             base=current)
+
+
+def _live_reachable(engine: str, candidates: list[dict[str, Any]], why: str,
+                    progress: Progress) -> list[dict[str, Any]]:
+    """The candidates the running one (candidate 0) reaches without a restart."""
+    restart = restart_matrix(engine, candidates)[0]
+    kept = [c for c, needs in zip(candidates, restart, strict=True) if not needs]
+    progress(f"plan: restart steps held ({why}): {len(kept)} of {len(candidates)} "
+             "configurations reachable live")
+    return kept
 
 
 def _forecast(req: PlanRequest, progress: Progress) -> tuple[Forecast, str]:
@@ -859,6 +874,7 @@ def _provenance(
                        "survivor_penalty": req.survivor_penalty, "served": req.served,
                        "batches": n_batches},
         "objective": objective,
+        **({"restart_hold": req.hold_restarts} if req.hold_restarts else {}),
         "uncertainty": dict(uncertainty),
         "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,
                      "dp_optimum_ops": dp.total_ops},
@@ -906,6 +922,8 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     tables = _check_request(request)
     current = _current(request)
     candidates = _candidates(request.engine, current, tables, say)
+    if request.hold_restarts:
+        candidates = _live_reachable(request.engine, candidates, request.hold_restarts, say)
     fc, source = _forecast(request, say)
     perf, model_file = _model(request)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)

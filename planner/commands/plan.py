@@ -126,6 +126,9 @@ def _add_decision_arguments(p: Any) -> None:
                    help="what the optimiser maximises: the expected value (mean, default), "
                    "the 1 - confidence quantile of each candidate's gain (quantile), or the "
                    "worst mix in the forecast's interval (endure)")
+    p.add_argument("--hold-restarts", metavar="WHY",
+                   help="propose no restart step, for this reason (the autopilot's hold while "
+                   "the performance model's recent error is high): only live changes")
 
 
 def _log(msg: str) -> None:
@@ -153,6 +156,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
             method=args.method, seed=args.seed, population=args.population,
             generations=args.generations, searches=args.searches, workers=args.workers,
         ),
+        hold_restarts=args.hold_restarts,
     )
 
 

@@ -180,3 +180,23 @@ def test_make_plan_refuses_what_it_cannot_plan(demo: dict[str, Path]) -> None:
         make_plan(_request(demo, model=prior_model("redis")))
     with pytest.raises(ValidationError, match=r"^--samples: 1000 sample paths x --horizon 6000"):
         make_plan(_request(demo, samples=1000, horizon=6000))
+
+
+def test_a_restart_hold_plans_live_steps_only_and_says_why(
+    demo: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    why = "the performance model's recent error is 40% over the last 3 window(s)"
+    said: list[str] = []
+    plan = make_plan(_request(demo, hold_restarts=why), progress=said.append).plan
+    # The same inputs pay for a restart step without the hold (the test above); with it,
+    # only the live compaction change is left.
+    assert [dict(s.target) for s in plan.steps] == [{"compaction": "LeveledCompactionStrategy"}]
+    assert all(s.restart == () and s.batches == () for s in plan.steps)
+    assert plan.provenance["restart_hold"] == why
+    assert any(f"restart steps held ({why})" in m for m in said), said
+    out = demo["dir"] / "held.yml"
+    assert main(["plan", "--forecast", str(demo["forecast"]), "--current", str(demo["current"]),
+                 "--cl", "QUORUM", "--restart-seconds", "45", "--tables", ",".join(TABLES),
+                 "--method", "dp", "--hold-restarts", why, "-o", str(out)]) == 0
+    assert yaml.safe_load(out.read_text())["provenance"]["restart_hold"] == why
+    assert "restart steps held" in capsys.readouterr().err
