@@ -70,6 +70,8 @@ class TickInputs:
     ring_error: str | None = None
     apply_state_dir: str | None = None
     apply_vars: Mapping[str, Any] = field(default_factory=dict)
+    learn_settle_seconds: float = 60.0
+    learn_window_seconds: float = 900.0
 
 
 @dataclass
@@ -92,6 +94,7 @@ class TickResult:
     apply_vars: dict[str, Any] = field(default_factory=dict)
     apply_log: str | None = None
     outcome: str = "nothing-to-do"
+    learning: dict[str, Any] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -124,6 +127,7 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
                         cluster=inp.cluster, engine=inp.engine, dry_run=inp.dry_run)
     _write(result, out)
     trace, result.trace = _pick_trace(inp)
+    result.learning = _learn(inp, now)
     first = _decide(inp, now, trace, plan=None, forecast=None)
     result.replan_reasons = list(first["replan_reasons"])
     result.replan_blocked = first["replan_blocked"]
@@ -132,7 +136,8 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
     if first["replan"] and trace:
         result.stage = "replan"
         _write(result, out)
-        new_plan, new_forecast, result.plan_text = _replan(inp, now, trace, first)
+        new_plan, new_forecast, result.plan_text = _replan(inp, now, trace, first,
+                                                           result.learning)
         result.replanned = True
         result.stage = "decide"
         _write(result, out)
@@ -149,6 +154,23 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
     result.outcome = _outcome(result)
     _write(result, out)
     return result
+
+
+def _learn(inp: TickInputs, now: datetime) -> dict[str, Any]:
+    """The model learns from the window since the last applied step
+    (:func:`planner.learning.learn_from_production`); a failure is a note, not the tick's."""
+    from planner.learning import learn_from_production
+
+    if not inp.store:
+        return {"note": "no store: nothing to learn from"}
+    try:
+        outcome = learn_from_production(
+            state_dir=inp.state_dir, cluster=inp.cluster, engine=inp.engine, store=inp.store,
+            model=inp.model, now=now.timestamp(), step_seconds=inp.step_seconds,
+            settle_seconds=inp.learn_settle_seconds, window_seconds=inp.learn_window_seconds)
+    except KairosError as exc:
+        return {"note": f"not learnt: {exc}"}
+    return asdict(outcome)
 
 
 def _pick_trace(inp: TickInputs) -> tuple[str | None, str]:
@@ -208,8 +230,8 @@ def decide_on_files(*, state_dir: str, cluster: str, engine: str, policy: ap.Pol
     return decision
 
 
-def _replan(inp: TickInputs, now: datetime, trace: str,
-            first: Mapping[str, Any]) -> tuple[str, str, list[str]]:
+def _replan(inp: TickInputs, now: datetime, trace: str, first: Mapping[str, Any],
+            learning: Mapping[str, Any]) -> tuple[str, str, list[str]]:
     """Forecast, plan, check the plan against the ring and inventory, adopt; the new files."""
     if inp.live_ring and not inp.ring:
         raise ValidationError(f"refusing to plan {inp.engine}: cannot read the live ring: "
@@ -224,7 +246,7 @@ def _replan(inp: TickInputs, now: datetime, trace: str,
         shutil.copyfile(inp.ring, ring)
     lines = _command(["forecast", "--trace", trace, "--horizon", str(inp.horizon),
                       "--model", inp.forecast_model, "--out", forecast])
-    lines += _make_plan(_plan_argv(inp, forecast, plan, ring, first, base), plan)
+    lines += _make_plan(_plan_argv(inp, forecast, plan, ring, first, base, learning), plan)
     lines += _command(["explain", plan, "--hosts", ",".join(inp.hosts)]
                       + (["--ring", ring] if ring else []))
     if not inp.dry_run:
@@ -234,8 +256,10 @@ def _replan(inp: TickInputs, now: datetime, trace: str,
 
 
 def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
-               first: Mapping[str, Any], base: Path) -> list[str]:
-    """``kairos plan`` arguments: the ring or hosts, T_r, tables, model, what runs now."""
+               first: Mapping[str, Any], base: Path,
+               learning: Mapping[str, Any] | None = None) -> list[str]:
+    """``kairos plan`` arguments: the ring or hosts, T_r, tables, the model (the one learnt
+    from production once there is one), a restart hold, what runs now."""
     argv = ["plan", "--forecast", forecast, "--engine", inp.engine, "--cluster", inp.cluster]
     argv += ["--ring", ring] if ring else ["--hosts", ",".join(inp.hosts)]
     # T_r measured by the executor on earlier steps (their state files under the state
@@ -245,8 +269,12 @@ def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
     if inp.tables:
         argv += ["--tables", ",".join(inp.tables)]
     argv += list(inp.plan_args)
-    if inp.model:
-        argv += ["--model", inp.model]
+    learning = learning or {}
+    model = learning.get("model") or inp.model
+    if model:
+        argv += ["--model", str(model)]
+    if learning.get("hold"):
+        argv += ["--hold-restarts", str(learning["hold"])]
     running = first.get("running_config")
     if running is not None:  # what the current plan's applied steps left the cluster running
         import yaml
@@ -353,6 +381,8 @@ def record_run(
         "replan_blocked": tick.get("replan_blocked"),
         "retry_failed": bool(decision.get("retry_failed")), "hold": decision.get("hold"),
         "trace": tick.get("trace", ""), "apply_log": tick.get("apply_log"),
+        "learning": (tick.get("learning") or {}).get("note"),
+        "restart_hold": (tick.get("learning") or {}).get("hold"),
         "apply_error": apply_error, "message": decision.get("message", ""),
     }
     return _log(state_dir, cluster, engine, record) | {"failed": outcome == "apply-failed"}

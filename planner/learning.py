@@ -81,6 +81,7 @@ class Judgement:
     mix: Mapping[str, float]
     config: Mapping[str, Any]
     p99_ms: Mapping[str, float]
+    plan: str = ""
 
 
 def round_saturated(engine: str, values: Mapping[str, float]) -> bool:
@@ -128,7 +129,8 @@ def observe(
 
 
 def judge(
-    window: ProductionWindow, model: Any, config: Mapping[str, Any], *, step_id: str
+    window: ProductionWindow, model: Any, config: Mapping[str, Any], *, step_id: str,
+    plan: str = "",
 ) -> Judgement:
     """The window against ``model``'s prediction for ``config`` at the window's mix."""
     prediction = model.predict(window.mix, config)
@@ -144,7 +146,7 @@ def judge(
         step_id=step_id, engine=window.engine, start=window.start, end=window.end, kind=kind,
         served_ops_per_s=window.served_ops_per_s, predicted_ops_per_s=predicted,
         predicted_std=float(prediction.std), error=error, utilisation=ratio,
-        mix=dict(window.mix), config=dict(config), p99_ms=dict(window.p99_ms),
+        mix=dict(window.mix), config=dict(config), p99_ms=dict(window.p99_ms), plan=plan,
     )
 
 
@@ -224,3 +226,124 @@ def restart_hold(
         f"predicted {float(last['predicted_ops_per_s']):.0f}; no restart step until the "
         "error falls back"
     )
+
+
+# ------------------------------------------------------ the autopilot's loop
+@dataclass(frozen=True)
+class LearnOutcome:
+    """What one autopilot tick learnt (:func:`learn_from_production`)."""
+
+    note: str
+    judgement: Mapping[str, Any] | None = None
+    refit: Mapping[str, Any] | None = None
+    hold: str | None = None
+    model: str | None = None
+
+
+def learnt_paths(state_dir: str | Path, cluster: str, engine: str) -> dict[str, Path]:
+    """The autopilot's own model files: the judgements' track, the observations it learns
+    from (the calibration's, then production's) and the model refitted on them."""
+    base = Path(state_dir) / "models" / f"{cluster}-{engine}"
+    return {"track": base.with_name(base.name + "-track.jsonl"),
+            "observations": base.with_name(base.name + "-observations.csv"),
+            "model": base.with_name(base.name + "-model.json")}
+
+
+def learn_from_production(
+    *, state_dir: str, cluster: str, engine: str, store: str, model: str | None,
+    now: float, step_seconds: float, settle_seconds: float, window_seconds: float,
+) -> LearnOutcome:
+    """Judge the window since the plan's last applied step (once it lasted
+    ``window_seconds`` after ``settle_seconds``), keep the judgement, learn from a capacity
+    window, and say whether restart steps are held. Never raises on missing data: the
+    outcome's note says why nothing was judged."""
+    paths = learnt_paths(state_dir, cluster, engine)
+    learnt = str(paths["model"]) if paths["model"].exists() else None
+    track = load_track(paths["track"])
+
+    def outcome(note: str, **more: Any) -> LearnOutcome:
+        return LearnOutcome(note=note, hold=restart_hold(load_track(paths["track"])),
+                            model=more.pop("model", learnt), **more)
+
+    found = _window_to_judge(state_dir, cluster, engine, track, now=now,
+                             settle_seconds=settle_seconds, window_seconds=window_seconds)
+    if isinstance(found, str):
+        return outcome(found)
+    plan_path, step_id, start, config = found
+    from planner.perfmodel import load_model, prior_model
+    from planner.store import Store
+
+    try:
+        with Store(store) as db:
+            window = observe(db, engine, cluster, start=start, end=now, step_seconds=step_seconds)
+    except ValidationError as exc:
+        return outcome(f"not judged: {exc}")
+    source = learnt or model
+    current = load_model(source) if source else prior_model(engine)
+    judgement = judge(window, current, config, step_id=step_id, plan=plan_path)
+    append_judgement(paths["track"], judgement)
+    note = (f"step {step_id}: served {judgement.served_ops_per_s:.0f} ops/s "
+            f"({judgement.kind}; the model predicts {judgement.predicted_ops_per_s:.0f}, "
+            f"error {judgement.error:+.0%})")
+    refit = None
+    if judgement.kind == "capacity":
+        refit, note = _refit(judgement, paths, engine, model, note)
+    return outcome(note, judgement=asdict(judgement), refit=refit,
+                   model=str(paths["model"]) if refit else learnt)
+
+
+def _window_to_judge(
+    state_dir: str, cluster: str, engine: str, track: Sequence[Mapping[str, Any]], *,
+    now: float, settle_seconds: float, window_seconds: float,
+) -> tuple[str, str, float, dict[str, Any]] | str:
+    """``(plan, step, window start, configuration in force)``, or why there is none."""
+    from datetime import datetime
+
+    from planner import autopilot as ap
+    from planner.plan import load_plan
+    from planner.rollout import applied_composition, applied_index, load_state, state_path_for
+
+    plan_path = ap.load_autopilot_state(ap.state_path(state_dir, cluster, engine)).get("plan")
+    if not plan_path or not Path(plan_path).exists():
+        return "no plan in force"
+    plan = load_plan(plan_path)
+    rollout_state = load_state(state_path_for(plan_path))
+    index = applied_index(plan, rollout_state)
+    if index < 0:
+        return "no step of the plan in force is applied yet"
+    step_id = plan.steps[index].id
+    finished = datetime.fromisoformat(rollout_state["steps"][step_id]["finished_at"]).timestamp()
+    judged = [float(j["end"]) for j in track
+              if j.get("plan") == plan_path and j.get("step_id") == step_id]
+    start = max([finished + settle_seconds, *judged])
+    if now - start < window_seconds:
+        return (f"step {step_id}'s window is not over ({max(now - start, 0):.0f} of "
+                f"{window_seconds:.0f} s)")
+    return plan_path, step_id, start, dict(applied_composition(plan, rollout_state).cluster)
+
+
+def _refit(judgement: Judgement, paths: Mapping[str, Path], engine: str, model: str | None,
+           note: str) -> tuple[dict[str, Any] | None, str]:
+    """Add a capacity judgement to the learnt observations (seeded from the configured
+    model's calibration, ``<engine>-observations.csv`` beside it) and refit."""
+    import shutil
+
+    from planner.perfmodel import save_model
+
+    if not paths["observations"].exists():
+        seed = Path(model).with_name(f"{engine}-observations.csv") if model else None
+        if seed is None or not seed.exists():
+            return None, note + "; not learnt: the model has no observations to add to"
+        paths["observations"].parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(seed, paths["observations"])
+    try:
+        fitted = learn(judgement, paths["observations"], engine=engine)
+    except ValidationError as exc:
+        return None, f"{note}; not learnt: {exc}"
+    assert fitted is not None
+    new_model, report = fitted
+    save_model(new_model, paths["model"])
+    refit = {"observations": report.n_observations, "design": report.design,
+             "heldout_mape": report.heldout_mape}
+    return refit, (f"{note}; refitted on {report.n_observations} observations "
+                   f"(held-out error {report.heldout_mape:.1%})")

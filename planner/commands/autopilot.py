@@ -106,6 +106,10 @@ def _register_tick(actions: Any) -> None:
     ring.add_argument("--ring-error", help="why the live ring could not be read")
     t.add_argument("--apply-state-dir", help="the executor's kairos_state_dir")
     t.add_argument("--apply-vars", default="{}", help="extra executor variables (JSON object)")
+    t.add_argument("--learn-settle", type=inputs.DURATION, default=60.0, metavar="SECONDS",
+                   help="after a step is applied, seconds before its window opens (60)")
+    t.add_argument("--learn-window", type=inputs.DURATION, metavar="SECONDS",
+                   help="seconds of a window judged against the model (default 3 steps)")
     t.set_defaults(func=run_tick)
 
 
@@ -181,6 +185,8 @@ def run_tick(args: argparse.Namespace) -> int:
         plan_args=tuple(str(a) for a in plan_args), live_ring=args.live_ring,
         ring=args.ring, ring_error=args.ring_error, apply_state_dir=args.apply_state_dir,
         apply_vars=inputs.json_argument("--apply-vars", args.apply_vars, dict),
+        learn_settle_seconds=args.learn_settle,
+        learn_window_seconds=args.learn_window or 3 * args.step_seconds,
     )
     out = tick_path(args.state_dir, args.run, args.engine)
     result = run_tick(inp, out)

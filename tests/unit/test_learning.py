@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -125,3 +126,101 @@ def test_the_recent_error_holds_restart_steps_until_it_falls_back(tmp_path: Path
     track.write_text(track.read_text() + "not json\n")
     with pytest.raises(ValidationError, match="line 4: not JSON"):
         load_track(track)
+
+
+# ------------------------------------------------------ the autopilot's loop
+def adopted_plan_with_an_applied_step(state_dir: Path, *, applied_at: float) -> Path:
+    """A Cassandra plan whose live step s1 (concurrent_reads 64) is recorded applied."""
+    from datetime import UTC, datetime, timedelta
+
+    import yaml
+
+    from planner import autopilot as ap
+    from planner.rollout import record_step, state_path_for
+
+    at = datetime.fromtimestamp(applied_at, UTC)
+    plan = state_dir / "plan.yml"
+    plan.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "kairos-plan", "cluster": "lab", "engine": "cassandra",
+        "created_at": (at - timedelta(minutes=5)).isoformat(),
+        "horizon": {"start": (at - timedelta(minutes=5)).isoformat(), "step_seconds": 60,
+                    "steps": 60},
+        "provenance": {"source": "tests/unit/test_learning.py"},
+        "availability": {"consistency_level": "QUORUM", "tolerated_failures": 0,
+                         "aggressive": False},
+        "current_config": {"compaction": "SizeTieredCompactionStrategy", "concurrent_reads": 32,
+                           "memtable_cleanup_threshold": 0.33333334},
+        "steps": [{"id": "s1", "due": (at - timedelta(minutes=1)).isoformat(),
+                   "until": (at + timedelta(minutes=55)).isoformat(),
+                   "target": {"concurrent_reads": 64}, "per_node": {},
+                   "live": ["concurrent_reads"], "restart": [], "batches": [],
+                   "expected": {"benefit_ops": 1.0, "cost_ops": 0.0, "net_ops": 1.0}}],
+    }, sort_keys=False))
+    record_step(state_path_for(plan), step_id="s1", status="applied", now=at)
+    ap.adopt_plan(ap.state_path(state_dir, "lab", "cassandra"), plan=str(plan), forecast=None,
+                  now=at, reasons=["test"])
+    return plan
+
+
+def test_the_tick_judges_the_window_after_a_step_learns_and_then_holds(tmp_path: Path) -> None:
+    from planner.autopilot_tick import _plan_argv
+    from planner.learning import learn_from_production, learnt_paths
+
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    for name in ("cassandra-model.json", "cassandra-observations.csv"):
+        shutil.copy(REPO / "inventories/local/calibration" / name, calibration / name)
+    model = str(calibration / "cassandra-model.json")
+    plan = adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
+    # Saturated all along at 3 x 150 ops/s: far below what the lab's model expects.
+    cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
+                    pending_from=0).close()
+
+    def tick(now: float) -> Any:
+        return learn_from_production(
+            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
+            store=str(tmp_path / "k.db"), model=model, now=now, step_seconds=STEP,
+            settle_seconds=10.0, window_seconds=60.0)
+
+    early = tick(1040.0)
+    assert "window is not over (40 of 60 s)" in early.note and early.judgement is None
+    first = tick(1080.0)
+    assert first.judgement is not None and first.judgement["kind"] == "capacity"
+    assert first.judgement["plan"] == str(plan) and first.judgement["step_id"] == "s1"
+    assert first.judgement["config"]["concurrent_reads"] == 64  # the step's, in force
+    assert first.judgement["served_ops_per_s"] == pytest.approx(450.0, rel=0.01)
+    paths = learnt_paths(tmp_path, "lab", "cassandra")
+    rows = len(pd.read_csv(calibration / "cassandra-observations.csv"))
+    assert first.refit is not None and first.refit["observations"] == rows + 1
+    assert first.model == str(paths["model"]) and paths["model"].exists()
+    assert "refitted on" in first.note
+    # The only evidence says the model is 56 % off: restart steps are held from now on.
+    assert first.judgement["error"] == pytest.approx(-0.56, abs=0.01)
+    assert first.hold is not None and "recent error is 56%" in first.hold
+    again = tick(1080.0)
+    assert "window is not over" in again.note  # a window is judged once
+    second, third = tick(1140.0), tick(1200.0)
+    track = load_track(paths["track"])
+    assert len(track) == 3
+    # Later windows are judged by the model refitted on production: it predicts less.
+    assert second.judgement is not None and third.judgement is not None
+    assert second.judgement["predicted_ops_per_s"] < first.judgement["predicted_ops_per_s"]
+    assert third.refit is not None and third.refit["observations"] == rows + 3
+    assert third.hold == restart_hold(track)
+    print([round(j["error"], 3) for j in track], recent_error(track))
+    assert third.hold is not None and "no restart step" in third.hold
+    argv = _plan_argv(_inputs(tmp_path, model), "f.json", "p.yml", None, {}, tmp_path / "b",
+                      {"model": third.model, "hold": third.hold})
+    assert argv[argv.index("--model") + 1] == str(paths["model"])
+    assert argv[argv.index("--hold-restarts") + 1] == third.hold
+
+
+def _inputs(state_dir: Path, model: str) -> Any:
+    from datetime import UTC, datetime
+
+    from planner import autopilot as ap
+    from planner.autopilot_tick import TickInputs
+
+    return TickInputs(state_dir=str(state_dir), cluster="lab", engine="cassandra", run="r",
+                      started_at=datetime.now(UTC), policy=ap.Policy(), hosts=("c1",),
+                      model=model)
