@@ -19,7 +19,10 @@ from elsewhere), so the page can be mailed, archived or opened offline. Sections
    cassandra.yaml, the tables' compaction class from system_schema.tables, the heap).
 6. **Expected vs observed** — per step, the load the forecast expected during
    ``[due, until)`` against the load observed then, and the plan's expected net gain.
-7. **Rollout timelines** — per step in the state file, one row per node with its
+7. **The model against production** — the autopilot's judgements (``--model-track``): each
+   window after a step, served vs predicted, the error and the recent error the restart
+   hold reads (docs/planning.md, "The learning loop").
+8. **Rollout timelines** — per step in the state file, one row per node with its
    drain / stop / start / sync phases. The state file records durations and when the step
    finished, not when each phase began: batches are laid out one after the other ending at
    ``finished_at`` (the waits between batches are not recorded and are not drawn).
@@ -87,6 +90,9 @@ class ReportInputs:
         Where each input came from (shown at the bottom).
     notes
         Why an input is missing (shown in its sections).
+    model_track
+        The autopilot's judgements of the model against production windows
+        (:func:`planner.learning.load_track`), oldest first.
     """
 
     history: WorkloadSeries | None = None
@@ -97,6 +103,7 @@ class ReportInputs:
     sources: dict[str, str] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     generated_at: datetime | None = None
+    model_track: Sequence[Mapping[str, Any]] = ()
 
 
 # ---------------------------------------------------------------------- helpers
@@ -891,6 +898,33 @@ def readback_table(inputs: ReportInputs) -> str:
     return f'<table class="data" data-table="readback">{head}{"".join(rows)}</table>'
 
 
+def model_track_table(inputs: ReportInputs) -> str:
+    """The model against production, window by window: what was served and predicted, the
+    error, and the recent error the autopilot's restart hold reads."""
+    from planner.learning import ERROR_THRESHOLD, recent_error
+
+    track = inputs.model_track
+    if not track:
+        return _no_data(inputs.notes.get("model_track") or "no window judged yet")
+    rows = []
+    for i, j in enumerate(track):
+        recent = recent_error(track[: i + 1]) or 0.0
+        p99 = ", ".join(f"{c} {v:.1f}" for c, v in sorted((j.get("p99_ms") or {}).items()))
+        rows.append(
+            f"<tr><td><b>{_esc(j['step_id'])}</b></td>"
+            f"<td>{_esc(_fmt_dt(datetime.fromtimestamp(float(j['end']), UTC)))}</td>"
+            f"<td>{_esc(j['kind'])}</td>"
+            f'<td class="num">{_esc(_fmt_num(float(j["served_ops_per_s"])))}</td>'
+            f'<td class="num">{_esc(_fmt_num(float(j["predicted_ops_per_s"])))}</td>'
+            f'<td class="num">{float(j["error"]):+.1%}</td>'
+            f'<td class="num">{recent:.1%}{" (hold)" if recent > ERROR_THRESHOLD else ""}</td>'
+            f"<td>{_esc(p99 or '—')}</td></tr>"
+        )
+    head = ("<tr><th>step</th><th>window end</th><th>kind</th><th>served ops/s</th>"
+            "<th>predicted ops/s</th><th>error</th><th>recent error</th><th>p99 ms</th></tr>")
+    return f'<table class="data" data-table="model-track">{head}{"".join(rows)}</table>'
+
+
 def _eo_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
@@ -1039,6 +1073,10 @@ def render(inputs: ReportInputs) -> str:
         ("expected", "Expected vs observed",
          "Mean load the forecast expected while each step was in force, and the load observed "
          "then.", eo_svg + _eo_table(eo_rows)),
+        ("model", "The model against production",
+         "Each window after a step, judged against the performance model: saturated, it "
+         "measured the capacity; below saturation, a lower bound. Restart steps are held "
+         "while the recent error is above the threshold.", model_track_table(inputs)),
         ("rollouts", "Rollout timelines",
          "Per node: drain, stop, start and sync durations from the rollout state; batches "
          "back to back, ending when the step finished.", rollout_timelines(inputs)),
@@ -1073,6 +1111,7 @@ def build_inputs(
     forecast: str | Path | None = None,
     state: str | Path | None = None,
     title: str | None = None,
+    model_track: str | Path | None = None,
 ) -> ReportInputs:
     """Load what is given; record why anything is missing instead of failing.
 
@@ -1114,6 +1153,13 @@ def build_inputs(
         cluster = _store_history(inputs, store, engine, cluster, since, step_seconds)
     else:
         inputs.notes["history"] = "no store or trace given"
+    if model_track is not None:
+        from planner.learning import load_track
+
+        inputs.model_track = load_track(model_track)
+        inputs.sources["model track"] = str(model_track)
+    else:
+        inputs.notes["model_track"] = "no model track given (--model-track)"
     if cluster:
         inputs.sources["cluster"] = cluster
     parts = [p for p in (cluster, engine) if p]

@@ -30,6 +30,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--state", help="rollout state (default: <PLAN>.state.json)")
     p.add_argument("--forecast", help="forecast JSON (kairos forecast --out)")
     p.add_argument("--title", help="page title")
+    p.add_argument("--model-track", metavar="JSONL",
+                   help="the autopilot's judgements of the model "
+                   "(<state dir>/models/<cluster>-<engine>-track.jsonl)")
     p.add_argument("--out", required=True, metavar="HTML", help="the page to write")
     p.set_defaults(func=run)
 
@@ -53,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         forecast=args.forecast,
         state=args.state,
         title=args.title,
+        model_track=args.model_track,
     )
     path = write_report(inputs, args.out)
     missing = "; ".join(f"{k}: {v}" for k, v in inputs.notes.items())

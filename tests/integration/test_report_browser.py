@@ -48,7 +48,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     files = write_synthetic_inputs(d / "inputs")
     out = d / "report.html"
     rc = main(["report", "--trace", str(files["trace"]), "--plan", str(files["plan"]),
-               "--forecast", str(files["forecast"]), "--out", str(out)])
+               "--forecast", str(files["forecast"]), "--model-track", str(files["track"]),
+               "--out", str(out)])
     assert rc == 0
     return out
 

@@ -224,3 +224,21 @@ def _inputs(state_dir: Path, model: str) -> Any:
     return TickInputs(state_dir=str(state_dir), cluster="lab", engine="cassandra", run="r",
                       started_at=datetime.now(UTC), policy=ap.Policy(), hosts=("c1",),
                       model=model)
+
+
+def test_the_report_shows_the_model_against_production(tmp_path: Path) -> None:
+    from planner.report import build_inputs, render
+
+    track = tmp_path / "track.jsonl"
+    model = prior_model("cassandra")
+    config = get_space("cassandra").defaults()
+    with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=100.0, read_share=0.8,
+                         pending_from=0) as store:
+        window = observe(store, "cassandra", "lab", start=1000.0, end=1200.0, step_seconds=STEP)
+    judgement = judge(window, model, config, step_id="s1")
+    append_judgement(track, judgement)
+    page = render(build_inputs(model_track=track))
+    section = page.split('data-table="model-track"', 1)[1].split("</table>", 1)[0]
+    assert "<td>capacity</td>" in section
+    assert f"{judgement.error:+.1%}" in section and "(hold)" in section
+    assert "no model track given" in render(build_inputs())

@@ -123,7 +123,16 @@ def write_synthetic_inputs(directory: Path) -> dict[str, Path]:
                      directory / "plan.yml", known_hosts=HOSTS)
     state = directory / "plan.yml.state.json"
     state.write_text(json.dumps(synthetic_state(), indent=2))
-    return {"trace": trace, "forecast": fc, "plan": Path(plan), "state": state}
+    track = directory / "track.jsonl"  # two windows judged by the autopilot (learning.py)
+    track.write_text("".join(json.dumps({
+        "step_id": "s1", "plan": str(plan), "engine": "cassandra", "start": 1.7e9 + i * 300,
+        "end": 1.7e9 + (i + 1) * 300, "kind": kind, "served_ops_per_s": served,
+        "predicted_ops_per_s": 1000.0, "predicted_std": 50.0, "error": error,
+        "utilisation": served / 1000.0, "mix": {"read": 0.9, "update": 0.1}, "config": {},
+        "p99_ms": {"read": 4.2, "write": 2.0}}) + "\n"
+        for i, (kind, served, error) in enumerate([("lower bound", 600.0, 0.0),
+                                                   ("capacity", 900.0, -0.1)])))
+    return {"trace": trace, "forecast": fc, "plan": Path(plan), "state": state, "track": track}
 
 
 class _Collector(HTMLParser):
@@ -143,7 +152,8 @@ def parse(page: str) -> list[tuple[str, dict[str, str | None]]]:
 
 def full_page(tmp_path: Path) -> str:
     files = write_synthetic_inputs(tmp_path)
-    inputs = build_inputs(trace=files["trace"], plan=files["plan"], forecast=files["forecast"])
+    inputs = build_inputs(trace=files["trace"], plan=files["plan"], forecast=files["forecast"],
+                          model_track=files["track"])
     return render(inputs)
 
 
@@ -163,7 +173,7 @@ def test_full_report_structure(tmp_path: Path) -> None:
     assert len(bars) == 12 + 4
     assert {a["data-series"] for a in bars} == {"drain", "stop", "start", "sync"}
     tables = {a["data-table"] for t, a in tags if t == "table"}
-    assert tables == {"plan", "nodes", "readback", "expected-observed"}
+    assert tables == {"plan", "nodes", "readback", "expected-observed", "model-track"}
     assert "No data" not in page
     # self-contained: no external references of any kind
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -216,7 +226,7 @@ def test_missing_inputs_say_no_data(tmp_path: Path, missing: str) -> None:
     charts = [a["data-chart"] for t, a in parse(page) if t == "svg"]
     if missing == "all":
         assert charts == []
-        assert page.count("No data") == 7
+        assert page.count("No data") == 8
     if missing == "plan":
         assert "no plan given" in page and "workload" in charts
     if missing == "state":
@@ -253,7 +263,7 @@ def test_cli_report_with_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rc = main(["report", "--out", "empty.html"])
     assert rc == 0
     assert "missing" in capsys.readouterr().out
-    assert (tmp_path / "empty.html").read_text().count("No data") == 7
+    assert (tmp_path / "empty.html").read_text().count("No data") == 8
 
 
 def test_html_escapes_untrusted_text() -> None:
