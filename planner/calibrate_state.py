@@ -23,6 +23,9 @@ from planner.perfmodel import TARGET
 from planner.workload import classes_for
 
 STATE_KIND = "kairos-calibration"
+#: The designs a calibration can follow (:mod:`planner.calibrate_design`); a state file
+#: from before the choice existed followed the first.
+DESIGNS = ("maximin", "bo")
 
 
 @dataclass
@@ -34,7 +37,9 @@ class CalibrationState:
     ``design`` lists the configurations in the order they were started; ``measurements``
     holds one record per measurement: ``repeats`` per (configuration, mix), taken in rounds
     over the mixes, plus the re-measurements of the original at the end (``"phase":
-    "recheck"``, see :func:`recheck_original`).
+    "recheck"``, see :func:`recheck_original`). ``design_strategy`` is how the next
+    configuration is chosen (one of :data:`DESIGNS`), kept so that a resumed calibration
+    goes on with the design it began with.
     """
 
     engine: str
@@ -51,6 +56,7 @@ class CalibrationState:
     created_at: str = ""
     command: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    design_strategy: str = DESIGNS[0]
 
     @property
     def space(self) -> CalibrationSpace:
@@ -107,9 +113,10 @@ class CalibrationState:
 
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
                    mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
-                   sweeps: int = 1) -> None:
+                   sweeps: int = 1, design: str | None = None) -> None:
         """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
-        at least as many repeats and sweeps (more top up what was measured so far)."""
+        at least as many repeats and sweeps (more top up what was measured so far), and, when
+        ``design`` is given, the design it began with."""
         if engine != self.engine:
             raise ValidationError(f"state: made for {self.engine}, not {engine}")
         if set(levels) != set(self.levels) or \
@@ -132,6 +139,12 @@ class CalibrationState:
             raise ValidationError(
                 f"state: measures the design in {self.sweeps} sweep(s) but --sweeps {sweeps} "
                 "was asked; give at least as many to resume, or a new --dir"
+            )
+        if design is not None and design != self.design_strategy:
+            raise ValidationError(
+                f"state: follows the {self.design_strategy} design but --design {design} was "
+                f"asked; give --design {self.design_strategy} (or none) to resume, or a new "
+                "--dir"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,10 +178,14 @@ class CalibrationState:
                 created_at=str(data.get("created_at", "")),
                 command=str(data.get("command", "")),
                 environment=dict(data.get("environment", {})),
+                design_strategy=str(data.get("design_strategy", DESIGNS[0])),
             )
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None
         _ = state.space  # validates the levels against the engine's space
+        if state.design_strategy not in DESIGNS:
+            raise ValidationError(f"state: design_strategy must be one of "
+                                  f"{', '.join(DESIGNS)}, got {state.design_strategy!r}")
         if state.repeats < 1 or state.sweeps < 1:
             raise ValidationError(f"state: repeats and sweeps must be >= 1, got "
                                   f"{state.repeats} and {state.sweeps}")

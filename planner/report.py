@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -905,7 +905,7 @@ def model_track_table(inputs: ReportInputs) -> str:
 
     track = inputs.model_track
     if not track:
-        return _no_data(inputs.notes.get("model_track") or "no window judged yet")
+        return _no_data(inputs.notes.get("model track") or "no window judged yet")
     rows = []
     for i, j in enumerate(track):
         recent = recent_error(track[: i + 1]) or 0.0
@@ -1142,9 +1142,8 @@ def build_inputs(
             inputs.sources["rollout state"] = str(state)
         else:
             inputs.notes["state"] = "no plan or rollout state given"
-    if forecast is not None:
-        inputs.forecast = load_forecast(forecast)
-        inputs.sources["forecast"] = str(forecast)
+    inputs.forecast = _given(inputs, "forecast", forecast, load_forecast, "")
+    if inputs.forecast is not None:
         engine = engine or inputs.forecast.engine
     if trace is not None:
         inputs.history = load_trace(trace)
@@ -1153,18 +1152,27 @@ def build_inputs(
         cluster = _store_history(inputs, store, engine, cluster, since, step_seconds)
     else:
         inputs.notes["history"] = "no store or trace given"
-    if model_track is not None:
-        from planner.learning import load_track
+    from planner.learning import load_track
 
-        inputs.model_track = load_track(model_track)
-        inputs.sources["model track"] = str(model_track)
-    else:
-        inputs.notes["model_track"] = "no model track given (--model-track)"
+    inputs.model_track = _given(inputs, "model track", model_track, load_track,
+                                "no model track given (--model-track)") or ()
     if cluster:
         inputs.sources["cluster"] = cluster
     parts = [p for p in (cluster, engine) if p]
     inputs.title = title or ("Kairos report — " + " ".join(parts) if parts else "Kairos report")
     return inputs
+
+
+def _given(inputs: ReportInputs, name: str, path: str | Path | None,
+           load: Callable[[str | Path], Any], missing: str) -> Any:
+    """``load(path)`` with the path listed among the sources; None, noting ``missing`` (when
+    there is something to say), when no path was given."""
+    if path is None:
+        if missing:
+            inputs.notes[name] = missing
+        return None
+    inputs.sources[name] = str(path)
+    return load(path)
 
 
 def _store_history(

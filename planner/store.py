@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 import numpy as np
 
@@ -173,6 +173,13 @@ def _check_gauges(engine: str, sample: CounterSample) -> None:
             )
 
 
+class GaugeRound(NamedTuple):
+    """The cluster's gauges at one collection round (:meth:`Store.gauge_rounds`)."""
+
+    ts: float
+    values: Mapping[str, float]
+
+
 @dataclass(frozen=True)
 class CounterSample:
     """One node's raw counters for one scope at one time.
@@ -206,14 +213,6 @@ class CounterSample:
     instance: str | None = None
     role: str | None = None
     gauges: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class GaugeRound:
-    """The cluster's gauges at one collection round (:meth:`Store.gauge_rounds`)."""
-
-    ts: float
-    values: Mapping[str, float]
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,11 @@ MINUTES = inputs.bounded_float(0.0, 7 * 24 * 60.0, lo_open=True, why="at most a 
 #: Repeats and sweeps: 0 passes the type so that run_command gives its own message
 #: ("--repeats: must be >= 1"); above 100 the calibration would take weeks.
 REPEATS = inputs.bounded_int(0, 100, why="each multiplies the measurements")
+#: The designs (planner.calibrate_state.DESIGNS) and the default of a new calibration
+#: (planner.calibrate_design.DEFAULT_DESIGN), spelled here so that the parser needs neither
+#: module; tests/unit/test_calibrate_bo.py checks that they agree.
+DESIGNS = ("bo", "maximin")
+DEFAULT_DESIGN = "maximin"
 
 
 def register(subparsers: Any) -> None:
@@ -33,7 +38,8 @@ def register(subparsers: Any) -> None:
         "calibrate",
         help="measure configurations on the live cluster and fit the performance model",
         description="Choose configurations to measure (the running one first, then a "
-        "space-filling design, then where the fitted model is least sure), apply each through "
+        "space-filling design, then by --design: where the fitted model is least sure, or "
+        "where a Gaussian process expects the largest improvement), apply each through "
         "the executor (playbooks/change_settings.yml: live where possible, rolling restart "
         "otherwise), warm up, measure every workload mix with the load generator, save each "
         "observation at once (an interrupted calibration resumes where it stopped), refit "
@@ -68,9 +74,17 @@ def _add_space_arguments(space: Any) -> None:
     space.add_argument("--current", metavar="FILE",
                        help="YAML mapping of the running values (default: read over CQL; "
                        "needed for heap_size)")
+    space.add_argument("--design", choices=DESIGNS, default=None,
+                       help="how the configurations after the space-filling start are "
+                       "chosen: bo (Bayesian optimisation: the largest expected improvement "
+                       "under a Gaussian process per mix, aiming at the best configuration) "
+                       "or maximin (where the fitted model is least sure, aiming at the "
+                       f"model). Default {DEFAULT_DESIGN} (docs/calibration.md); a resumed "
+                       "calibration keeps the design it began with")
     space.add_argument("--initial", type=inputs.bounded_int(0, 10_000), default=0,
                        help="configurations of the space-filling design before the model "
-                       "chooses (default: parameters + 1)")
+                       "chooses, the running one included (default: parameters + 1 with "
+                       "maximin, at most 3 with bo)")
     space.add_argument("--seed", type=inputs.SEED, default=0,
                        help="seed of the design's tie-breaks")
 
@@ -292,7 +306,7 @@ class _Run:
     levels: dict[str, tuple[Any, ...]]
     mixes: dict[str, dict[str, float]]
     budget: Budget
-    initial: int
+    initial: int  # 0: the design's default (planner.calibrate_design.default_initial)
     warmup_max: float
     load: LoadConfig
     ansible_playbook: str
@@ -316,9 +330,6 @@ def _checked_run(args: argparse.Namespace) -> _Run:
     mixes = (parse_mixes(args.mix, engine) if args.mix
              else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
     budget = Budget(runs=args.runs, minutes=args.minutes)
-    initial = args.initial or len(levels) + 1
-    if initial < 1:
-        raise ValidationError(f"--initial: must be >= 1, got {args.initial}")
     if not args.seconds > 0 or not args.warmup >= 0:
         raise ValidationError("--seconds must be > 0 and --warmup >= 0")
     warmup_max = 3 * args.warmup if args.warmup_max is None else args.warmup_max
@@ -341,7 +352,7 @@ def _checked_run(args: argparse.Namespace) -> _Run:
     for name, path in (("--inventory", args.inventory), ("--playbook", args.playbook)):
         if not Path(path).exists():
             raise ValidationError(f"{name}: {path}: no such file")
-    return _Run(levels=levels, mixes=mixes, budget=budget, initial=initial,
+    return _Run(levels=levels, mixes=mixes, budget=budget, initial=args.initial,
                 warmup_max=warmup_max, load=load, ansible_playbook=find_ansible_playbook())
 
 
@@ -355,7 +366,7 @@ def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         return _new_state(args, run, paths)
     state = CalibrationState.load(paths["state"])
     state.compatible(engine=args.engine, levels=run.levels, mixes=run.mixes,
-                     repeats=args.repeats, sweeps=args.sweeps)
+                     repeats=args.repeats, sweeps=args.sweeps, design=args.design)
     if args.repeats > state.repeats:
         _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
              "measured so far gets the missing runs")
@@ -367,7 +378,7 @@ def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         state.sweeps = args.sweeps
         state.save(paths["state"])
     _log(f"calibrate: resuming {paths['state']}: {len(state.design)} configuration(s), "
-         f"{len(state.measurements)} measurement(s) so far")
+         f"{len(state.measurements)} measurement(s) so far, {state.design_strategy} design")
     return state
 
 
@@ -397,7 +408,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
     state = CalibrationState(
         engine=engine, levels=space.to_dict(), mixes=run.mixes, seed=args.seed,
         original=original, applied=dict(original), repeats=args.repeats,
-        sweeps=args.sweeps,
+        sweeps=args.sweeps, design_strategy=args.design or DEFAULT_DESIGN,
         created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
         command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
         environment=describe_environment(version),
@@ -405,7 +416,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
     state.save(paths["state"])
     grid = len(space.grid())
     _log(f"calibrate: {grid} configuration(s) in the grid over {list(space.params)}; "
-         f"running now: {original}")
+         f"running now: {original}; {state.design_strategy} design")
     return state
 
 
@@ -419,6 +430,7 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
         run_calibration,
         write_observations,
     )
+    from planner.calibrate_design import default_initial
     from planner.spaces import get_space
 
     bench = ExecutorBench(
@@ -435,7 +447,8 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
         _log("calibrate: the budget covers the grid: configurations that need no restart "
              "from where the cluster is come first")
     try:
-        stopped = run_calibration(state, bench=bench, budget=run.budget, initial=run.initial,
+        initial = run.initial or default_initial(len(state.levels), state.design_strategy)
+        stopped = run_calibration(state, bench=bench, budget=run.budget, initial=initial,
                                   state_path=paths["state"],
                                   observations_path=paths["observations"], log=_log,
                                   group_restarts=group)

@@ -46,16 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if store is None and args.trace is None and default_path().exists():
         store = str(default_path())
     inputs = build_inputs(
-        store=store,
-        engine=args.engine,
-        cluster=args.cluster,
-        trace=args.trace,
-        since=parse_since(args.since),
-        step_seconds=args.step,
-        plan=args.plan,
-        forecast=args.forecast,
-        state=args.state,
-        title=args.title,
+        store=store, engine=args.engine, cluster=args.cluster, trace=args.trace,
+        since=parse_since(args.since), step_seconds=args.step, plan=args.plan,
+        forecast=args.forecast, state=args.state, title=args.title,
         model_track=args.model_track,
     )
     path = write_report(inputs, args.out)
