@@ -97,7 +97,11 @@ CASSANDRA_VIEWS: dict[str, str] = {
 #: there mean the node takes requests faster than it serves them (saturation).
 CASSANDRA_REQUEST_STAGES: tuple[str, ...] = (
     "Native-Transport-Requests", "ReadStage", "MutationStage", "CounterMutationStage",
+    "RequestResponseStage",
 )
+#: The stage every client request passes through: its active plus pending tasks are the
+#: requests in flight on the node (about 1 idle, the collector's own; tens under saturation).
+CASSANDRA_CLIENT_STAGE = "Native-Transport-Requests"
 
 #: Redis commands that only read data.
 REDIS_READ: frozenset[str] = frozenset(
@@ -449,7 +453,8 @@ def cassandra_samples(
 
 
 def _stage_gauges(node: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The request stages' pending and blocked tasks, summed (none without pool rows)."""
+    """The request stages' pending and blocked tasks, summed, and the client requests in
+    flight (:data:`CASSANDRA_CLIENT_STAGE`); none without pool rows."""
     stages = [r for r in pools if r.get("name") in CASSANDRA_REQUEST_STAGES]
     if not stages:
         return {}
@@ -459,6 +464,9 @@ def _stage_gauges(node: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, fl
         if not all(isinstance(v, int) and v >= 0 for v in values):
             raise ValidationError(f"{node}: thread_pools: bad {column} {values!r}")
         out[column] = float(sum(values))  # type: ignore[arg-type]
+    for r in stages:
+        if r.get("name") == CASSANDRA_CLIENT_STAGE and isinstance(r.get("active_tasks"), int):
+            out["active_requests"] = float(r["active_tasks"] + r["pending_tasks"])
     return out
 
 
@@ -557,7 +565,8 @@ def _read_cassandra_node(
         for view in CASSANDRA_VIEWS
     }
     pools = list(session.execute(
-        "SELECT name, pending_tasks, blocked_tasks FROM system_views.thread_pools", host=host
+        "SELECT name, active_tasks, pending_tasks, blocked_tasks FROM system_views.thread_pools",
+        host=host,
     ))
     return local, views, pools
 

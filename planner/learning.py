@@ -29,7 +29,11 @@ import numpy as np
 
 from planner.errors import ValidationError
 
-#: A Cassandra round is saturated when the request stages queue at least this many tasks.
+#: A Cassandra round is saturated when its busiest node has at least this many client
+#: requests in flight (Native-Transport-Requests active + pending), or the request stages
+#: queue at least this many tasks. Measured on the lab (2 cores, closed loop of 256): 13 to
+#: 100 in flight under saturation, 1 idle (the collector's own request).
+MIN_ACTIVE_REQUESTS = 16.0
 MIN_PENDING_TASKS = 1.0
 #: A Redis round is saturated when its busiest main thread is at least this busy.
 MIN_MAIN_THREAD_UTILISATION = 0.9
@@ -87,7 +91,8 @@ class Judgement:
 def round_saturated(engine: str, values: Mapping[str, float]) -> bool:
     """Whether one round's gauges (:meth:`planner.store.Store.gauge_rounds`) say saturated."""
     if engine == "cassandra":
-        return values.get("pending_tasks", 0.0) >= MIN_PENDING_TASKS or \
+        return values.get("active_requests", 0.0) >= MIN_ACTIVE_REQUESTS or \
+            values.get("pending_tasks", 0.0) >= MIN_PENDING_TASKS or \
             values.get("blocked_tasks", 0.0) > 0
     return values.get("cpu_main_utilisation", 0.0) >= MIN_MAIN_THREAD_UTILISATION
 

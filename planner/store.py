@@ -96,7 +96,8 @@ RAW_COUNTERS: dict[str, tuple[str, ...]] = {
 GAUGES: dict[str, tuple[str, ...]] = {
     # p99th_ms of system_views.coordinator_*_latency (a decaying reservoir: the last minutes),
     # the worst of the application's tables; the request stages' pending and blocked tasks.
-    "cassandra": ("p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks", "blocked_tasks"),
+    "cassandra": ("p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks", "blocked_tasks",
+                  "active_requests"),
     # INFO latencystats (since the start or CONFIG RESETSTAT), the worst command of the
     # class; the main thread's CPU seconds (cumulative: its rate is the thread's utilisation).
     "redis": ("p99_ms_read", "p99_ms_write", "p99_ms_other", "cpu_main_seconds"),
@@ -724,9 +725,10 @@ class Store:
     ) -> list[GaugeRound]:
         """The cluster's gauges per collection round, oldest first (rounds without any are
         left out). Each class's p99 is the worst node's; Cassandra's pending and blocked
-        tasks are summed over the nodes; Redis's ``cpu_main_utilisation`` is the busiest
-        node's main-thread CPU seconds over the seconds since its previous sample (same
-        instance: a restart starts the count again)."""
+        tasks are summed over the nodes, its requests in flight are the busiest node's;
+        Redis's ``cpu_main_utilisation`` is the busiest node's main-thread CPU seconds over
+        the seconds since its previous sample (same instance: a restart starts the count
+        again)."""
         rows = self._db.execute(
             "SELECT round_ts, node, ts, instance, gauges FROM counter_samples "
             "WHERE engine = ? AND cluster = ? AND scope = 'node' AND gauges IS NOT NULL "
@@ -738,7 +740,7 @@ class Store:
         for round_ts, node, ts, instance, text in rows:
             values = rounds.setdefault(float(round_ts), {})
             for k, v in json.loads(text).items():
-                if k.startswith("p99_ms_"):
+                if k.startswith("p99_ms_") or k == "active_requests":
                     values[k] = max(values.get(k, 0.0), float(v))
                 elif k in ("pending_tasks", "blocked_tasks"):
                     values[k] = values.get(k, 0.0) + float(v)

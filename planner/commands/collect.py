@@ -150,7 +150,9 @@ def _latest_gauges(store: Any, args: argparse.Namespace) -> str:
     parts = [f"p99 ms: {p99}"] if p99 else []
     if "pending_tasks" in values:
         pending, blocked = values["pending_tasks"], values.get("blocked_tasks", 0.0)
-        parts.append(f"request stages: {pending:.0f} pending, {blocked:.0f} blocked")
+        busiest = values.get("active_requests")
+        parts.append(f"request stages: {pending:.0f} pending, {blocked:.0f} blocked"
+                     + (f", busiest node {busiest:.0f} in flight" if busiest is not None else ""))
     if "cpu_main_utilisation" in values:
         parts.append(f"main thread busiest {values['cpu_main_utilisation']:.0%}")
     return "; " + "; ".join(parts) if parts else ""

@@ -284,6 +284,7 @@ def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
     names = {r["name"] for r in pools}
     assert {"Native-Transport-Requests", "ReadStage", "MutationStage"} <= names
     assert node.gauges["pending_tasks"] == 0 and node.gauges["blocked_tasks"] == 0
+    assert node.gauges["active_requests"] == 1  # the capturing query itself
     # Queued requests count; a compaction backlog is not a request queue.
     busy = {"ReadStage": (12, 0), "Native-Transport-Requests": (30, 2),
             "CompactionExecutor": (9, 0)}
@@ -292,6 +293,7 @@ def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
     [node] = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                                pools=loaded)
     assert node.gauges["pending_tasks"] == 42 and node.gauges["blocked_tasks"] == 2
+    assert node.gauges["active_requests"] == 1 + 30  # in flight: active + queued
     tables = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                                pools=pools, per_table=True)
     by_scope = {s.scope: s.gauges for s in tables}
