@@ -242,3 +242,19 @@ def test_the_report_shows_the_model_against_production(tmp_path: Path) -> None:
     assert "<td>capacity</td>" in section
     assert f"{judgement.error:+.1%}" in section and "(hold)" in section
     assert "no model track given" in render(build_inputs())
+
+
+def test_a_cassandra_window_is_saturated_by_its_mean_requests_in_flight() -> None:
+    from planner.learning import ProductionWindow
+
+    # bench/saturation.sh's two runs on the lab: an instant's count is high in only some
+    # rounds of a saturated window, low in every round of a rate-limited one.
+    def window(flights: list[int]) -> ProductionWindow:
+        share = sum(f >= 16 for f in flights) / len(flights)
+        return ProductionWindow("cassandra", 0.0, 35.0, 1400.0, {"read": 0.9}, len(flights),
+                                share, {}, sum(flights) / len(flights))
+
+    assert window([69, 2, 1, 1, 1, 102, 95]).saturated  # 3 of 7 rounds, mean 39
+    assert window([86, 3, 42, 33, 82, 1, 1]).saturated  # 5 of 7
+    assert not window([1, 1, 2, 1, 2, 1, 1]).saturated  # 200 ops/s, rate-limited
+    assert not window([40, 1, 1, 1]).saturated  # one burst: mean 10.75, 1 of 4
