@@ -563,8 +563,9 @@ def _current(req: PlanRequest) -> dict[str, Any]:
 
 
 def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
-                progress: Progress) -> list[dict[str, Any]]:
-    """The configurations to search; without tables, the table settings stay as they run.
+                progress: Progress, *, hold: str | None = None) -> list[dict[str, Any]]:
+    """The configurations to search; without tables, the table settings stay as they run;
+    with a restart ``hold`` (why), only those the running one reaches live.
 
     A table-level change (compaction) needs the tables it applies to; a plan made without
     them searches the rest rather than proposing a step the executor could not carry out.
@@ -572,11 +573,13 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
     space = get_space(engine)
     table_keys = [k for k in space.grid_keys if space[k].location == "table"]
     if tables or not table_keys:
-        return space.candidates(base=current)
-    progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
-             "(a table setting needs the tables it applies to)")
-    return space.candidates(keys=[k for k in space.grid_keys if k not in table_keys],
-                            base=current)
+        found = space.candidates(base=current)
+    else:
+        progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
+                 "(a table setting needs the tables it applies to)")
+        found = space.candidates(keys=[k for k in space.grid_keys if k not in table_keys],
+                                 base=current)
+    return _live_reachable(engine, found, hold, progress) if hold else found
 
 
 def _live_reachable(engine: str, candidates: list[dict[str, Any]], why: str,
@@ -921,9 +924,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     say: Progress = progress or (lambda _msg: None)
     tables = _check_request(request)
     current = _current(request)
-    candidates = _candidates(request.engine, current, tables, say)
-    if request.hold_restarts:
-        candidates = _live_reachable(request.engine, candidates, request.hold_restarts, say)
+    candidates = _candidates(request.engine, current, tables, say, hold=request.hold_restarts)
     fc, source = _forecast(request, say)
     perf, model_file = _model(request)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
