@@ -3,10 +3,12 @@
 The command line is ``kairos calibrate`` (:mod:`planner.commands.calibrate`); the strategy
 is told in docs/calibration.md. In short: the calibration space is a finite grid of
 configurations (the one running now always among them); the design starts where the
-cluster is, spreads over the grid, then goes where the fitted model is least sure; each
-configuration is applied through the executor, warmed up and measured once per workload
-mix, and every measurement is saved at once so an interrupted calibration resumes; the
-model design that best predicts configurations it never saw wins, the mix alone included.
+cluster is, spreads over the grid, then goes where the fitted model is least sure
+(``maximin``, the default) or where a Gaussian process expects the largest improvement
+(``bo``); each configuration is applied through the executor, warmed up and measured once
+per workload mix, and every measurement is saved at once so an interrupted calibration
+resumes; the model is the partially pooled fit, every configuration's effect shrunk
+towards zero by as much as the runs' own spread says, with its held-out error.
 
 This module is calibration's public face: import from here. The code lives in rooms along
 its seams, each importing only those above it in this list:
@@ -14,6 +16,7 @@ its seams, each importing only those above it in this list:
 - :mod:`planner.calibrate_space`: the grid (parameters over levels) and the mixes.
 - :mod:`planner.calibrate_state`: the state file and the observations CSV.
 - :mod:`planner.calibrate_fit`: the fit, its held-out error, the gains and the drift.
+- :mod:`planner.calibrate_bo`: the Gaussian process and expected improvement of ``bo``.
 - :mod:`planner.calibrate_design`: which configuration to measure next.
 - :mod:`planner.calibrate_runner`: the loop that applies, warms up, measures and saves,
   against any :class:`Bench`.
