@@ -275,7 +275,7 @@ def learn_from_production(
     track = load_track(paths["track"])
 
     def outcome(note: str, **more: Any) -> LearnOutcome:
-        return LearnOutcome(note=note, hold=restart_hold(load_track(paths["track"])),
+        return LearnOutcome(note=note, hold=restart_hold(track),
                             model=more.pop("model", learnt), **more)
 
     found = _window_to_judge(state_dir, cluster, engine, track, now=now,
@@ -295,6 +295,7 @@ def learn_from_production(
     current = load_model(source) if source else prior_model(engine)
     judgement = judge(window, current, config, step_id=step_id, plan=plan_path)
     append_judgement(paths["track"], judgement)
+    track.append(json.loads(json.dumps(asdict(judgement), default=str)))  # as the file has it
     note = (f"step {step_id}: served {judgement.served_ops_per_s:.0f} ops/s "
             f"({judgement.kind}; the model predicts {judgement.predicted_ops_per_s:.0f}, "
             f"error {judgement.error:+.0%})")

@@ -133,14 +133,14 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
             f"round {n + 1}: {args.engine}/{args.cluster} at {stamp}: "
             f"{len(result.nodes)} node(s), {added} new sample(s)"
         )
-        line += _latest_rate(store, args) + _latest_gauges(store, args)
+        rounds = store.rounds(args.engine, args.cluster)
+        line += _latest_rate(store, args, rounds) + _latest_gauges(store, args, rounds)
         print(line, flush=True)
     return rc
 
 
-def _latest_gauges(store: Any, args: argparse.Namespace) -> str:
+def _latest_gauges(store: Any, args: argparse.Namespace, rounds: list[float]) -> str:
     """This round's p99 per class and saturation signal (store.gauge_rounds)."""
-    rounds = store.rounds(args.engine, args.cluster)
     gauges = store.gauge_rounds(args.engine, args.cluster, since=rounds[-1] if rounds else None)
     if not gauges or gauges[-1].ts != rounds[-1]:
         return ""
@@ -158,9 +158,8 @@ def _latest_gauges(store: Any, args: argparse.Namespace) -> str:
     return "; " + "; ".join(parts) if parts else ""
 
 
-def _latest_rate(store: Any, args: argparse.Namespace) -> str:
-    """The last interval's rate, when there are two rounds to compare."""
-    rounds = store.rounds(args.engine, args.cluster)
+def _latest_rate(store: Any, args: argparse.Namespace, rounds: list[float]) -> str:
+    """The last interval's rate, when there are two rounds (``rounds``, oldest first)."""
     if len(rounds) < 2:
         return ""
     d = store.derive(args.engine, args.cluster, since=rounds[-2])

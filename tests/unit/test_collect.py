@@ -247,7 +247,8 @@ def test_the_printed_last_interval_counts_each_node_once() -> None:
             CounterSample(n, "node", t0 + 2, {"read": 1000 * k}, instance=n)
             for n in ("c1", "c2")], round_ts=t0)
     args = argparse.Namespace(engine="cassandra", cluster="lab")
-    assert _latest_rate(store, args).startswith("; last interval 200.0 ops/s (read 100%")
+    line = _latest_rate(store, args, store.rounds("cassandra", "lab"))
+    assert line.startswith("; last interval 200.0 ops/s (read 100%")
 
 
 # ----------------------------------------------------------------------- gauges
