@@ -48,12 +48,14 @@ Gauges
 ------
 Beside the counters, each node's readings (:data:`planner.store.GAUGES`): the p99 latency
 per class in ms and a saturation signal. Cassandra: the worst ``p99th_ms`` of the tables in
-the views above (Cassandra keeps a reservoir of the last minutes), and the pending and
-blocked tasks of the request stages (``system_views.thread_pools``): requests arriving
-faster than the node serves them. Redis: the worst p99 of the class's commands in ``INFO
-latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible), and the
-main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation`` (Redis
-serves commands on one thread: near 1 it is saturated).
+the views above (Cassandra keeps a reservoir of the last minutes); the pending and blocked
+tasks of the request stages (``system_views.thread_pools``): requests arriving faster than
+the node serves them; and the client requests in flight on the node (Native-Transport-
+Requests' active and pending tasks), which rose on the saturated lab where the queues
+mostly did not (bench/saturation.sh). Redis: the worst p99 of the class's commands in
+``INFO latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible),
+and the main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation``
+(Redis serves commands on one thread: near 1 it is saturated).
 """
 
 from __future__ import annotations
@@ -411,11 +413,13 @@ def cassandra_samples(
     keyspaces
         Only these keyspaces (default: every non-system keyspace).
     pools
-        ``system_views.thread_pools`` rows (``name``, ``pending_tasks``, ``blocked_tasks``).
+        ``system_views.thread_pools`` rows (``name``, ``active_tasks``, ``pending_tasks``,
+        ``blocked_tasks``).
 
     A sample's gauges: per class, the worst ``p99th_ms`` (a reservoir of the last minutes)
     of its tables that served requests; the node-scope sample also has the request stages'
-    (:data:`CASSANDRA_REQUEST_STAGES`) pending and blocked tasks.
+    (:data:`CASSANDRA_REQUEST_STAGES`) pending and blocked tasks and the client requests in
+    flight (``active_requests``).
     """
     generation = local.get("gossip_generation")
     host_id = local.get("host_id")
