@@ -31,8 +31,8 @@ from planner.errors import ValidationError
 
 #: A Cassandra round is saturated when its busiest node has at least this many client
 #: requests in flight (Native-Transport-Requests active + pending), or the request stages
-#: queue at least this many tasks. Measured on the lab (2 cores, closed loop of 256): 13 to
-#: 100 in flight under saturation, 1 idle (the collector's own request).
+#: queue at least this many tasks. Measured on the lab (bench/saturation.sh, closed loop of
+#: 256): 1 to 102 in flight per round under saturation, means 27 and 39; 1 or 2 at 200 ops/s.
 MIN_ACTIVE_REQUESTS = 16.0
 MIN_PENDING_TASKS = 1.0
 #: A Redis round is saturated when its busiest main thread is at least this busy.
