@@ -75,6 +75,7 @@ def run_case(name: str, kwargs: dict, cut: int, horizon: int, fmodel: str, seed:
             forecast=fc, trace=None if fc is not None else history, forecast_model=fmodel,
             horizon=horizon, restart_seconds=60.0, risk=risk,  # type: ignore[arg-type]
             optimiser=OptimiserOptions(method="dp", seed=0),
+            served="capacity",  # SOPHIA's traces: saturated clients (the docs' figures)
         )
         res = make_plan(req)
         fc = res.forecast

@@ -39,6 +39,8 @@ MIN_PENDING_TASKS = 1.0
 MIN_MAIN_THREAD_UTILISATION = 0.9
 #: A window is saturated when at least this share of its rounds is.
 SATURATED_SHARE = 0.5
+#: The ``step_id`` of a window judged before any step of the plan in force was applied.
+CURRENT = "current"
 #: How many recent judgements the model's error is averaged over, and the error (relative)
 #: above which restart steps are held.
 RECENT_WINDOWS = 3
@@ -296,7 +298,8 @@ def learn_from_production(
     judgement = judge(window, current, config, step_id=step_id, plan=plan_path)
     append_judgement(paths["track"], judgement)
     track.append(json.loads(json.dumps(asdict(judgement), default=str)))  # as the file has it
-    note = (f"step {step_id}: served {judgement.served_ops_per_s:.0f} ops/s "
+    what = "the current configuration" if step_id == CURRENT else f"step {step_id}"
+    note = (f"{what}: served {judgement.served_ops_per_s:.0f} ops/s "
             f"({judgement.kind}; the model predicts {judgement.predicted_ops_per_s:.0f}, "
             f"error {judgement.error:+.0%})")
     refit = None
@@ -317,23 +320,33 @@ def _window_to_judge(
     from planner.plan import load_plan
     from planner.rollout import applied_composition, applied_index, load_state, state_path_for
 
-    plan_path = ap.load_autopilot_state(ap.state_path(state_dir, cluster, engine)).get("plan")
+    autopilot = ap.load_autopilot_state(ap.state_path(state_dir, cluster, engine))
+    plan_path = autopilot.get("plan")
     if not plan_path or not Path(plan_path).exists():
         return "no plan in force"
     plan = load_plan(plan_path)
     rollout_state = load_state(state_path_for(plan_path))
     index = applied_index(plan, rollout_state)
-    if index < 0:
-        return "no step of the plan in force is applied yet"
-    step_id = plan.steps[index].id
-    finished = datetime.fromisoformat(rollout_state["steps"][step_id]["finished_at"]).timestamp()
+    config = dict(applied_composition(plan, rollout_state).cluster)
+    if index >= 0:
+        step_id = plan.steps[index].id
+        since = datetime.fromisoformat(rollout_state["steps"][step_id]["finished_at"])
+    else:
+        # No step applied yet: the plan's current configuration has been in force since
+        # the plan was adopted at least, and since the last judgement if that judged the
+        # same configuration (nothing changed in between: no settling needed).
+        step_id = CURRENT
+        since = datetime.fromisoformat(str(autopilot.get("last_replan_at") or plan.created_at))
     judged = [float(j["end"]) for j in track
               if j.get("plan") == plan_path and j.get("step_id") == step_id]
-    start = max([finished + settle_seconds, *judged])
+    start = max([since.timestamp() + settle_seconds, *judged])
+    if index < 0 and track and track[-1].get("config") == config:
+        start = min(start, float(track[-1]["end"]))
     if now - start < window_seconds:
-        return (f"step {step_id}'s window is not over ({max(now - start, 0):.0f} of "
+        what = f"step {step_id}" if index >= 0 else "the current configuration"
+        return (f"{what}'s window is not over ({max(now - start, 0):.0f} of "
                 f"{window_seconds:.0f} s)")
-    return plan_path, step_id, start, dict(applied_composition(plan, rollout_state).cluster)
+    return plan_path, step_id, start, config
 
 
 def _refit(judgement: Judgement, paths: Mapping[str, Path], engine: str, model: str | None,

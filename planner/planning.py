@@ -462,7 +462,7 @@ class PlanRequest:
     restart_seconds: float = DEFAULT_RESTART_SECONDS
     survivor_penalty: float = 0.05
     compaction_seconds: float = DEFAULT_CHANGE_SECONDS["compaction"]
-    served: Served = "capacity"
+    served: Served = "work"
     restart_seconds_from: PathLike | None = None
     headroom_weight: float = DEFAULT_HEADROOM_WEIGHT
     confidence: float = rk.DEFAULT_CONFIDENCE

@@ -107,9 +107,10 @@ def _add_decision_arguments(p: Any) -> None:
                    help="measure T_r per node from earlier rollouts: a state directory, a "
                    "plan or <plan>.state.json, or the workload store; --restart-seconds is "
                    "the fallback until a restart is measured")
-    p.add_argument("--served", choices=SERVED_MODES, default="capacity",
-                   help="credit capacity (SOPHIA, saturated clients; default), min(load, "
-                   "capacity) (offered), or served work plus weighted headroom (work)")
+    p.add_argument("--served", choices=SERVED_MODES, default="work",
+                   help="credit served work plus weighted headroom below saturation "
+                   "(work, default), min(load, capacity) (offered), or the predicted "
+                   "capacity whatever the load (capacity: SOPHIA's saturated clients)")
     p.add_argument("--headroom-weight", type=_unit_interval("--headroom-weight", closed=True),
                    default=DEFAULT_HEADROOM_WEIGHT,
                    help="with --served work: weight of the headroom term load x "

@@ -12,38 +12,30 @@ import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 
 from planner.loadgen import BackgroundLoad, LoadResult
 from planner.topology import Ring, safe_batches
 
 from .conftest import APP_TABLE, REPO, PlaybookRun, cql_cluster, ensure_app_table, run_playbook
+from .lab_plans import (
+    HOSTS,
+    LAB,
+    flush_writers_plan,
+    node_pid,
+    pids,
+    toggle,
+    write_plan,
+    yaml_setting,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
-HOSTS = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
-LAB = REPO / ".lab" / "cassandra"
-
-
 # ----------------------------------------------------------------- helpers
-def node_pid(host: str) -> int:
-    return int((LAB / host / "cassandra.pid").read_text())
-
-
-def pids() -> dict[str, int]:
-    return {h: node_pid(h) for h in HOSTS}
-
-
-def yaml_setting(host: str, key: str) -> Any:
-    return yaml.safe_load((LAB / host / "conf" / "cassandra.yaml").read_text()).get(key)
-
-
 def nodetool(host: str, *args: str) -> str:
     return subprocess.run(
         [str(LAB / host / "bin" / "nodetool"), *args], capture_output=True, text=True, check=True
@@ -52,85 +44,6 @@ def nodetool(host: str, *args: str) -> str:
 
 def up_normal(host: str) -> set[str]:
     return {n["address"] for n in parse_status(nodetool(host, "status")) if n["code"] == "UN"}
-
-
-def toggle(current: Any, a: Any, b: Any) -> Any:
-    return b if current == a else a
-
-
-def current_config(target: dict[str, Any]) -> dict[str, Any]:
-    """cass1's current values of the target's keys (cassandra.yaml, heap from the JVM options)."""
-    current: dict[str, Any] = {}
-    for key in target:
-        if key == "heap_size":
-            options = (LAB / "cass1" / "conf" / "jvm-server.options").read_text().split()
-            current[key] = next(o[4:] for o in options if o.startswith("-Xmx"))
-        elif key != "compaction" and yaml_setting("cass1", key) is not None:
-            current[key] = yaml_setting("cass1", key)
-    return current
-
-
-def write_plan(
-    path: Path,
-    *,
-    target: dict[str, Any],
-    live: list[str],
-    restart: list[str],
-    batches: list[list[str]],
-    cl: str = "QUORUM",
-) -> Path:
-    now = datetime.now(UTC)
-    start = now - timedelta(minutes=5)
-    plan = {
-        "schema_version": 1,
-        "kind": "kairos-plan",
-        "cluster": "lab",
-        "engine": "cassandra",
-        "created_at": now.isoformat(),
-        "horizon": {
-            "start": start.isoformat(),
-            "step_seconds": 60,
-            "steps": 30,
-        },
-        "provenance": {"source": "tests/integration/test_apply_plan.py"},
-        "availability": {"consistency_level": cl, "tolerated_failures": 0, "aggressive": False},
-        # What the nodes run now, so the validator compares the target with reality.
-        "current_config": current_config(target),
-        "steps": [
-            {
-                "id": "s1",
-                "due": (now - timedelta(minutes=1)).isoformat(),
-                "until": (start + timedelta(minutes=30)).isoformat(),
-                "target": target,
-                "per_node": {},
-                "live": live,
-                "restart": restart,
-                "batches": batches if restart else [],
-                "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
-                **({"tables": [APP_TABLE]} if "compaction" in target else {}),
-            }
-        ],
-    }
-    path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return path
-
-
-def flush_writers_plan(
-    path: Path, batches: list[list[str]], cl: str = "QUORUM"
-) -> tuple[Path, int]:
-    """A one-step plan flipping memtable_flush_writers (restart-class); the plan and the value."""
-    # A value no node runs now (a failed rollout may leave the nodes on different values).
-    running = {yaml_setting(h, "memtable_flush_writers") for h in HOSTS}
-    writers = next(w for w in (2, 4, 3, 1) if w not in running)
-    plan = write_plan(
-        path,
-        target={"memtable_flush_writers": writers},
-        live=[],
-        restart=["memtable_flush_writers"],
-        batches=batches,
-        cl=cl,
-    )
-    return plan, writers
 
 
 def apply(plan: Path, *args: str) -> PlaybookRun:

@@ -103,7 +103,9 @@ def write_inputs(tmp: Path) -> list[str]:
         "-e", "kairos_cassandra_model_file=",
         "-e", f"kairos_autopilot_current={tmp}/current.yml",
         "-e", f"kairos_autopilot_redis_current={tmp}/redis-current.yml",
-        "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}',
+        # SOPHIA's capacity credit: 300 ops/s is far below the prior's capacity, and under
+        # the default served-work objective no step would be due.
+        "-e", '{"kairos_autopilot_plan_args": ["--method", "dp", "--served", "capacity"]}',
         # A compaction step names the tables it alters (the plan's steps[].tables).
         "-e", json.dumps({"kairos_tables": [APP_TABLE]}),
     ]  # fmt: skip
@@ -182,8 +184,8 @@ def cassandra_plan_with_a_failed_step(tmp: Path) -> tuple[Path, str]:
                     "--model", "naive", "--out", str(forecast)],
                    check=True, capture_output=True)  # fmt: skip
     subprocess.run([KAIROS, "plan", "--forecast", str(forecast), "--horizon", "30",
-                    "--method", "dp", "--restart-seconds", "45", "--current",
-                    str(tmp / "current.yml"), "--tables", APP_TABLE, "-o", str(plan)],
+                    "--method", "dp", "--served", "capacity", "--restart-seconds", "45",
+                    "--current", str(tmp / "current.yml"), "--tables", APP_TABLE, "-o", str(plan)],
                    check=True, capture_output=True)  # fmt: skip
     adopt(tmp, "cassandra", plan, forecast)
     decide = subprocess.run([KAIROS, "autopilot", "decide", "--state-dir", str(tmp)],

@@ -215,6 +215,46 @@ def test_the_tick_judges_the_window_after_a_step_learns_and_then_holds(tmp_path:
     assert argv[argv.index("--hold-restarts") + 1] == third.hold
 
 
+def test_before_any_step_the_current_configuration_is_judged_from_the_adoption_on(
+    tmp_path: Path,
+) -> None:
+    """A plan with no step applied (or none at all: no change pays) still has a
+    configuration in force, the plan's current one: its windows are judged from the
+    plan's adoption, and a re-adopted plan with the same configuration goes on from the
+    last judgement without settling again."""
+    from datetime import UTC, datetime
+
+    from planner import autopilot as ap
+    from planner.learning import CURRENT, learn_from_production, learnt_paths
+    from planner.rollout import state_path_for
+
+    plan = adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
+    state_path_for(plan).unlink()  # s1 not applied: the plan's current configuration runs
+    cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
+                    pending_from=99).close()
+
+    def tick(now: float) -> Any:
+        return learn_from_production(
+            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
+            store=str(tmp_path / "k.db"), model=None, now=now, step_seconds=STEP,
+            settle_seconds=10.0, window_seconds=60.0)
+
+    assert "the current configuration's window is not over (40 of 60 s)" in tick(1040.0).note
+    first = tick(1080.0)
+    assert first.judgement is not None and first.judgement["step_id"] == CURRENT
+    assert first.judgement["config"]["concurrent_reads"] == 32  # not s1's 64
+    assert first.judgement["kind"] == "lower bound" and first.refit is None
+    assert (first.judgement["start"], first.judgement["end"]) == (1000.0, 1080.0)
+    assert first.note.startswith("the current configuration: served 450 ops/s (lower bound")
+    # The same plan adopted again later (a re-plan that changed nothing): the window goes
+    # on from the last judgement's end, not from the new adoption plus settling.
+    ap.adopt_plan(ap.state_path(tmp_path, "lab", "cassandra"), plan=str(plan), forecast=None,
+                  now=datetime.fromtimestamp(1100.0, UTC), reasons=["test"])
+    second = tick(1200.0)
+    assert second.judgement is not None and second.judgement["start"] == 1080.0
+    assert len(load_track(learnt_paths(tmp_path, "lab", "cassandra")["track"])) == 2
+
+
 def _inputs(state_dir: Path, model: str) -> Any:
     from datetime import UTC, datetime
 

@@ -87,7 +87,7 @@ def _plan(source: Path | WorkloadSeries, **kw: object) -> object:
 
 
 def test_a_plan_below_saturation_says_it_gains_headroom_with_utilisation(trace: Path) -> None:
-    result = _plan(trace)
+    result = _plan(trace, served="capacity")
     plan = result.plan  # type: ignore[attr-defined]
     restart = plan.steps[-1]
     assert dict(restart.target) == {"memtable_cleanup_threshold": 0.11}
