@@ -157,8 +157,11 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
 
 
 def _learn(inp: TickInputs, now: datetime) -> dict[str, Any]:
-    """The model learns from the window since the last applied step
-    (:func:`planner.learning.learn_from_production`); a failure is a note, not the tick's."""
+    """The model learns from the window of the configuration in force
+    (:func:`planner.learning.learn_from_production`); a failure is a note, not the tick's:
+    learning must never keep the autopilot from acting on its plan."""
+    import sqlite3
+
     from planner.learning import learn_from_production
 
     if not inp.store:
@@ -170,6 +173,8 @@ def _learn(inp: TickInputs, now: datetime) -> dict[str, Any]:
             settle_seconds=inp.learn_settle_seconds, window_seconds=inp.learn_window_seconds)
     except KairosError as exc:
         return {"note": f"not learnt: {exc}"}
+    except (OSError, ValueError, sqlite3.Error) as exc:  # an unreadable store or file
+        return {"note": f"not learnt: {type(exc).__name__}: {exc}"}
     return asdict(outcome)
 
 

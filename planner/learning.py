@@ -10,8 +10,18 @@ Passive only: no synthetic load on the user's cluster.
   saturated window measured the capacity: its error is observed against predicted. Below
   saturation the cluster served what it was offered, a lower bound of the capacity: the
   model is wrong only if it predicts less than was served.
-- :func:`learn` adds a saturated window to the model's observations (the calibration's
-  CSV columns) and refits; an unsaturated one measured no capacity and is not added.
+- :func:`learn` makes the model follow production: production differs from the
+  calibration bench systematically (clients in flight, data size, other traffic), an
+  offset of the level rather than noise to average away among the calibration's rows. The
+  base model (the calibrated one, or the shipped prior) keeps its configuration effects;
+  per-class log offsets are learnt online from the saturated windows' residuals against
+  it, in closed form with a shrinkage prior (:func:`offset_posterior`), and added to its
+  intercepts (:func:`with_offset`). An unsaturated window measured no capacity: it is
+  not learnt from. :func:`record_window` keeps each saturated window in the
+  calibration's CSV columns, the record of what production measured. The effects are not
+  refitted on those rows: one intercept would be pulled between two levels (the bench's,
+  production's), a window among 33 barely moving it and the effects bent towards the
+  configurations production happened to run, which (one a step) could not identify them.
 - :func:`restart_hold` says why restart steps should not be proposed while the model's
   recent error is above a threshold, from the judgements kept in a JSONL track file.
 """
@@ -23,11 +33,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from planner.errors import ValidationError
+
+if TYPE_CHECKING:
+    from planner.perfmodel import PerformanceModel
 
 #: A Cassandra round is saturated when its busiest node has at least this many client
 #: requests in flight (Native-Transport-Requests active + pending), or the request stages
@@ -45,6 +58,23 @@ CURRENT = "current"
 #: above which restart steps are held.
 RECENT_WINDOWS = 3
 ERROR_THRESHOLD = 0.25
+#: Prior spread (log scale) of production's offset from the base model, common to every
+#: class: production may serve a factor e^0.5 = 1.65 more or less than the bench (the lab's
+#: closed loop of 256 served 1.40x what the bench of 64 calibrated), a factor 2.7 at two
+#: standard deviations. Against a model sigma of 0.1, one window moves the level 97 % of
+#: the way to what it measured (:func:`offset_posterior`).
+TAU_COMMON = 0.5
+#: Prior spread of a class's own offset beyond the common one: a factor 1.2 (data size
+#: weighs on reads more than on writes), small enough that a read-heavy window still
+#: moves the write and scan levels most of the way with it.
+TAU_CLASS = 0.2
+#: Floor of a window's noise (log scale): a production window is no more exact than 2 %,
+#: whatever the base model's sigma (0 for a noise-free fit).
+MIN_WINDOW_SIGMA = 0.02
+#: The offset is learnt from this many most recent capacity windows: production drifts
+#: (data grows, clients change), and the level's standard error stays at least
+#: sigma / sqrt(20) (2 % at sigma 0.1), so planning never grows overconfident of it.
+OFFSET_WINDOWS = 20
 
 
 @dataclass(frozen=True)
@@ -165,35 +195,180 @@ def judge(
     )
 
 
-def learn(
-    judgement: Judgement, observations: str | Path, *, engine: str, design: str = "pooled"
-) -> tuple[Any, Any] | None:
-    """Add a capacity judgement to the model's observations CSV and refit.
+# ------------------------------------------------------- the production offset
+@dataclass(frozen=True)
+class ProductionOffset:
+    """How far production's capacity lies from the base model's, per class (log scale).
 
-    Returns ``(model, fit report)``, or None for a lower bound (it measured no capacity,
-    so it is not data for a model of saturated throughput). The CSV keeps the calibration's
-    columns: a parameter it does not have is left out (at its default in the fit).
+    ``mean`` is the posterior mean of the per-class log offsets (added to the base model's
+    intercepts), ``cov`` their posterior covariance; ``windows`` the capacity windows they
+    were learnt from, ``sigma`` the noise of one window assumed (the base model's).
+    """
+
+    classes: tuple[str, ...]
+    mean: np.ndarray
+    cov: np.ndarray
+    windows: int
+    sigma: float
+
+    def at(self, mix: np.ndarray) -> tuple[float, float]:
+        """The log offset at a mix (fractions in :attr:`classes` order) and its std."""
+        m = np.asarray(mix, dtype=float)
+        return float(m @ self.mean), math.sqrt(max(float(m @ self.cov @ m), 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Per-class offsets (log scale, and as a factor - 1) and their standard errors."""
+        se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
+        return {"windows": self.windows, "sigma": self.sigma,
+                "tau_common": TAU_COMMON, "tau_class": TAU_CLASS,
+                "log_offset": dict(zip(self.classes, self.mean.tolist(), strict=True)),
+                "log_se": dict(zip(self.classes, se.tolist(), strict=True)),
+                "offset": {c: math.expm1(v) for c, v in zip(self.classes, self.mean,
+                                                          strict=True)}}
+
+    def summary(self) -> str:
+        """``read +34% (se 9%), ...``: each class's offset and its standard error."""
+        se = np.sqrt(np.maximum(np.diag(self.cov), 0.0))
+        return ", ".join(f"{c} {math.expm1(v):+.0%} (se {s:.0%})"
+                         for c, v, s in zip(self.classes, self.mean, se, strict=True))
+
+
+def offset_prior(n_classes: int) -> np.ndarray:
+    """Prior covariance of the per-class log offsets: a common part and a class's own.
+
+    ``TAU_COMMON**2`` everywhere plus ``TAU_CLASS**2`` on the diagonal: what makes
+    production differ from the bench (clients in flight, data size, other traffic) mostly
+    moves every class alike, so a read-heavy window also tells about writes and scans,
+    while the classes may still part as windows of other mixes arrive.
+    """
+    return np.full((n_classes, n_classes), TAU_COMMON**2) + TAU_CLASS**2 * np.eye(n_classes)
+
+
+def offset_posterior(
+    mixes: np.ndarray, residuals: np.ndarray, sigma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean and covariance of the per-class log offsets ``d`` (closed form).
+
+    Window i's residual is ``r_i = m_i' d + e_i``, ``e_i ~ N(0, sigma^2)`` (``m_i`` its
+    mix), ``d ~ N(0, S)`` (:func:`offset_prior`): the Gaussian update with gain
+    ``K = S M' (M S M' + sigma^2 I)^-1`` gives mean ``K r`` and covariance ``S - K M S``
+    (ridge regression towards no offset). One window moves the level at its mix by the
+    share ``m'Sm / (m'Sm + sigma^2)`` of its residual: most of it when sigma is small
+    against the prior spread; more windows refine it. ``sigma`` is floored at
+    :data:`MIN_WINDOW_SIGMA`.
+    """
+    m = np.atleast_2d(np.asarray(mixes, dtype=float))
+    r = np.asarray(residuals, dtype=float)
+    prior = offset_prior(m.shape[1])
+    noise = max(float(sigma), MIN_WINDOW_SIGMA) ** 2
+    gain = np.linalg.solve(m @ prior @ m.T + noise * np.eye(len(r)), m @ prior).T
+    cov = prior - gain @ m @ prior
+    return gain @ r, (cov + cov.T) / 2
+
+
+def production_offset(
+    base: PerformanceModel, capacity: Sequence[Mapping[str, Any]]
+) -> ProductionOffset:
+    """The offset the capacity windows (judgements as dicts) measured against ``base``.
+
+    Each residual is ``log(served) - log(base's median for the window's mix and
+    configuration)``: against the base model, never the previously learnt one, so the
+    estimate does not chase itself, and every window counts once.
+    """
+    if not capacity:
+        raise ValidationError("production offset: no capacity window to learn from")
+    mixes = base.mix_matrix([j["mix"] for j in capacity])
+    xconf = base.config_matrix([j["config"] for j in capacity])
+    mu = np.einsum("ic,cj,ij->i", mixes, base.coef, xconf)
+    served = np.array([float(j["served_ops_per_s"]) for j in capacity])
+    if not np.all(np.isfinite(served) & (served > 0)):
+        raise ValidationError(f"production offset: served ops/s must be > 0, got {served}")
+    mean, cov = offset_posterior(mixes, np.log(served) - mu, base.sigma)
+    return ProductionOffset(tuple(base.classes), mean, cov, len(capacity),
+                            max(base.sigma, MIN_WINDOW_SIGMA))
+
+
+def with_offset(
+    base: PerformanceModel, offset: ProductionOffset, *, base_source: str = ""
+) -> PerformanceModel:
+    """``base`` with the offset added to its intercepts and its posterior covariance to
+    theirs: the configuration effects (every other coefficient) are the base's, so the
+    ratio of two configurations' predictions is unchanged, and planning's uncertainty
+    of the level includes what production has not pinned down yet."""
+    from planner.perfmodel import PerformanceModel
+
+    n_c, n_j = base.coef.shape
+    coef = np.array(base.coef)
+    coef[:, 0] += offset.mean
+    cov = np.array(base.cov)
+    intercepts = np.arange(n_c) * n_j
+    cov[np.ix_(intercepts, intercepts)] += offset.cov
+    source = base_source or base.name
+    windows = f"{offset.windows} capacity window{'s' if offset.windows != 1 else ''}"
+    return PerformanceModel(
+        engine=base.engine, name=f"{base.name}+production", version=base.version,
+        model_type=base.model_type, features=base.features, coef=coef, cov=cov,
+        sigma=base.sigma,
+        provenance=(f"the base model {base.name} ({source}) plus a production offset "
+                    f"learnt from {windows}: {offset.summary()}"),
+        info={**dict(base.info),
+              "base": {"name": base.name, "source": source, "provenance": base.provenance},
+              "production_offset": offset.to_dict()},
+    )
+
+
+def learn(
+    base: PerformanceModel, judgements: Sequence[Judgement | Mapping[str, Any]], *,
+    base_source: str = "",
+) -> tuple[PerformanceModel, ProductionOffset] | None:
+    """The base model plus the production offset its capacity judgements measured.
+
+    Returns ``(learnt model, offset)``, or None when no judgement is a capacity one (a
+    lower bound measured no capacity: it is no evidence of the level). The offset comes
+    from the last :data:`OFFSET_WINDOWS` capacity windows (:func:`production_offset`);
+    ``base_source`` names the base in the learnt model's provenance.
+    """
+    windows = [asdict(j) if isinstance(j, Judgement) else j for j in judgements]
+    capacity = [j for j in windows if j.get("kind") == "capacity"][-OFFSET_WINDOWS:]
+    if not capacity:
+        return None
+    offset = production_offset(base, capacity)
+    return with_offset(base, offset, base_source=base_source), offset
+
+
+def record_window(judgement: Judgement, observations: str | Path, *, engine: str) -> int | None:
+    """Append a capacity window to an observations CSV: the record of what production
+    measured, in the calibration's columns (a new file: the classes, the configuration's
+    parameters, ``ops_per_s``). Returns the rows now kept, None for a lower bound.
+
+    Raises
+    ------
+    ValidationError
+        The configuration in force lacks a parameter the file has.
     """
     import pandas as pd
 
-    from planner.perfmodel import fit_model
+    from planner.workload import classes_for
 
     if judgement.kind != "capacity":
         return None
     path = Path(observations)
-    table = pd.read_csv(path)
-    row = {**{c: judgement.mix.get(c, 0.0) for c in table.columns if c in judgement.mix},
-           **{k: v for k, v in judgement.config.items() if k in table.columns},
-           "ops_per_s": judgement.served_ops_per_s}
-    missing = [c for c in table.columns if c not in row]
-    if missing:
-        raise ValidationError(
-            f"{path}: the window has no value for {', '.join(missing)} (the configuration in "
-            "force must name every parameter the model's observations have)"
-        )
-    table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+    row = {**{c: float(judgement.mix.get(c, 0.0)) for c in classes_for(engine)},
+           **dict(judgement.config), "ops_per_s": judgement.served_ops_per_s}
+    if path.exists():
+        table = pd.read_csv(path)
+        missing = [c for c in table.columns if c not in row]
+        if missing:
+            raise ValidationError(
+                f"{path}: the window has no value for {', '.join(missing)} (the "
+                "configuration in force must name every parameter the observations have)")
+        table = pd.concat([table, pd.DataFrame([{c: row[c] for c in table.columns}])],
+                          ignore_index=True)
+    else:
+        table = pd.DataFrame([row])
+    path.parent.mkdir(parents=True, exist_ok=True)
     table.to_csv(path, index=False)
-    return fit_model(table, engine=engine, design=design)
+    return len(table)
 
 
 # ------------------------------------------------------------------- the track
@@ -246,7 +421,13 @@ def restart_hold(
 # ------------------------------------------------------ the autopilot's loop
 @dataclass(frozen=True)
 class LearnOutcome:
-    """What one autopilot tick learnt (:func:`learn_from_production`)."""
+    """What one autopilot tick learnt (:func:`learn_from_production`).
+
+    ``refit``: what a capacity window taught (None otherwise): the base model, the windows
+    learnt from, the offset at this window's mix and its standard error (log scale), the
+    learnt model's prediction for the window, the per-class offsets and their standard
+    errors, and the rows of the learnt observations.
+    """
 
     note: str
     judgement: Mapping[str, Any] | None = None
@@ -256,8 +437,9 @@ class LearnOutcome:
 
 
 def learnt_paths(state_dir: str | Path, cluster: str, engine: str) -> dict[str, Path]:
-    """The autopilot's own model files: the judgements' track, the observations it learns
-    from (the calibration's, then production's) and the model refitted on them."""
+    """The autopilot's own model files: the judgements' track (what the offset is learnt
+    from), the observations recorded (the calibration's, then production's capacity
+    windows) and the learnt model (the base plus the production offset)."""
     base = Path(state_dir) / "models" / f"{cluster}-{engine}"
     return {"track": base.with_name(base.name + "-track.jsonl"),
             "observations": base.with_name(base.name + "-observations.csv"),
@@ -304,7 +486,7 @@ def learn_from_production(
             f"error {judgement.error:+.0%})")
     refit = None
     if judgement.kind == "capacity":
-        refit, note = _refit(judgement, paths, engine, model, note)
+        refit, note = _learn_offset(judgement, track, paths, engine, model, note)
     return outcome(note, judgement=asdict(judgement), refit=refit,
                    model=str(paths["model"]) if refit else learnt)
 
@@ -349,28 +531,50 @@ def _window_to_judge(
     return plan_path, step_id, start, config
 
 
-def _refit(judgement: Judgement, paths: Mapping[str, Path], engine: str, model: str | None,
-           note: str) -> tuple[dict[str, Any] | None, str]:
-    """Add a capacity judgement to the learnt observations (seeded from the configured
-    model's calibration, ``<engine>-observations.csv`` beside it) and refit."""
+def _learn_offset(
+    judgement: Judgement, track: Sequence[Mapping[str, Any]], paths: Mapping[str, Path],
+    engine: str, model: str | None, note: str,
+) -> tuple[dict[str, Any] | None, str]:
+    """Learn the production offset of the base model (``model``, else the shipped prior)
+    from the track's capacity windows, this one last; save the learnt model and record the
+    window in the learnt observations. Returns what was learnt and the note, extended."""
+    from planner.perfmodel import load_model, prior_model, save_model
+
+    base = load_model(model) if model else prior_model(engine)
+    source = model or f"the shipped prior {engine}-prior"
+    try:
+        learnt = learn(base, track, base_source=source)
+    except ValidationError as exc:
+        return None, f"{note}; not learnt: {exc}"
+    assert learnt is not None  # the track ends with this capacity judgement
+    new_model, offset = learnt
+    paths["model"].parent.mkdir(parents=True, exist_ok=True)
+    save_model(new_model, paths["model"])
+    rows, unrecorded = _record(judgement, paths, engine, model)
+    log_offset, se = offset.at(base.mix_matrix([judgement.mix])[0])
+    predicted = new_model.predict(judgement.mix, judgement.config).ops_per_s
+    refit = {"base": source, "windows": offset.windows, "offset": math.expm1(log_offset),
+             "offset_se": se, "predicted_ops_per_s": predicted, "observations": rows,
+             "offsets": offset.to_dict()["offset"], "offset_ses": offset.to_dict()["log_se"]}
+    windows = f"{offset.windows} window{'s' if offset.windows != 1 else ''}"
+    return refit, (f"{note}; production offset {math.expm1(log_offset):+.0%} from {windows} "
+                   f"(se {se:.0%}); the model now predicts {predicted:,.0f} ops/s for this "
+                   f"window's mix{unrecorded}")
+
+
+def _record(judgement: Judgement, paths: Mapping[str, Path], engine: str,
+            model: str | None) -> tuple[int | None, str]:
+    """Keep the window in the learnt observations (seeded from the configured model's
+    calibration, ``<engine>-observations.csv`` beside it, when there is one): the rows
+    kept, and what to add to the note when it could not be (the offset is learnt anyway,
+    from the track)."""
     import shutil
 
-    from planner.perfmodel import save_model
-
-    if not paths["observations"].exists():
-        seed = Path(model).with_name(f"{engine}-observations.csv") if model else None
-        if seed is None or not seed.exists():
-            return None, note + "; not learnt: the model has no observations to add to"
+    seed = Path(model).with_name(f"{engine}-observations.csv") if model else None
+    if not paths["observations"].exists() and seed is not None and seed.exists():
         paths["observations"].parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(seed, paths["observations"])
     try:
-        fitted = learn(judgement, paths["observations"], engine=engine)
+        return record_window(judgement, paths["observations"], engine=engine), ""
     except ValidationError as exc:
-        return None, f"{note}; not learnt: {exc}"
-    assert fitted is not None
-    new_model, report = fitted
-    save_model(new_model, paths["model"])
-    refit = {"observations": report.n_observations, "design": report.design,
-             "heldout_mape": report.heldout_mape}
-    return refit, (f"{note}; refitted on {report.n_observations} observations "
-                   f"(held-out error {report.heldout_mape:.1%})")
+        return None, f" (window not recorded in the observations: {exc})"

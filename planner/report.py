@@ -17,8 +17,11 @@ from elsewhere), so the page can be mailed, archived or opened offline. Sections
 5. **Read back** — per step with ``verified`` nodes, one row per node: when it was verified
    and what the executor read back from it (running values from system_views.settings,
    cassandra.yaml, the tables' compaction class from system_schema.tables, the heap).
-6. **Expected vs observed** — per step, the load the forecast expected during
-   ``[due, until)`` against the load observed then, and the plan's expected net gain.
+6. **Expected vs observed** — per configuration the plan keeps in force (its current one
+   until the first step, the whole horizon when no step pays, then each step's
+   ``[due, until)``), the load the forecast expected against the load observed then, the
+   plan's expected net gain, and from the model track the capacity the model predicted
+   against what the judged windows served.
 7. **The model against production** — the autopilot's judgements (``--model-track``): each
    window after a step, served vs predicted, the error and the recent error the restart
    hold reads (docs/planning.md, "The learning loop").
@@ -432,16 +435,52 @@ def _mean_in(ts: np.ndarray, values: np.ndarray, lo: float, hi: float) -> float 
     return float(np.mean(values[sel])) if sel.any() else None
 
 
+def _plan_periods(plan: Any) -> list[tuple[str, float, float, Any]]:
+    """``(id, from, until, expected)`` of each configuration the plan keeps in force: the
+    current one until the first step is due (``current``, the whole horizon when the plan
+    has no step), then each step's."""
+    from planner.learning import CURRENT
+
+    start, end = plan.horizon.start.timestamp(), plan.horizon.end.timestamp()
+    first = plan.steps[0].due.timestamp() if plan.steps else end
+    periods = [(CURRENT, start, first, None)] if first > start else []
+    return periods + [(s.id, s.due.timestamp(), s.until.timestamp(), s.expected)
+                      for s in plan.steps]
+
+
+def _judged(track: Sequence[Mapping[str, Any]], plan: str | None, step: str, lo: float,
+            hi: float) -> dict[str, float] | None:
+    """The model track's judgements of ``step`` of ``plan`` (the plan file they were made
+    under, when both name one) whose windows end inside ``[lo, hi]``: the capacity windows'
+    mean served and predicted ops/s and mean error, and how many were lower bounds (None:
+    none judged). A lower bound measured no capacity: it is counted, not averaged."""
+    def same_plan(j: Mapping[str, Any]) -> bool:
+        return not (plan and j.get("plan")) or Path(str(j["plan"])).resolve() == Path(plan)
+
+    inside = [j for j in track if j.get("step_id") == step and same_plan(j)
+              and lo <= float(j["end"]) <= hi]
+    if not inside:
+        return None
+    capacity = [j for j in inside if j.get("kind") == "capacity"]
+    out = {"windows": float(len(capacity)), "lower_bounds": float(len(inside) - len(capacity))}
+    if capacity:
+        out |= {k: float(np.mean([float(j[f]) for j in capacity])) for k, f in (
+            ("served", "served_ops_per_s"), ("predicted", "predicted_ops_per_s"),
+            ("error", "error"))}
+    return out
+
+
 def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]]]:
-    """Grouped bars per step: the forecast's mean load vs the observed mean load."""
+    """Grouped bars per configuration the plan keeps in force (``current``, then each
+    step): the forecast's mean load vs the observed mean load; beside them in the table,
+    the model's predicted capacity vs what the judged windows served (``--model-track``)."""
     plan, fc, hist = inputs.plan, inputs.forecast, inputs.history
     if plan is None:
         return _no_data(inputs.notes.get("plan") or "no plan given"), []
-    if not plan.steps:
-        return _no_data("the plan has no steps"), []
     rows: list[dict[str, Any]] = []
-    for s in plan.steps:
-        lo, hi = s.due.timestamp(), s.until.timestamp()
+    plan_file = inputs.sources.get("plan")
+    plan_file = str(Path(plan_file).resolve()) if plan_file else None
+    for step, lo, hi, expected in _plan_periods(plan):
         exp = (
             _mean_in(np.asarray(fc.timestamps), np.asarray(fc.load_mean), lo, hi)
             if fc is not None
@@ -452,8 +491,11 @@ def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]
             if hist is not None
             else None
         )
-        rows.append({"step": s.id, "expected": exp, "observed": obs, "net": s.expected.net_ops,
-                     "benefit": s.expected.benefit_ops, "cost": s.expected.cost_ops})
+        rows.append({"step": step, "expected": exp, "observed": obs,
+                     "net": expected.net_ops if expected else None,
+                     "benefit": expected.benefit_ops if expected else None,
+                     "cost": expected.cost_ops if expected else None,
+                     "model": _judged(inputs.model_track, plan_file, step, lo, hi)})
     values = [v for r in rows for v in (r["expected"], r["observed"]) if v is not None]
     if not values:
         why = "no forecast or observed load falls inside the plan's steps"
@@ -929,19 +971,30 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     out = []
+    def num(v: float | None) -> str:
+        return _esc(_fmt_num(v)) if v is not None else "—"
+
     for r in rows:
-        e, o = r["expected"], r["observed"]
+        e, o, m = r["expected"], r["observed"], r.get("model")
         err = f"{(o - e) / e:+.1%}" if e and o is not None else "—"
+        m = m or {}
+        model_err = f"{m['error']:+.1%}" if "error" in m else "—"
+        bounds = int(m.get("lower_bounds", 0))
+        judged = f"{int(m.get('windows', 0))} capacity, {bounds} lower bound" if m else "none"
         out.append(
             f"<tr><td><b>{_esc(r['step'])}</b></td>"
-            f'<td class="num">{_esc(_fmt_num(e)) if e is not None else "—"}</td>'
-            f'<td class="num">{_esc(_fmt_num(o)) if o is not None else "—"}</td>'
-            f'<td class="num">{_esc(err)}</td>'
-            f'<td class="num">{_esc(_fmt_num(r["net"]))}</td></tr>'
+            f'<td class="num">{num(e)}</td><td class="num">{num(o)}</td>'
+            f'<td class="num">{_esc(err)}</td><td class="num">{num(r["net"])}</td>'
+            f"<td>{_esc(judged)}</td>"
+            f'<td class="num">{num(m.get("predicted"))}</td>'
+            f'<td class="num">{num(m.get("served"))}</td>'
+            f'<td class="num">{model_err}</td></tr>'
         )
     head = (
-        "<tr><th>step</th><th>expected ops/s</th><th>observed ops/s</th>"
-        "<th>observed vs expected</th><th>expected net gain (ops)</th></tr>"
+        "<tr><th>configuration in force</th><th>expected ops/s</th><th>observed ops/s</th>"
+        "<th>observed vs expected</th><th>expected net gain (ops)</th>"
+        "<th>windows judged</th><th>model: predicted capacity</th>"
+        "<th>measured capacity (saturated windows)</th><th>model error</th></tr>"
     )
     return f'<table class="data" data-table="expected-observed">{head}{"".join(out)}</table>'
 
@@ -1071,8 +1124,10 @@ def render(inputs: ReportInputs) -> str:
          "values (system_views.settings), its cassandra.yaml, the tables' compaction class "
          "(system_schema.tables) and the JVM's heap.", readback_table(inputs)),
         ("expected", "Expected vs observed",
-         "Mean load the forecast expected while each step was in force, and the load observed "
-         "then.", eo_svg + _eo_table(eo_rows)),
+         "Per configuration the plan keeps in force (current: before its first step, or "
+         "all along when no step pays): the mean load the forecast expected and the load "
+         "observed then; and the capacity the model predicted against what the windows "
+         "judged in that time served.", eo_svg + _eo_table(eo_rows)),
         ("model", "The model against production",
          "Each window after a step, judged against the performance model: saturated, it "
          "measured the capacity; below saturation, a lower bound. Restart steps are held "

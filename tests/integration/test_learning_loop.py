@@ -10,8 +10,9 @@ before it, and a restart of the three nodes is the slow part):
    that load: every node restarts once, 0 failures, 0 lost acknowledged writes, and the
    executor records each node's T_r.
 3. A saturating closed loop, collected through the step's window; the next autopilot tick
-   judges the window (a capacity window), adds it to its copy of the lab model's
-   observations and refits, and re-plans with that model and the T_r just measured.
+   judges the window (a capacity window), records it in its copy of the lab model's
+   observations, learns the production offset of the model's level from it, and re-plans
+   with the learnt model and the T_r just measured.
 4. With the saturated window and a model that has an effect on its mix, `kairos plan`
    proposes the restart step and states its P(gain > cost).
 """
@@ -207,15 +208,19 @@ def test_a_step_applied_by_the_autopilot_is_judged_learnt_from_and_priced_at_its
     observations = pd.read_csv(paths["observations"])
     assert len(observations) == calibration_rows + 1  # the window entered the model's data
     assert observations["ops_per_s"].iloc[-1] == pytest.approx(judgement["served_ops_per_s"])
+    # The learnt model: the lab's, its level moved to what production served.
     learnt = load_model(paths["model"])
-    fit = learnt.info["fit"]
-    assert fit["n_observations"] == calibration_rows + 1
-    assert f"refitted on {calibration_rows + 1} observations" in str(last["learning"])
-    assert learnt.predict(judgement["mix"], judgement["config"]).ops_per_s != pytest.approx(
-        lab_model.predict(judgement["mix"], judgement["config"]).ops_per_s, rel=1e-6)
-    print(f"judged: {judgement['kind']}, served {judgement['served_ops_per_s']:.0f} ops/s, "
-          f"predicted {judgement['predicted_ops_per_s']:.0f}, error {judgement['error']:+.1%}; "
-          f"refit: {json.dumps(fit, default=str)[:300]}")
+    offset = learnt.info["production_offset"]
+    assert offset["windows"] == 1 and "production offset " in str(last["learning"])
+    assert "from 1 window (" in str(last["learning"])
+    before = lab_model.predict(judgement["mix"], judgement["config"]).ops_per_s
+    now = learnt.predict(judgement["mix"], judgement["config"]).ops_per_s
+    served = judgement["served_ops_per_s"]
+    assert judgement["predicted_ops_per_s"] == pytest.approx(before)
+    assert abs(now / served - 1) < abs(before / served - 1) / 2, (before, now, served)
+    print(f"judged: {judgement['kind']}, served {served:.0f} ops/s, predicted {before:.0f}, "
+          f"error {judgement['error']:+.1%}; the learnt model predicts {now:.0f}; "
+          f"offset {json.dumps(offset['offset'])}")
     # The re-plan: the learnt model, and the T_r the executor just measured.
     assert last["replanned"], last
     replanned = yaml.safe_load(Path(str(last["plan"])).read_text())

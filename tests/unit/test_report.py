@@ -199,8 +199,12 @@ def test_expected_vs_observed_values(tmp_path: Path) -> None:
     from planner.report import expected_vs_observed
 
     _, rows = expected_vs_observed(inputs)
-    s1, s2 = rows
+    current, s1, s2 = rows  # s1 is due 15 steps into the horizon: the current config first
     hist, fc = inputs.history, inputs.forecast
+    lo, hi = inputs.plan.horizon.start.timestamp(), inputs.plan.steps[0].due.timestamp()
+    sel = (hist.timestamps >= lo) & (hist.timestamps < hi)
+    assert current["step"] == "current" and current["net"] is None
+    assert current["observed"] == pytest.approx(float(np.mean(hist.load[sel])))
     lo, hi = inputs.plan.steps[0].due.timestamp(), inputs.plan.steps[0].until.timestamp()
     sel = (hist.timestamps >= lo) & (hist.timestamps < hi)
     assert s1["observed"] == pytest.approx(float(np.mean(hist.load[sel])))
@@ -208,6 +212,40 @@ def test_expected_vs_observed_values(tmp_path: Path) -> None:
     assert s1["expected"] == pytest.approx(float(np.mean(fc.load_mean[sel])))
     # s2 runs past the end of the history: only its first part is observed
     assert s2["observed"] is not None and s2["expected"] is not None
+
+
+def test_a_plan_without_steps_compares_the_current_configuration_with_the_model(
+    tmp_path: Path,
+) -> None:
+    """No step pays: the report still says what the forecast expected over the horizon,
+    what was observed, and what the judged windows served against the model's capacity."""
+    from planner.report import expected_vs_observed
+
+    files = write_synthetic_inputs(tmp_path)
+    doc = synthetic_plan_dict() | {"steps": []}
+    plan = save_plan(plan_from_dict(doc, known_hosts=HOSTS), tmp_path / "stay.yml",
+                     known_hosts=HOSTS)
+    start = T0 + 120 * STEP
+    track = tmp_path / "stay-track.jsonl"
+    windows = [(plan, "lower bound", 200.0), (plan, "capacity", 1300.0),
+               (plan, "capacity", 1500.0), (tmp_path / "other-plan.yml", "capacity", 9000.0)]
+    track.write_text("".join(json.dumps({
+        "step_id": "current", "plan": str(judged_under), "engine": "cassandra",
+        "start": start + i * 600, "end": start + (i + 1) * 600, "kind": kind,
+        "served_ops_per_s": served, "predicted_ops_per_s": 1000.0, "predicted_std": 50.0,
+        "error": max(served / 1000.0 - 1, 0.0), "utilisation": served / 1000.0,
+        "mix": {"read": 0.9}, "config": {}, "p99_ms": {}}) + "\n"
+        for i, (judged_under, kind, served) in enumerate(windows)))
+    inputs = build_inputs(trace=files["trace"], plan=plan, forecast=files["forecast"],
+                          model_track=track)
+    svg, (row,) = expected_vs_observed(inputs)
+    assert row["step"] == "current" and row["expected"] is not None and svg.startswith("<svg")
+    # The capacity windows of this plan only: the lower bound is counted, not averaged.
+    assert row["model"] == {"served": 1400.0, "predicted": 1000.0, "windows": 2.0,
+                            "error": pytest.approx(0.4), "lower_bounds": 1.0}
+    table = render(inputs).split('data-table="expected-observed"', 1)[1].split("</table>")[0]
+    assert "<b>current</b>" in table and "1.4k" in table and "+40.0%" in table
+    assert "2 capacity, 1 lower bound" in table and "9k" not in table
 
 
 @pytest.mark.parametrize("missing", ["trace", "forecast", "plan", "state", "all"])
