@@ -260,6 +260,20 @@ def adopted_plan_with_an_applied_step(state_dir: Path, *, applied_at: float) -> 
     return plan
 
 
+def ticker(state_dir: Path, model: str | None) -> Any:
+    """One autopilot tick's learning stage at a given time: windows of 60 s, 10 s settle,
+    the store ``k.db`` in ``state_dir``."""
+    from planner.learning import learn_from_production
+
+    def tick(now: float) -> Any:
+        return learn_from_production(
+            state_dir=str(state_dir), cluster="lab", engine="cassandra",
+            store=str(state_dir / "k.db"), model=model, now=now, step_seconds=STEP,
+            settle_seconds=10.0, window_seconds=60.0)
+
+    return tick
+
+
 def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     tmp_path: Path,
 ) -> None:
@@ -268,7 +282,7 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     next windows are judged -2.8 % and -1.4 % off, and the restart hold set by the first
     lifts once the mean of the last three errors (20 %) is below 25 %."""
     from planner.autopilot_tick import _plan_argv
-    from planner.learning import learn_from_production, learnt_paths
+    from planner.learning import learnt_paths
     from planner.perfmodel import load_model
 
     calibration = tmp_path / "calibration"
@@ -281,11 +295,7 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
                     pending_from=0).close()
 
-    def tick(now: float) -> Any:
-        return learn_from_production(
-            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
-            store=str(tmp_path / "k.db"), model=model, now=now, step_seconds=STEP,
-            settle_seconds=10.0, window_seconds=60.0)
+    tick = ticker(tmp_path, model)
 
     early = tick(1040.0)
     assert "window is not over (40 of 60 s)" in early.note and early.judgement is None
@@ -344,18 +354,14 @@ def test_the_tick_learns_from_the_prior_when_no_model_is_configured(tmp_path: Pa
     five times tau), so after one window it predicts 492 (the next window is judged
     -8.6 % off) and after two 471 (+4.7 % over what is served); its configuration effects
     are kept."""
-    from planner.learning import learn_from_production, learnt_paths
+    from planner.learning import learnt_paths
     from planner.perfmodel import load_model
 
     adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
     cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
                     pending_from=0).close()
 
-    def tick(now: float) -> Any:
-        return learn_from_production(
-            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
-            store=str(tmp_path / "k.db"), model=None, now=now, step_seconds=STEP,
-            settle_seconds=10.0, window_seconds=60.0)
+    tick = ticker(tmp_path, None)
 
     first = tick(1080.0)
     assert first.judgement is not None and first.refit is not None
@@ -393,7 +399,7 @@ def test_before_any_step_the_current_configuration_is_judged_from_the_adoption_o
     from datetime import UTC, datetime
 
     from planner import autopilot as ap
-    from planner.learning import CURRENT, learn_from_production, learnt_paths
+    from planner.learning import CURRENT, learnt_paths
     from planner.rollout import state_path_for
 
     plan = adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
@@ -401,11 +407,7 @@ def test_before_any_step_the_current_configuration_is_judged_from_the_adoption_o
     cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
                     pending_from=99).close()
 
-    def tick(now: float) -> Any:
-        return learn_from_production(
-            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
-            store=str(tmp_path / "k.db"), model=None, now=now, step_seconds=STEP,
-            settle_seconds=10.0, window_seconds=60.0)
+    tick = ticker(tmp_path, None)
 
     assert "the current configuration's window is not over (40 of 60 s)" in tick(1040.0).note
     first = tick(1080.0)
