@@ -395,9 +395,18 @@ def load_track(track: str | Path) -> list[dict[str, Any]]:
 
 
 def recent_error(track: Sequence[Mapping[str, Any]], windows: int = RECENT_WINDOWS) -> float | None:
-    """Mean absolute relative error of the last ``windows`` judgements (None: none yet)."""
-    errors = [abs(float(j["error"])) for j in track[-windows:]]
+    """Mean absolute relative error of the last ``windows`` judgements that measured one
+    (None: none yet). A lower bound the model agrees with (served below its capacity, error
+    0) measured nothing about the error: counting it as 0 would lift a hold that a wrong
+    capacity window set (a quiet hour after a saturated one). A lower bound the model
+    contradicts (more served than it predicts) counts."""
+    errors = [abs(float(j["error"])) for j in _measured_errors(track)[-windows:]]
     return float(np.mean(errors)) if errors else None
+
+
+def _measured_errors(track: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The judgements that measured the model's error (see :func:`recent_error`)."""
+    return [j for j in track if j.get("kind") == "capacity" or float(j["error"]) > 0]
 
 
 def restart_hold(
@@ -408,10 +417,12 @@ def restart_hold(
     error = recent_error(track, windows)
     if error is None or error <= threshold:
         return None
-    last = track[-1]
+    measured = _measured_errors(track)
+    last = measured[-1]
     return (
         f"the performance model's recent error is {error:.0%} over the last "
-        f"{min(windows, len(track))} window(s), above {threshold:.0%}: last window "
+        f"{min(windows, len(measured))} window(s) that measured it, above {threshold:.0%}: "
+        "the last one "
         f"{last['kind']}, served {float(last['served_ops_per_s']):.0f} ops/s where it "
         f"predicted {float(last['predicted_ops_per_s']):.0f}; no restart step until the "
         "error falls back"

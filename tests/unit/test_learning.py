@@ -218,6 +218,13 @@ def test_the_recent_error_holds_restart_steps_until_it_falls_back(tmp_path: Path
     assert len(kept) == 3 and recent_error(kept) > 0.5
     reason = restart_hold(kept)
     assert reason is not None and "above 25%" in reason and "no restart step" in reason
+    # Quiet windows the model agrees with (lower bounds, error 0) measured no error: they
+    # neither lift the hold nor dilute it; one that served more than predicted counts.
+    quiet = {**kept[-1], "kind": "lower bound", "error": 0.0}
+    assert recent_error([*kept, quiet, quiet, quiet]) == recent_error(kept)
+    assert restart_hold([*kept, quiet, quiet, quiet]) is not None
+    beyond = {**quiet, "error": 0.3}
+    assert recent_error([kept[0], beyond]) == pytest.approx((abs(kept[0]["error"]) + 0.3) / 2)
     # Three windows the model got right: the hold is lifted.
     right = {**kept[-1], "error": 0.05}
     assert restart_hold([*kept, right, right, right]) is None
