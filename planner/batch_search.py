@@ -7,14 +7,19 @@ batch. With every cap 1 it is graph colouring (a replica set is a clique); large
 
 :func:`fewer_batches` starts from a safe batching with ``k`` batches (DSATUR's) and tries
 ``k - 1``, ``k - 2``, ... down to the lower bound: it empties the smallest batch into the
-others, then moves one node at a time to cut the total violation, forbidding a node to
-return to a batch it just left for a few moves (TabuCol, Hertz and de Werra 1987, with
-the dynamic tenure of Galinier and Hao 1999). A batching with zero violation is safe and
-the next ``k`` starts from it. A ``k`` is given up when the least violation seen stops
-falling (see :data:`PATIENCE_PER_NODE`), so the attempt below the best count, usually out
-of reach, does not take the rest of the budget. Ties are broken by a seeded generator and
-the search is bounded by a number of moves, so the result is the same on every machine;
-the wall-clock budget is only a backstop.
+others, then moves nodes to cut the total violation, forbidding a node to return to a
+batch it just left for a few moves (TabuCol, Hertz and de Werra 1987, with the dynamic
+tenure of Galinier and Hao 1999). It goes in rounds: one evaluation of every move of the
+nodes in violation, the best move, then up to :data:`EXTRA_MOVES` more that the same
+evaluation still prices exactly (nodes sharing no requirement with a node moved in the
+round), and every :data:`FREE_MOVE_ROUNDS` rounds a few moves of nodes in no violation
+that add none, which TabuCol alone never makes. A batching with zero violation is
+checked safe, recounted from scratch, and the next ``k`` starts from it. A ``k`` is
+given up when the least violation seen stops falling (see :data:`PATIENCE_PER_NODE`),
+so the attempt below the best count, usually out of reach, does not take the rest of
+the budget. Ties are broken by a seeded generator and the search is bounded by a number
+of moves, so the result is the same on every machine; the wall-clock budget is only a
+backstop.
 
 The violation is the number of same-batch pairs of a cap-1 requirement when every cap is
 1 (each move is then two vectorised updates), else ``sum_j sum_b max(0, count - cap)``.
@@ -47,14 +52,16 @@ __all__ = [
 ]
 
 #: Moves allowed per node when the caller does not say. 1,000 nodes with 16 vnodes on one
-#: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 in 31,500 to 163,000
-#: moves (search seeds 0-11; seed 3 not within 150,000), at 20-25 us a move of CPU time.
-MOVES_PER_NODE = 150
+#: rack (Ring.synthetic seed 1) went from DSATUR's 19 batches to 15 within 200,000 moves
+#: for each of search seeds 0-99 (91 within 150,000), at about 13 us a move of CPU time.
+MOVES_PER_NODE = 200
 #: A batch count is given up when the least violation seen, ``best``, has not fallen for
-#: ``PATIENCE_PER_NODE * nodes / best`` moves. On the 1,000-node one-rack ring, 15 batches
-#: (reached) went up to 54,500 moves without a new best at 2 violations; 14 (never
-#: reached) stayed at 53-61 violations, where this gives up after about 2,500 moves.
-PATIENCE_PER_NODE = 150
+#: ``PATIENCE_PER_NODE * nodes / best**2`` moves. On the 1,000-node one-rack ring, 15
+#: batches (reached) went up to 54,500 moves without a new best at 2 violations and, early
+#: on, several thousand at 25-30 (``150 * nodes / best`` gave 15 up on 14 of search seeds
+#: 0-99); 14 (never reached) stays at 53-61 violations, and this gives it up after 2,400
+#: to 6,800 moves in all (median 3,500).
+PATIENCE_PER_NODE = 10_000
 #: Tabu tenure: this many moves per node in violation, plus U[0, TENURE_SPREAD). Galinier
 #: and Hao's 0.6 and 10 took about twice the moves of these on the 1,000-node vnode ring.
 TENURE_PER_NODE = 1.0
@@ -62,6 +69,15 @@ TENURE_SPREAD = 12
 #: Scores are multiplied by this and a uniform draw below it added, to break ties.
 TIE_BITS = 20
 TIE_SCALE = 1 << TIE_BITS
+#: Moves a round of the tabu search may make after its best one, from the same evaluation
+#: (see :class:`_Rounds`).
+EXTRA_MOVES = 2
+#: Every this many rounds, up to FREE_MOVES moves of nodes in no violation that add none
+#: (:meth:`_Rounds.free_moves`).
+FREE_MOVE_ROUNDS = 50
+FREE_MOVES = 10
+_NEVER = 1 << 50  # a tabu move's penalty: more than any score plus tie-breaking draw
+_least = np.minimum.reduce
 #: Search nodes (partial batchings) the exact branch and bound may visit by default: the
 #: 60-node one-rack ring at ONE needs 97,701 to prove 4 batches (about 1 s).
 EXACT_NODES = 150_000
@@ -139,6 +155,7 @@ class _State(Protocol):
     own_at: np.ndarray  # flat index of (where[v], v) in score
     where: list[int]  # the batch of each node
     violation: int
+    neighbours: list[np.ndarray]  # the nodes sharing a requirement with each node
 
     def move(self, v: int, new: int) -> None: ...
 
@@ -155,8 +172,7 @@ class _PairState:
     def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int,
                  pairs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         src, dst = _pairs(problem) if pairs is None else pairs
-        bounds = np.searchsorted(src, np.arange(problem.n + 1))
-        self.neighbours = [dst[bounds[v]:bounds[v + 1]] for v in range(problem.n)]
+        self.neighbours = _neighbour_lists(problem.n, (src, dst))
         self.where = [int(b) for b in batch_of]
         where = np.asarray(self.where, dtype=np.int64)
         clash = np.bincount(where[dst] * problem.n + src,
@@ -168,13 +184,13 @@ class _PairState:
     def move(self, v: int, new: int) -> None:
         """Move ``v`` to batch ``new``."""
         old, score, nbrs = self.where[v], self.score, self.neighbours[v]
-        self.violation += (int(score[new, v]) >> TIE_BITS) - (int(score[old, v]) >> TIE_BITS)
+        self.violation += (score.item(new, v) - score.item(old, v)) >> TIE_BITS
         row = score[old]
         row[nbrs] -= TIE_SCALE
         row = score[new]
         row[nbrs] += TIE_SCALE
         self.where[v] = new
-        self.own_at[v] += (new - old) * score.shape[1]
+        self.own_at[v] = new * score.shape[1] + v
 
 
 def _pairs(problem: CapacityProblem) -> tuple[np.ndarray, np.ndarray]:
@@ -195,11 +211,20 @@ def _pairs(problem: CapacityProblem) -> tuple[np.ndarray, np.ndarray]:
     return code // problem.n, code % problem.n
 
 
+def _neighbour_lists(n: int, pairs: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """The nodes sharing a requirement with each node, from :func:`_pairs`."""
+    src, dst = pairs
+    bounds = np.searchsorted(src, np.arange(n + 1))
+    return [dst[bounds[v]:bounds[v + 1]] for v in range(n)]
+
+
 class _CapState:
     """Any caps: per requirement and batch counts; ``score[b, v]`` is ``TIE_SCALE`` times
     the number of ``v``'s requirements that would be over their cap with ``v`` in ``b``."""
 
-    def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int) -> None:
+    def __init__(self, problem: CapacityProblem, batch_of: Sequence[int], k: int,
+                 pairs: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        self.neighbours = _neighbour_lists(problem.n, _pairs(problem) if pairs is None else pairs)
         self.members = problem.members
         self.caps = problem.caps
         self.node_reqs = problem.node_reqs()
@@ -285,7 +310,7 @@ def fewer_batches(
     incidence = (np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
                  np.fromiter((m for ms in problem.members for m in ms), dtype=np.int64,
                              count=sum(sizes)))
-    pair_arrays = _pairs(problem) if pairs else None
+    pair_arrays = _pairs(problem)
     best = [int(b) for b in batch_of]
     k = max(best) + 1 if best else 0
     used = 0
@@ -294,18 +319,33 @@ def fewer_batches(
     while k > max(lower_bound, 1) and used < budget and not stopped_by_time:
         start = _empty_smallest_batch(problem, incidence, best, k)
         state: _State = (_PairState(problem, start, k - 1, pair_arrays) if pairs
-                         else _CapState(problem, start, k - 1))
+                         else _CapState(problem, start, k - 1, pair_arrays))
         found, spent, stopped_by_time = _tabu(state, budget - used, t0 + seconds, rng,
                                               patience=PATIENCE_PER_NODE * problem.n)
         used += spent
         if not found:
             break
         best = list(state.where)
+        _check_safe(problem, incidence, best, k - 1)
         k -= 1
         reached.append((k, used))
     return SearchResult(batch_of=tuple(best), batches=k, moves=used,
                         seconds=time.perf_counter() - t0, stopped_by_time=stopped_by_time,
                         reached=tuple(reached))
+
+
+def _check_safe(
+    problem: CapacityProblem, incidence: tuple[np.ndarray, np.ndarray], batch_of: Sequence[int],
+    k: int,
+) -> None:
+    """Raise unless no batch holds more than its cap of any requirement: recounted from
+    scratch, not from the search's incremental scores, so a bug there fails here."""
+    req_of, node_of = incidence
+    where = np.asarray(batch_of, dtype=np.int64)
+    counts = np.bincount(req_of * k + where[node_of], minlength=len(problem.caps) * k)
+    caps = np.repeat(np.asarray(problem.caps, dtype=np.int64), k)
+    if len(counts) and (counts > caps).any():
+        raise RuntimeError("fewer_batches: internal error, the search returned an unsafe batching")
 
 
 def _empty_smallest_batch(
@@ -339,89 +379,173 @@ def _tabu(
 ) -> tuple[bool, int, bool]:
     """Move nodes until no batch is over a cap: (found, moves spent, stopped by the clock).
 
-    Each move is the best (least violation) move of a node in violation to another batch,
-    among the moves not tabu, or tabu but reaching below the least violation seen
-    (aspiration); ties are drawn at random. Leaving batch ``a`` makes ``(a, v)`` tabu for
-    ``TENURE_PER_NODE * |nodes in violation| + U[0, TENURE_SPREAD)`` moves. A node's own
-    batch is kept tabu, which leaves it out. With ``patience``, the search also gives up
-    when the least violation seen, ``best``, has not fallen for ``patience / best`` moves:
-    a count within reach gets down to a few violations quickly and may then wait long
-    for the last ones, a count out of reach stays stuck far from zero.
+    The search goes in rounds (:class:`_Rounds`): each evaluates every move of every node
+    in violation and makes the best one, then up to :data:`EXTRA_MOVES` more from the same
+    evaluation; every :data:`FREE_MOVE_ROUNDS` rounds, :meth:`_Rounds.free_moves` moves
+    a few nodes in no violation. With ``patience``, the search also gives up when the
+    least violation seen, ``best``, has not fallen for ``patience / best**2`` moves: a
+    count within reach gets down to a few violations quickly and may then wait long for
+    the last ones, a count out of reach stays stuck far from zero (the square gives up on
+    the one sooner and on the other later than ``patience / best`` would).
+    """
+    if state.score.shape[0] < 2:
+        return state.violation == 0, 0, False
+    rounds = _Rounds(state, rng)
+    best_seen, improved_at = state.violation, 0
+    while state.violation > 0:
+        moves = rounds.moves
+        if moves >= budget or (patience is not None
+                               and (moves - improved_at) * best_seen ** 2 >= patience):
+            return False, moves, False
+        if rounds.count % 128 == 0 and time.perf_counter() > deadline:
+            return False, moves, True
+        rounds.run(best_seen, budget)
+        if rounds.count % FREE_MOVE_ROUNDS == 0 and state.violation > 0:
+            rounds.free_moves(budget)
+        if state.violation < best_seen:
+            best_seen, improved_at = state.violation, rounds.moves
+    return True, rounds.moves, False
+
+
+class _Rounds:
+    """The tabu search's moves (TabuCol), evaluated a round at a time.
+
+    A round scores the move of each node in violation to each other batch (the change
+    in violation, plus a uniform draw below :data:`TIE_SCALE` to break ties) and makes
+    the least one among the moves not tabu, or tabu but reaching below the least
+    violation seen (aspiration). Leaving batch ``a`` makes ``(a, v)`` tabu for
+    ``TENURE_PER_NODE * |nodes in violation| + U[0, TENURE_SPREAD)`` moves; a node's own
+    batch is kept tabu, which leaves it out.
+
+    Then up to :data:`EXTRA_MOVES` more moves from the same evaluation, each the least
+    left that does not add violation and is not tabu, of a node sharing no requirement
+    with a node already moved in the round: such a node's scores are unchanged, so the
+    evaluation is still exact for it. That is several moves for one evaluation whenever
+    the violations lie apart, which is what the evaluation's numpy calls cost.
 
     The tabu moves are a matrix of penalties (0, or more than any score) added to the
     scores of the nodes in violation; each is lifted when its tenure ends (a bucket of
-    expiries per move), so that a move costs a handful of numpy calls on a (batches x
-    nodes in violation) block, never a pass over every node's tabu state.
+    expiries per move), never a pass over every node's tabu state.
     """
-    k, n = state.score.shape
-    if k < 2:
-        return state.violation == 0, 0, False
-    score, own_at, where = state.score, state.own_at, state.where
-    flat = score.reshape(-1)
-    never = 1 << 50  # more than any score plus tie-breaking draw
-    penalty, until = _tabu_memory(state, never)
-    expiring: dict[int, list[tuple[int, int]]] = {}
-    best_seen, improved_at = state.violation, 0
-    moves = 0
-    # Random numbers drawn in blocks: one generator call per move would cost as much as
-    # the move. Ties are broken by adding U[0, TIE_SCALE) to the scaled scores.
-    noise = rng.integers(TIE_SCALE, size=max(1 << 16, 2 * k * n))
-    tenures = rng.integers(TENURE_SPREAD, size=4096)
-    used = 0
-    least = np.minimum.reduce
-    while state.violation > 0:
-        if moves >= budget or (patience is not None
-                               and (moves - improved_at) * best_seen >= patience):
-            return False, moves, False
-        if moves % 128 == 0 and time.perf_counter() > deadline:
-            return False, moves, True
-        for b, u in expiring.pop(moves, ()):
-            if until[b][u] == moves:
-                penalty[b, u] = 0
-        own = flat.take(own_at)
+
+    def __init__(self, state: _State, rng: np.random.Generator) -> None:
+        k, n = state.score.shape
+        self.state, self.rng, self.k = state, rng, k
+        self.flat = state.score.reshape(-1)
+        self.penalty = np.zeros((k, n), dtype=np.int64)
+        self.penalty.reshape(-1)[state.own_at] = _NEVER
+        # until[b][v]: the move at which (b, v) stops being tabu; -1 while b is v's batch.
+        self.until = [[0] * n for _ in range(k)]
+        for v, b in enumerate(state.where):
+            self.until[b][v] = -1
+        self.expiring: dict[int, list[tuple[int, int]]] = {}
+        self.lifted = 0  # tenures ending at or before this move are lifted
+        self.stamp = np.full(n, -1, dtype=np.int64)  # the round a node's scores changed in
+        self.moves = self.count = 0
+        # Random numbers drawn in blocks: one generator call per move would cost as much
+        # as the move.
+        self.noise = rng.integers(TIE_SCALE, size=(k, max(1 << 12, n)))
+        self.used = 0
+        self.tenures: list[int] = rng.integers(TENURE_SPREAD, size=4096).tolist()
+
+    def run(self, best_seen: int, budget: int) -> None:
+        """One round: the best move, then the extra moves (see the class)."""
+        state = self.state
+        self._lift()
+        own = self.flat.take(state.own_at)
         in_violation = (own >= TIE_SCALE).nonzero()[0]
         width = len(in_violation)
-        delta = score.take(in_violation, axis=1)
+        delta = state.score.take(in_violation, axis=1)
         delta -= own.take(in_violation)
-        # The least move is allowed either way if it beats the best seen (aspiration);
-        # else only moves not tabu are.
-        if least(delta, axis=None) >= (best_seen - state.violation) * TIE_SCALE:
-            delta += penalty.take(in_violation, axis=1)
-        if used + k * width > len(noise):
-            noise, used = rng.integers(TIE_SCALE, size=len(noise)), 0
-        delta += noise[used:used + k * width].reshape(k, width)
-        used += k * width
+        penalty = self.penalty.take(in_violation, axis=1)
+        aspired = _least(delta, axis=None) < (best_seen - state.violation) * TIE_SCALE
+        if not aspired:
+            delta += penalty
+        if self.used + width > self.noise.shape[1]:
+            self.noise, self.used = self.rng.integers(TIE_SCALE, size=self.noise.shape), 0
+        delta += self.noise[:, self.used:self.used + width]
+        self.used += width
         pick = int(delta.argmin())
         new, column = divmod(pick, width)
         v = int(in_violation[column])
-        old = where[v]
-        if delta.flat[pick] >= never:  # every move tabu: a random one
-            new = (old + 1 + int(tenures[moves % 4096]) % (k - 1)) % k
-        state.move(v, new)
-        end = moves + int(TENURE_PER_NODE * width) + int(tenures[moves % 4096])
-        until[old][v] = end  # penalty[old, v] is already `never`: it was v's own batch
-        expiring.setdefault(end, []).append((old, v))
-        until[new][v] = -1
-        penalty[new, v] = never
-        moves += 1
-        if moves % 4096 == 0:
-            tenures = rng.integers(TENURE_SPREAD, size=4096)
-        if state.violation < best_seen:
-            best_seen, improved_at = state.violation, moves
-    return True, moves, False
+        first = delta.item(pick)
+        if first >= _NEVER:  # every move tabu: a random one
+            new = (state.where[v] + 1 + self.tenures[self.moves & 4095] % (self.k - 1)) % self.k
+        self._move(v, new, width)
+        self.count += 1
+        if first >= TIE_SCALE:  # it adds violation: so would every other move
+            return
+        if aspired:
+            delta += penalty
+        self._extra(delta, in_violation, v, budget)
 
+    def _extra(self, delta: np.ndarray, in_violation: np.ndarray, v: int, budget: int) -> None:
+        """The round's extra moves: ``delta`` is its evaluation, ``v`` the node just moved.
 
-def _tabu_memory(state: _State, never: int) -> tuple[np.ndarray, list[list[int]]]:
-    """The tabu search's memory at the start: the penalty matrix, ``never`` on each node's
-    own batch, and ``until[b][v]``, the move at which (b, v) stops being tabu (-1 while b
-    is v's own batch)."""
-    k, n = state.score.shape
-    penalty = np.zeros((k, n), dtype=np.int64)
-    penalty.reshape(-1)[state.own_at] = never
-    until = [[0] * n for _ in range(k)]
-    for v, b in enumerate(state.where):
-        until[b][v] = -1
-    return penalty, until
+        Each node's least move, the nodes in increasing order of it: a node is skipped
+        when it or a node sharing a requirement with it has moved in the round.
+        """
+        state, stamp, mark = self.state, self.stamp, self.count
+        stamp[v] = mark
+        stamp[state.neighbours[v]] = mark
+        least = _least(delta, axis=0)
+        batches = delta.argmin(axis=0).tolist()
+        made = 0
+        for column in least.argsort(kind="stable").tolist():
+            if (made == EXTRA_MOVES or state.violation == 0 or self.moves >= budget
+                    or least.item(column) >= TIE_SCALE):  # it would add violation, or is tabu
+                return
+            v = in_violation.item(column)
+            if stamp.item(v) == mark:
+                continue
+            self._move(v, batches[column], len(in_violation))
+            made += 1
+            stamp[state.neighbours[v]] = mark
+
+    def _move(self, v: int, new: int, width: int) -> None:
+        """Move ``v`` to ``new`` and make its return tabu for the tenure."""
+        old = self.state.where[v]
+        self.state.move(v, new)
+        end = self.moves + int(TENURE_PER_NODE * width) + self.tenures[self.moves & 4095]
+        self.until[old][v] = end  # penalty[old, v] is already set: it was v's own batch
+        self.expiring.setdefault(end, []).append((old, v))
+        self.until[new][v] = -1
+        self.penalty[new, v] = _NEVER
+        self.moves += 1
+        if self.moves & 4095 == 0:
+            self.tenures = self.rng.integers(TENURE_SPREAD, size=4096).tolist()
+
+    def free_moves(self, budget: int) -> None:
+        """Up to :data:`FREE_MOVES` moves, drawn at random, of nodes in no violation to a
+        batch where they violate nothing either (and not tabu), none sharing a requirement
+        with another: the violation stays, the batches around the nodes in violation
+        change. The rounds only ever move nodes in violation; these moves let the rest of
+        the batching drift on its plateau too."""
+        state = self.state
+        own = self.flat.take(state.own_at)
+        free = state.score < TIE_SCALE
+        free &= own < TIE_SCALE
+        free &= self.penalty == 0  # also leaves out each node's own batch
+        batch, node = free.nonzero()
+        mark, made = -2 - self.count, 0  # marks apart from the rounds' (>= 1)
+        for i in self.rng.permutation(len(node)).tolist():
+            if made == FREE_MOVES or self.moves >= budget:
+                return
+            v = int(node[i])
+            if self.stamp[v] == mark:
+                continue
+            self.stamp[state.neighbours[v]] = mark
+            self.stamp[v] = mark
+            self._move(v, int(batch[i]), 1)
+            made += 1
+
+    def _lift(self) -> None:
+        """Lift the tabu moves whose tenure has ended."""
+        while self.lifted < self.moves:
+            self.lifted += 1
+            for b, u in self.expiring.pop(self.lifted, ()):
+                if self.until[b][u] == self.lifted:
+                    self.penalty[b, u] = 0
 
 
 def fewest_batches_exact(

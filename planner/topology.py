@@ -93,9 +93,9 @@ EXACT_PROBE_MOVES = 200
 #: Work budget (rack assignments tried) of the exact whole-rack packing.
 EXACT_BUDGET = 200_000
 #: Default wall-clock budget of the local search (planner.batch_search) on large rings, a
-#: backstop: the move budget or the search's patience normally ends it first, in 1-4 s of
-#: CPU time at 1,000 nodes on a 2-core machine (docs/planning.md), and then the result
-#: does not depend on the machine.
+#: backstop: the move budget or the search's patience normally ends it first, in 0.4-2.6 s
+#: of CPU time at 1,000 nodes on one rack (search seeds 0-99, a quiet 2-core machine), and
+#: then the result does not depend on the machine.
 SEARCH_SECONDS = 15.0
 
 
@@ -1030,12 +1030,15 @@ def _todo_problem(
     only the others are kept.
     """
     local = {v: i for i, v in enumerate(todo)}
+    # Every node to do (todo is sorted and distinct, members sorted): the numbers stay.
+    top = max((r.members[-1] for r in reqs if r.members), default=-1)
+    everyone = bool(todo) and todo[-1] == len(todo) - 1 and top < len(todo)
     members, binding_caps = [], []
-    for j, r in enumerate(reqs):
-        ms = tuple(local[m] for m in r.members if m in local)
-        if len(ms) > caps[j]:
+    for r, cap in zip(reqs, caps.tolist(), strict=True):
+        ms = r.members if everyone else tuple(local[m] for m in r.members if m in local)
+        if len(ms) > cap:
             members.append(ms)
-            binding_caps.append(int(caps[j]))
+            binding_caps.append(cap)
     return CapacityProblem(n=len(todo), members=tuple(members), caps=tuple(binding_caps))
 
 
@@ -1255,8 +1258,9 @@ def _first_fit(
     batches: list[list[int]] = []
     for i in seq:
         r = reqs_arr[i]
+        cap_r = caps[r]
         for b, cnt in enumerate(counts):
-            if np.all(cnt[r] < caps[r]):
+            if (cnt[r] < cap_r).all():
                 cnt[r] += 1
                 batches[b].append(i)
                 break
@@ -1327,10 +1331,11 @@ def _dsatur(
             batches.append([])
         counts[b][r] += 1
         batches[b].append(v)
-        full = r[counts[b][r] >= caps[r]]
-        for j in full:
-            for m in reqs[int(j)].members:
-                if m in todo_set and m not in placed and b not in blocked[m]:
-                    blocked[m].add(b)
-                    heapq.heappush(heap, (-len(blocked[m]), -degree[m], m))
+        full = r[counts[b][r] >= caps[r]].tolist()
+        # Each member once, whatever the requirements it shares with v (the keys are
+        # distinct, so the order of the pushes does not change the order of the pops).
+        for m in set().union(*[reqs[j].members for j in full]):
+            if m in todo_set and m not in placed and b not in blocked[m]:
+                blocked[m].add(b)
+                heapq.heappush(heap, (-len(blocked[m]), -degree[m], m))
     return batches

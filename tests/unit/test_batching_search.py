@@ -279,14 +279,91 @@ def test_the_incremental_scores_match_a_recount_after_the_moves(seed: int, cap_o
         assert state.violation == violation(problem, state.where)
 
 
+def test_a_round_also_makes_the_moves_its_evaluation_still_prices() -> None:
+    """Two clashes apart (0-1 and 2-3, nothing shared between them): one evaluation, one
+    move in each, no violation left; never both nodes of one clash."""
+    problem = CapacityProblem(n=4, members=((0, 1), (2, 3)), caps=(1, 1))
+    state = batch_search._PairState(problem, [0, 0, 0, 0], 2)
+    rounds = batch_search._Rounds(state, np.random.default_rng(0))
+    rounds.run(best_seen=2, budget=10)
+    assert state.violation == 0 and rounds.count == 1 and rounds.moves == 2
+    assert sorted(state.where) == [0, 0, 1, 1]
+    assert state.where[0] != state.where[1] and state.where[2] != state.where[3]
+    state = batch_search._PairState(problem, [0, 0, 0, 0], 2)
+    rounds = batch_search._Rounds(state, np.random.default_rng(0))
+    rounds.run(best_seen=2, budget=1)  # the budget holds within a round
+    assert state.violation == 1 and rounds.moves == 1
+
+
+def test_free_moves_keep_the_violation_and_move_only_nodes_in_none() -> None:
+    """0-1 and 3-4 clash; 2 (with 1 in batch 0) violates nothing and may go to batch 2,
+    where it violates nothing either: the only free move."""
+    problem = CapacityProblem(n=5, members=((0, 1), (1, 2), (3, 4)), caps=(1, 1, 1))
+    state = batch_search._PairState(problem, [0, 0, 1, 2, 2], 3)
+    rounds = batch_search._Rounds(state, np.random.default_rng(0))
+    rounds.free_moves(budget=10)
+    assert state.where == [0, 0, 2, 2, 2] and state.violation == 2 and rounds.moves == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_free_moves_on_a_random_batching_keep_it_as_it_was_elsewhere(seed: int) -> None:
+    """Any caps: the moved nodes violated nothing before and after, none shares a
+    requirement with another, and the violation (recounted) is unchanged."""
+    rng = random.Random(seed)
+    problem = random_problem(rng, 40)
+    state = batch_search._CapState(problem, [rng.randrange(8) for _ in range(problem.n)], 8)
+    batch_search._tabu(state, 300, float("inf"), np.random.default_rng(seed))  # fewer clashes
+    start, before = list(state.where), violation(problem, state.where)
+    rounds = batch_search._Rounds(state, np.random.default_rng(seed))
+    rounds.free_moves(budget=100)
+    moved = [v for v in range(problem.n) if state.where[v] != start[v]]
+    assert moved and len(moved) == rounds.moves <= batch_search.FREE_MOVES
+    assert violation(problem, state.where) == state.violation == before
+    node_reqs = problem.node_reqs()
+    for v in moved:
+        for j in node_reqs[v]:  # within its cap in v's batch, before and after
+            ms, cap = problem.members[j], problem.caps[j]
+            assert sum(start[m] == start[v] for m in ms) <= cap
+            assert sum(state.where[m] == state.where[v] for m in ms) <= cap
+        assert not set(moved) & {m for j in node_reqs[v] for m in problem.members[j]} - {v}
+
+
+def test_the_final_check_refuses_an_unsafe_batching() -> None:
+    problem = CapacityProblem(n=3, members=((0, 1, 2),), caps=(1,))
+    incidence = (np.zeros(3, dtype=np.int64), np.arange(3, dtype=np.int64))
+    batch_search._check_safe(problem, incidence, [0, 1, 2], 3)
+    with pytest.raises(RuntimeError, match="unsafe batching"):
+        batch_search._check_safe(problem, incidence, [0, 1, 1], 2)
+
+
+def assert_safe(ring: Ring, plan: topology.BatchPlan, cl: str) -> None:
+    """Every replica set keeps its CL in every batch, counted here from the requirements."""
+    batch_of = {h: b for b, batch in enumerate(plan.batches) for h in batch}
+    assert sorted(batch_of) == sorted(ring.hosts)
+    for r in requirements(ring, consistency_level=cl):
+        down = [batch_of[ring.nodes[m].host] for m in r.members]
+        assert max(down.count(b) for b in down) <= len(r.members) - r.need
+
+
+def test_a_thousand_nodes_on_one_rack_take_fifteen_batches() -> None:
+    """Issue 17's ring: 1,000 nodes, 16 vnodes, one rack, QUORUM. DSATUR takes 19 batches,
+    the search 15 (search seed 0: at move 39,377); the clique bound is 5."""
+    ring = Ring.synthetic(1000, vnodes=16, rf=3, racks=1, seed=1)
+    assert dsatur_count(ring, "QUORUM") == 19
+    plan = safe_batches(ring, consistency_level="QUORUM", seed=0, search_seconds=300)
+    assert len(plan) == 15 and plan.lower_bound == 5 and not plan.exact
+    assert_safe(ring, plan, "QUORUM")
+
+
 def clique(n: int) -> CapacityProblem:
     return CapacityProblem(n=n, members=tuple(itertools.combinations(range(n), 2)),
                            caps=(1,) * (n * (n - 1) // 2))
 
 
-def test_a_stalled_search_gives_up_before_its_budget() -> None:
+def test_a_stalled_search_gives_up_before_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A clique of 6 needs 6 batches: at 5 the least violation stays 1, and the search
-    stops PATIENCE_PER_NODE * 6 moves after it last fell, not at the move budget."""
+    stops PATIENCE_PER_NODE * 6 / 1**2 moves after it last fell, not at the move budget."""
+    monkeypatch.setattr(batch_search, "PATIENCE_PER_NODE", 150)
     found = fewer_batches(clique(6), list(range(6)), lower_bound=1, seed=1, max_moves=10**6)
     assert found.batches == 6 and found.reached == () and not found.stopped_by_time
     assert found.moves <= batch_search.PATIENCE_PER_NODE * 6 + 10
@@ -294,6 +371,10 @@ def test_a_stalled_search_gives_up_before_its_budget() -> None:
     _, spent, _ = batch_search._tabu(state, 10**6, float("inf"), np.random.default_rng(0),
                                      patience=40)
     assert spent == 40  # violation 1 from the start: never falls, 40 / 1 moves
+    state = batch_search._PairState(clique(7), [0, 1, 2, 3, 4, 0, 1], 5)
+    _, spent, _ = batch_search._tabu(state, 10**6, float("inf"), np.random.default_rng(0),
+                                     patience=40)
+    assert spent == 10  # violation 2, the least 5 batches allow 7 nodes: 40 / 2**2 moves
 
 
 def test_the_clock_stops_the_search_with_the_safe_batching_it_had() -> None:
