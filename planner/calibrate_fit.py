@@ -26,7 +26,14 @@ import pandas as pd
 from planner.calibrate_space import config_key
 from planner.calibrate_state import CalibrationState, sweep_of
 from planner.errors import ValidationError
-from planner.perfmodel import POOLED, TARGET, PerformanceModel, configuration_effects, fit_design
+from planner.perfmodel import (
+    MEASURED_COLUMNS,
+    POOLED,
+    TARGET,
+    PerformanceModel,
+    configuration_effects,
+    fit_design,
+)
 from planner.workload import classes_for
 
 #: The design without configuration terms (the mix alone), scored beside the others.
@@ -136,6 +143,7 @@ def fit_observations(
     configuration of the rows (the original), with its 95 % interval (``effects``).
     """
     classes = classes_for(engine)
+    df = df.drop(columns=[c for c in MEASURED_COLUMNS if c in df.columns])
     params = [c for c in df.columns if c not in (*classes, TARGET)]
     report: dict[str, Any] = {
         "n_observations": len(df),

@@ -221,7 +221,9 @@ class _Invocation:
         state, bench, log = self.state, self.bench, self.log
         self.visits_here += 1
         changes = _changes(state, config)
-        restarted = bool(get_space(state.engine).restart_params(changes)) or not state.preloaded
+        # The first configuration is measured on JVMs as cold as just restarted ones.
+        restarted = (bool(get_space(state.engine).restart_params(changes))
+                     or not state.measurements)
         if changes:
             t0 = self.clock()
             log(f"calibrate: applying {changes} through the executor")

@@ -19,7 +19,7 @@ import pandas as pd
 
 from planner.calibrate_space import CalibrationSpace, Config, config_key, make_space, ordered_levels
 from planner.errors import ValidationError
-from planner.perfmodel import TARGET
+from planner.perfmodel import MEASURED_COLUMNS, TARGET
 from planner.workload import classes_for
 
 STATE_KIND = "kairos-calibration"
@@ -235,8 +235,10 @@ def observations_frame(state: CalibrationState) -> pd.DataFrame:
         row: dict[str, Any] = {c: mix.get(c, 0.0) for c in classes}
         row.update({k: m["config"][k] for k in state.levels})
         row[TARGET] = m["ops_per_s"]
+        latency = m.get("latency_ms") or {}
+        row.update({"p50_ms": latency.get("p50"), "p99_ms": latency.get("p99")})
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*classes, *state.levels, TARGET])
+    return pd.DataFrame(rows, columns=[*classes, *state.levels, TARGET, *MEASURED_COLUMNS])
 
 
 def write_observations(state: CalibrationState, path: str | Path) -> int:

@@ -348,6 +348,7 @@ def record_window(judgement: Judgement, observations: str | Path, *, engine: str
     """
     import pandas as pd
 
+    from planner.perfmodel import MEASURED_COLUMNS
     from planner.workload import classes_for
 
     if judgement.kind != "capacity":
@@ -357,12 +358,12 @@ def record_window(judgement: Judgement, observations: str | Path, *, engine: str
            **dict(judgement.config), "ops_per_s": judgement.served_ops_per_s}
     if path.exists():
         table = pd.read_csv(path)
-        missing = [c for c in table.columns if c not in row]
+        missing = [c for c in table.columns if c not in row and c not in MEASURED_COLUMNS]
         if missing:
             raise ValidationError(
                 f"{path}: the window has no value for {', '.join(missing)} (the "
                 "configuration in force must name every parameter the observations have)")
-        table = pd.concat([table, pd.DataFrame([{c: row[c] for c in table.columns}])],
+        table = pd.concat([table, pd.DataFrame([{c: row.get(c) for c in table.columns}])],
                           ignore_index=True)
     else:
         table = pd.DataFrame([row])

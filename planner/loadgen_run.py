@@ -48,6 +48,9 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
                 raise KairosError("the schema was not ready within 120 s")
             worker.prepare()
         if config.preload:
+            # A preload of millions of records takes minutes: the parent's startup timeout
+            # is for connecting, not for this.
+            messages.put(("preloading", index, None))
             worker.preload()
         messages.put(("started", index, None))
         plan = _Plan(config, index, stop)
@@ -150,6 +153,7 @@ class BackgroundLoad:
         self._procs: list[Any] = []
         self._progress: dict[int, tuple[int, int]] = {}
         self._started: set[int] = set()
+        self._preloading: set[int] = set()  # workers writing every record before they start
         self._payloads: dict[int, dict[str, Any]] = {}
         self._errors: dict[int, str] = {}
         self._collector: threading.Thread | None = None
@@ -180,8 +184,10 @@ class BackgroundLoad:
         with self._cond:
             while len(self._started) + len(self._errors) < len(self._procs):
                 left = deadline - time.monotonic()
-                if left <= 0:
+                silent = set(range(len(self._procs))) - self._started - set(self._errors)
+                if left <= 0 and silent - self._preloading:
                     break
+                left = max(left, 0.5)
                 if not self._cond.wait(timeout=min(left, 0.5)) and not any(
                     p.is_alive() for p in self._procs
                 ):
@@ -221,6 +227,8 @@ class BackgroundLoad:
             with self._cond:
                 if kind == "started":
                     self._started.add(index)
+                elif kind == "preloading":
+                    self._preloading.add(index)
                 elif kind == "progress":
                     self._progress[index] = data
                 elif kind == "result":

@@ -57,6 +57,9 @@ COV_BOUND = 1e4
 #: Bound on the residual sigma (log scale): e^10 ~ 22,000x run-to-run noise.
 SIGMA_BOUND = 10.0
 TARGET = "ops_per_s"
+#: Observation columns measured beside the throughput (latency percentiles of the window);
+#: kept in the CSV as the record, not modelled.
+MEASURED_COLUMNS = ("p50_ms", "p99_ms")
 #: The partially pooled design: the interaction design with every configuration coefficient
 #: shrunk towards zero by as much as the data say (:func:`_pooled_fit`).
 POOLED = "pooled"
@@ -873,7 +876,7 @@ def _prepare(
     for col in (*classes, TARGET):
         if col not in df.columns:
             raise ValidationError(f"{col}: column missing from the observations")
-    extra = [c for c in df.columns if c not in (*classes, TARGET)]
+    extra = [c for c in df.columns if c not in (*classes, TARGET, *MEASURED_COLUMNS)]
     unknown = [c for c in extra if c not in space]
     if unknown:
         raise ValidationError(

@@ -106,7 +106,7 @@ class Parameter:
             raise ValueError(f"{self.name}: an enum needs choices")
         if self.change == "live" and not self.live_command:
             raise ValueError(f"{self.name}: a live parameter needs its live_command")
-        if self.type == "size" and self.unit not in ("MiB", "M", "mb"):
+        if self.type == "size" and self.unit not in ("MiB", "MiB/s", "M", "mb"):
             raise ValueError(f"{self.name}: unknown size unit {self.unit!r}")
 
     # ------------------------------------------------------------------ values
@@ -165,6 +165,8 @@ class Parameter:
             return bare / (1024 * 1024) if self.unit == "mb" else bare
         if not isinstance(value, str):
             raise ValidationError(f"{self.name}: {value!r} is not a size")
+        if self.unit == "MiB/s" and value.rstrip().endswith("/s"):
+            value = value.rstrip()[:-2]  # a rate: '64MiB/s' is 64 MiB each second
         match = _SIZE_RE.match(value)
         if not match:
             raise ValidationError(f"{self.name}: {value!r} is not a size like {self.example()}")
@@ -181,10 +183,10 @@ class Parameter:
 
     def format_size(self, mib: float) -> str:
         """Write a size in this parameter's unit format."""
-        if self.unit == "MiB":
+        if self.unit in ("MiB", "MiB/s"):
             if mib != int(mib):
                 raise ValidationError(f"{self.name}: {mib} MiB is not a whole number of MiB")
-            return f"{int(mib)}MiB"
+            return f"{int(mib)}{self.unit}"
         if self.unit == "M":
             if mib != int(mib):
                 raise ValidationError(f"{self.name}: {mib} MiB is not a whole number of MiB")
@@ -197,7 +199,8 @@ class Parameter:
         return f"{int(mib)}mb"
 
     def example(self) -> str:
-        return {"MiB": "'64MiB'", "M": "'512M' or '1G'", "mb": "'256mb'"}.get(self.unit or "", "")
+        return {"MiB": "'64MiB'", "MiB/s": "'64MiB/s'", "M": "'512M' or '1G'",
+                "mb": "'256mb'"}.get(self.unit or "", "")
 
     def _coerce_bool(self, value: Any) -> bool:
         if isinstance(value, bool):
@@ -452,6 +455,19 @@ _CASSANDRA_PARAMS: tuple[Parameter, ...] = (
           "How memtable memory is allocated: on-heap NIO buffers, off-heap NIO "
           "buffers, or off-heap objects (seeds/002).",
           choices=("heap_buffers", "offheap_buffers", "offheap_objects")),
+    # Compaction's share of the machine: what a calibration on GBs of data can find (issue
+    # 16); not in the optimiser's default grid, a calibrated model's parameters are.
+    Parameter("compaction_throughput", "size", "64MiB/s", "live", "cassandra.yaml",
+              "Compaction's I/O rate limit per node; 0MiB/s is unthrottled. Lower leaves "
+              "more of the machine to requests and lets compaction debt grow.",
+              unit="MiB/s", minimum=0, maximum=65536,
+              live_command="nodetool setcompactionthroughput <MiB/s>",
+              candidate_values=("64MiB/s", "16MiB/s")),
+    Parameter("concurrent_compactors", "int", 2, "live", "cassandra.yaml",
+              "Compactions run at once per node. Cassandra's default is min(8, max(2, "
+              "min(data disks, cores))): 2 on the lab.",
+              minimum=1, maximum=64, live_command="nodetool setconcurrentcompactors <n>",
+              candidate_values=(2, 1)),
 )  # fmt: skip
 
 # ------------------------------------------------------------------- Redis 7.0

@@ -154,6 +154,10 @@ def _add_load_arguments(ld: Any) -> None:
     ld.add_argument("--table", default="usertable")
     ld.add_argument("--keys", type=inputs.bounded_int(1, 10**9), default=100_000,
                     help="records, written once before the first measurement (default 100000)")
+    ld.add_argument("--preloaded", action="store_true",
+                    help="the table already holds the --keys records (written by `kairos load "
+                    "--preload` with the same --keys and --value-size): the first warm-up "
+                    "does not write them again")
     ld.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
                     default="zipfian")
     ld.add_argument("--value-size", type=inputs.bounded_int(32, 16 * 1024 * 1024), default=100)
@@ -411,7 +415,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         sweeps=args.sweeps, design_strategy=args.design or DEFAULT_DESIGN,
         created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
         command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
-        environment=describe_environment(version),
+        environment=describe_environment(version), preloaded=args.preloaded,
     )
     state.save(paths["state"])
     grid = len(space.grid())

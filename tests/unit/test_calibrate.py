@@ -23,7 +23,7 @@ import pytest
 from planner import calibrate as cal
 from planner.cli import main
 from planner.errors import KairosError, ValidationError
-from planner.perfmodel import fit_model
+from planner.perfmodel import fit_design, fit_model
 
 RH = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}
 WH = {"read": 0.1, "update": 0.9, "insert": 0.0, "scan": 0.0}
@@ -80,7 +80,10 @@ class SyntheticBench:
         self.measured.append((dict(self.running), dict(mix)))
         ops = (self.truth(self.running, mix) * self.truth_factor
                * math.exp(self.rng.normal(0, self.noise)))
-        return {"ops_per_s": round(ops, 1), "failed": 0}
+        # Little's law at 64 in flight, for a latency to record beside the throughput.
+        p50 = round(64_000 / ops, 2)
+        return {"ops_per_s": round(ops, 1), "failed": 0,
+                "latency_ms": {"p50": p50, "p99": round(3 * p50, 2)}}
 
     def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
         return (self.apply_seconds if changes else 0.0) + 10 * n_mixes
@@ -240,8 +243,11 @@ def test_calibration_starts_where_the_cluster_is_and_changes_only_what_differs(
     # the observations CSV on disk is what fit_model reads
     df = pd.read_csv(tmp_path / "obs.csv")
     assert list(df.columns) == ["read", "update", "insert", "scan", "concurrent_reads",
-                                "concurrent_writes", "ops_per_s"]
+                                "concurrent_writes", "ops_per_s", "p50_ms", "p99_ms"]
     assert len(df) == 10 and (df["ops_per_s"] > 0).all()
+    # latency is kept beside the throughput (as the synthetic bench measured it), not modelled
+    assert df["p99_ms"].tolist() == [m["latency_ms"]["p99"] for m in state.measurements]
+    assert fit_design(df, engine="cassandra", design="additive").features
 
 
 def test_interrupted_calibration_resumes_and_skips_measured_pairs(tmp_path: Path) -> None:

@@ -95,9 +95,12 @@ def test_a_capacity_window_is_recorded_in_the_observations(tmp_path: Path) -> No
     shutil.copy(REPO / "inventories/local/calibration/cassandra-observations.csv", csv)
     before = pd.read_csv(csv)
     model = prior_model("cassandra")
-    config = {"compaction": str(before.iloc[0]["compaction"]),
-              "concurrent_reads": int(before.iloc[0]["concurrent_reads"]),
-              "memtable_cleanup_threshold": float(before.iloc[0]["memtable_cleanup_threshold"])}
+    if "p99_ms" not in before.columns:  # latency columns are optional: the window has none
+        before = before.assign(p50_ms=5.0, p99_ms=20.0)
+        before.to_csv(csv, index=False)
+    params = [c for c in before.columns
+              if c not in ("read", "update", "insert", "scan", "ops_per_s", "p50_ms", "p99_ms")]
+    config = {k: v.item() if hasattr(v, "item") else v for k, v in before.iloc[0][params].items()}
     with cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=400.0, read_share=0.9,
                          pending_from=0) as store:
         window = observe(store, "cassandra", "lab", start=1000.0, end=1200.0, step_seconds=STEP)
@@ -107,6 +110,7 @@ def test_a_capacity_window_is_recorded_in_the_observations(tmp_path: Path) -> No
     assert list(after.columns) == list(before.columns)
     assert after.iloc[-1]["ops_per_s"] == pytest.approx(1200.0, rel=0.01)
     assert after.iloc[-1]["read"] == pytest.approx(0.9, abs=0.01)
+    assert after["p99_ms"].isna().tolist() == [False] * len(before) + [True]
     lower = judge(replace(window, saturated_share=0.0), model, config, step_id="s1")
     assert record_window(lower, csv, engine="cassandra") is None
     assert len(pd.read_csv(csv)) == len(after)  # a lower bound is not capacity data

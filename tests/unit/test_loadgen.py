@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import zlib
 from collections import Counter
 
 import numpy as np
@@ -246,6 +247,16 @@ def test_ack_log_keeps_the_latest_sequence_per_owned_key() -> None:
     assert len(log) == 2 and log.acknowledged == 3
     with pytest.raises(ValueError, match="not owned"):
         log.record(2, 1)
+
+
+def test_values_are_incompressible_and_reproducible() -> None:
+    # A data set larger than the memtables must be larger on disk too: SSTables are
+    # compressed, and a padding of one repeated character shrank 1-KB rows 100-fold.
+    values = [make_value("ab12", 1, seq, 1000) for seq in range(64)]
+    packed = zlib.compress("".join(values).encode())
+    assert len(packed) > 0.7 * sum(map(len, values))
+    assert values[5] == make_value("ab12", 1, 5, 1000) and values[5] != values[6]
+    assert len(make_value("ab12", 1, 0, 3 << 20)) == 3 << 20
 
 
 def test_check_value_classifies_read_backs() -> None:
