@@ -191,10 +191,13 @@ def same_restart_plot(state: CalibrationState) -> list[Config] | None:
     (its restart-class values kept), or None when there is none or nothing needs a restart.
 
     Measuring these first is a split-plot design: hard-to-change factors (a rolling restart,
-    then minutes of JIT warm-up) change as rarely as possible.
+    then minutes of JIT warm-up; a table's compaction strategy, after which every node
+    rewrites its SSTables) change as rarely as possible.
     """
     space = state.space
-    hard = get_space(state.engine).restart_params(space.params)
+    engine_space = get_space(state.engine)
+    hard = [k for k in space.params
+            if engine_space[k].change == "restart" or engine_space[k].location == "table"]
     if not hard:
         return None
     plot = [c for c in space.grid() if all(c[k] == state.applied[k] for k in hard)]

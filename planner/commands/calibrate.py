@@ -449,7 +449,7 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
     group = run.budget.runs is not None and run.budget.runs >= len(state.space.grid())
     if group:
         _log("calibrate: the budget covers the grid: configurations that need no restart "
-             "from where the cluster is come first")
+             "or compaction change from where the cluster is come first")
     try:
         initial = run.initial or default_initial(len(state.levels), state.design_strategy)
         stopped = run_calibration(state, bench=bench, budget=run.budget, initial=initial,

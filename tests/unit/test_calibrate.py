@@ -769,6 +769,26 @@ def test_a_full_grid_is_measured_with_as_few_restarts_as_possible(tmp_path: Path
     assert sum(a != b for a, b in itertools.pairwise(thresholds2)) > 1
 
 
+def test_a_full_grid_changes_the_compaction_strategy_as_rarely_as_possible(
+    tmp_path: Path,
+) -> None:
+    """A compaction change is live but makes every node rewrite its SSTables: the split
+    plot holds it like a restart, 3 strategies x 2 throughputs -> 2 strategy changes."""
+    levels = {"compaction": ["LeveledCompactionStrategy", "UnifiedCompactionStrategy"],
+              "compaction_throughput": ["8MiB/s"]}
+    original = {"compaction": "SizeTieredCompactionStrategy",
+                "compaction_throughput": "64MiB/s"}
+    bench = SyntheticBench(original)
+    state = new_state(levels, original=original)
+    cal.run_calibration(state, bench=bench, budget=cal.Budget(runs=6), initial=3,
+                        state_path=tmp_path / "s.json", observations_path=tmp_path / "o.csv",
+                        log=lambda _m: None, group_restarts=True)
+    strategies = [c["compaction"] for c in state.design]
+    assert len(state.design) == 6 and len(set(strategies)) == 3
+    assert sum(a != b for a, b in itertools.pairwise(strategies)) == 2
+    assert bench.restarted == [True] + [False] * 5  # live changes: only the first is cold
+
+
 def test_the_first_warm_up_after_a_restart_lasts_the_restart_warm_up(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
