@@ -562,24 +562,58 @@ def _current(req: PlanRequest) -> dict[str, Any]:
     return space.complete(inputs.load_config(os.fspath(req.current), engine=req.engine))
 
 
+#: The most candidate configurations a plan searches (a calibrated model's levels: 3
+#: compaction strategies x 2 levels of each of 4 parameters is 48).
+MAX_CANDIDATES = 64
+
+
 def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
-                progress: Progress, *, hold: str | None = None) -> list[dict[str, Any]]:
+                progress: Progress, *, hold: str | None = None,
+                model: PerformanceModel | None = None) -> list[dict[str, Any]]:
     """The configurations to search; without tables, the table settings stay as they run;
     with a restart ``hold`` (why), only those the running one reaches live.
 
+    The grid is the space's ``grid_keys`` over their candidate values; with a calibrated
+    ``model`` that has configuration terms, it is what that model measured instead
+    (:func:`measured_values`): its parameters and levels, which the defaults may not hold
+    (UnifiedCompactionStrategy, a compaction throughput). Such a model predicts no effect
+    for a parameter it was not calibrated on, so a change of one could only cost.
     A table-level change (compaction) needs the tables it applies to; a plan made without
     them searches the rest rather than proposing a step the executor could not carry out.
     """
     space = get_space(engine)
-    table_keys = [k for k in space.grid_keys if space[k].location == "table"]
-    if tables or not table_keys:
-        found = space.candidates(base=current)
-    else:
+    measured = measured_values(model) if model is not None else {}
+    keys = list(measured or space.grid_keys)
+    values = {k: tuple(dict.fromkeys([*(space[k].candidate_values or ()), current[k]]))
+              for k, found in measured.items() if not found}  # a linear term: the defaults
+    values.update({k: found for k, found in measured.items() if found})
+    table_keys = [k for k in keys if space[k].location == "table"]
+    if table_keys and not tables:
         progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
                  "(a table setting needs the tables it applies to)")
-        found = space.candidates(keys=[k for k in space.grid_keys if k not in table_keys],
-                                 base=current)
+        keys = [k for k in keys if k not in table_keys]
+    found = space.candidates(keys=keys, base=current, values=values,
+                             max_configs=MAX_CANDIDATES)
     return _live_reachable(engine, found, hold, progress) if hold else found
+
+
+def measured_values(model: PerformanceModel) -> dict[str, tuple[Any, ...]]:
+    """What a calibrated (fitted) model measured: per parameter, the values its features
+    name (an enum's levels, the configurations of a pooled fit); none for the prior,
+    whose terms come from papers, not from this cluster. A linear term's values are not
+    recorded in the model: such a parameter is varied over the space's candidate values."""
+    if model.model_type != "fitted":
+        return {}
+    space = get_space(model.engine)
+    seen: dict[str, list[Any]] = {}
+    for feat in model.features:
+        pairs = feat.match if feat.kind == "config" else (
+            ((feat.param, feat.level),) if feat.kind == "level" else ((feat.param, None),))
+        for key, value in pairs:
+            known = seen.setdefault(key, [])
+            if value is not None and space[key].coerce(value) not in known:
+                known.append(space[key].coerce(value))
+    return {k: tuple(v) for k, v in seen.items()}
 
 
 def _live_reachable(engine: str, candidates: list[dict[str, Any]], why: str,
@@ -924,9 +958,10 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     say: Progress = progress or (lambda _msg: None)
     tables = _check_request(request)
     current = _current(request)
-    candidates = _candidates(request.engine, current, tables, say, hold=request.hold_restarts)
-    fc, source = _forecast(request, say)
     perf, model_file = _model(request)
+    candidates = _candidates(request.engine, current, tables, say, hold=request.hold_restarts,
+                             model=perf)
+    fc, source = _forecast(request, say)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
     batches, hosts, batching = _batches(request, say)
     step = float(fc.step_seconds)

@@ -334,12 +334,14 @@ class ConfigSpace:
         keys: Sequence[str] | None = None,
         base: Mapping[str, Any] | None = None,
         max_configs: int = 32,
+        values: Mapping[str, Sequence[Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """A finite list of full candidate configurations for the optimiser.
 
         The full factorial grid over ``keys`` (default :attr:`grid_keys`), each over its
-        ``candidate_values``, with every other parameter taken from ``base`` (default: the
-        space's defaults). ``base`` itself is always the first candidate.
+        ``candidate_values`` (or ``values[key]``), with every other parameter taken from
+        ``base`` (default: the space's defaults). ``base`` itself is always the first
+        candidate.
 
         Raises
         ------
@@ -350,10 +352,10 @@ class ConfigSpace:
         start = self.complete(base or {})
         axes = []
         for key in keys:
-            values = self._param(key).candidate_values
-            if not values:
+            axis = (values or {}).get(key) or self._param(key).candidate_values
+            if not axis:
                 raise ValidationError(f"{key}: has no candidate values to vary")
-            axes.append(values)
+            axes.append(tuple(axis))
         size = math.prod(len(a) for a in axes)
         if size > max_configs:
             raise ValidationError(

@@ -203,3 +203,37 @@ def test_a_restart_hold_plans_live_steps_only_and_says_why(
                  "--method", "dp", "--hold-restarts", why, "-o", str(out)]) == 0
     assert yaml.safe_load(out.read_text())["provenance"]["restart_hold"] == why
     assert "restart steps held" in capsys.readouterr().err
+
+
+def test_a_calibrated_model_widens_the_search_to_what_it_measured(
+    demo: dict[str, Path],
+) -> None:
+    """The default grid holds neither UnifiedCompactionStrategy nor compaction_throughput;
+    a model calibrated on them (with effects) makes the plan consider both, and the prior
+    keeps the default grid."""
+    import pandas as pd
+
+    from planner.perfmodel import fit_design
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for compaction in ("SizeTieredCompactionStrategy", "LeveledCompactionStrategy",
+                       "UnifiedCompactionStrategy"):
+        for throughput in ("64MiB/s", "8MiB/s"):
+            for read in (0.9, 0.1):
+                for _run in range(2):
+                    gain = ((1.6 if compaction == "UnifiedCompactionStrategy" else 1.0) ** read
+                            * (1.4 if throughput == "8MiB/s" else 1.0))
+                    rows.append({"read": read, "update": 1 - read, "insert": 0.0, "scan": 0.0,
+                                 "compaction": compaction, "compaction_throughput": throughput,
+                                 "ops_per_s": 1000 * gain * np.exp(rng.normal(0, 0.01))})
+    model = fit_design(pd.DataFrame(rows), engine="cassandra", design="pooled")
+    assert planning.measured_values(model)["compaction_throughput"] == ("64MiB/s", "8MiB/s")
+    assert planning.measured_values(prior_model("cassandra")) == {}
+    plan = make_plan(_request(demo, model=model)).plan
+    targets = [dict(s.target) for s in plan.steps]
+    assert any(t.get("compaction_throughput") == "8MiB/s" for t in targets), targets
+    assert any(t.get("compaction") == "UnifiedCompactionStrategy" for t in targets), targets
+    prior = make_plan(_request(demo)).plan
+    assert not any("compaction_throughput" in s.target or "UnifiedCompactionStrategy"
+                   in s.target.values() for s in prior.steps)
