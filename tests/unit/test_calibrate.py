@@ -839,6 +839,26 @@ def test_the_committed_lab_model_is_the_lab_default_and_reports_its_held_out_err
     assert 0.10 < best["effect"] < 0.20 and best["interval"][0] > -0.05
 
 
+def test_the_gb_calibration_record_refits_to_what_docs_calibration_says() -> None:
+    """inventories/local/calibration/cassandra-gb-*: 2 GB a node, compaction x its throughput,
+    two mirrored sweeps. Refitted, it finds no effect beyond the runs' spread (documented in
+    docs/calibration.md, "2 GB a node"), and the lab keeps planning with the mix-only model."""
+    calib = REPO / "inventories/local/calibration"
+    df = pd.read_csv(calib / "cassandra-gb-observations.csv")
+    assert len(df) == 24 and df["p99_ms"].notna().all()
+    _, report = cal.fit_observations(df, engine="cassandra")
+    assert report["design"] == "pooled"
+    assert report["heldout_mape"] == pytest.approx(0.112, abs=0.001)
+    assert report["candidates"]["mix-only"] == pytest.approx(0.122, abs=0.001)
+    assert report["repeat_spread"] == pytest.approx(0.109, abs=0.001)
+    effects = report["effects"]
+    assert len(effects) == 10 and not any(e["excludes_zero"] for e in effects)
+    worst = min(effects, key=lambda e: e["effect"])
+    assert worst["config"] == {"compaction": "LeveledCompactionStrategy",
+                               "compaction_throughput": "8MiB/s"}
+    assert worst["effect"] == pytest.approx(-0.159, abs=0.001)
+
+
 class FlatBench(SyntheticBench):
     """The synthetic cluster on which no calibrated setting matters, only the mix and noise."""
 
