@@ -1,0 +1,524 @@
+"""The payoff experiment on the lab: four policies under a shifting, saturating load.
+
+SOPHIA's experiment (seeds/000) reproduced on real servers in minutes (docs/payoff.md). For
+each workload shape (``--shapes``: SOPHIA's bus-tracking day, HPC job queue, MG-RAST portal,
+compressed into ``--minutes``, planner/payoff.py) and each policy, in mirrored order over
+``--repetitions`` (A B C D D C B A ...):
+
+1. the starting configuration is put in place through the executor
+   (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the default
+   one, or static-best's; then an unmeasured warm-up;
+2. a closed-loop load whose mix follows the schedule runs (``--concurrency`` requests in
+   flight per process, unthrottled; planner.loadgen), and the policy's changes are applied
+   through the executor at their times while it runs;
+3. the run's served operations, ops/s, p50/p99, failures, lost writes, changes and restarts
+   and its time series (per ``--step-seconds``) are recorded, and the configuration is read
+   back from the nodes and compared with what the policy should have left.
+
+The policies' decisions are computed before the first run from the performance model
+(``--model``): see planner/payoff.py. ``kairos`` follows the plan ``make_plan`` makes on the
+schedule (a perfect forecast, served work, the restart cost).
+
+Writes ``--out``/results.json (after every run), series.csv, payoff.html (charts and the
+table) and executor.log; prints progress to stderr and the table to stdout. Exit code 0 when
+every run completed, 1 when a run failed (the executor, the load or the read-back; the run is
+recorded as failed), 2 for bad options. The CQL login comes from KAIROS_CASSANDRA_USERNAME /
+KAIROS_CASSANDRA_PASSWORD in the environment, never argv. Run from the repository root::
+
+    nice -n 19 .venv/bin/python bench/payoff.py --plan-only        # the decisions, no lab
+    nice -n 19 .venv/bin/python bench/payoff.py --out .kairos/payoff  # ~1.5 h: 8 runs of 8 min
+    nice -n 19 .venv/bin/python bench/payoff.py --short --out /tmp/payoff  # CI plumbing, ~4 min
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+from planner import payoff as po  # noqa: E402
+from planner.errors import KairosError, ValidationError  # noqa: E402
+from planner.spaces import get_space  # noqa: E402
+from planner.workload import classes_for  # noqa: E402
+
+DEFAULT_MODEL = "inventories/local/calibration/cassandra-model.json"
+#: What ``--short`` sets (the CI plumbing run), unless the option is given.
+SHORT = {"minutes": 1.0, "repetitions": 1, "policies": "default,kairos", "warmup": 5.0,
+         "restart_warmup": 30.0, "keys": 5000, "concurrency": 32}
+DEFAULTS = {"minutes": 8.0, "repetitions": 2, "policies": ",".join(po.POLICIES),
+            "warmup": 60.0, "restart_warmup": 180.0, "keys": 100_000, "concurrency": 64}
+#: Seconds the load may overrun its schedule before it is stopped.
+LOAD_SLACK = 30.0
+PROGRESS_EVERY = 30.0
+
+
+def say(msg: str) -> None:
+    print(f"payoff: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------- options
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="bench/payoff.py", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    exp = p.add_argument_group("the experiment")
+    exp.add_argument("--shapes", default="bus",
+                     help=f"workload shapes, comma-separated, of {', '.join(po.SHAPES)} "
+                     "(default bus)")
+    exp.add_argument("--minutes", type=float, help="length of one run (default 8; --short 1)")
+    exp.add_argument("--repetitions", type=int,
+                     help="repetitions of every policy, mirrored order (default 2; --short 1)")
+    exp.add_argument("--policies", help=f"comma-separated, of {', '.join(po.POLICIES)} "
+                     "(default all; --short default,kairos)")
+    exp.add_argument("--shift-seconds", type=float, default=po.DEFAULT_SHIFT_SECONDS,
+                     help="target time between shifts of the mix (default 120)")
+    exp.add_argument("--step-seconds", type=float, default=po.DEFAULT_STEP_SECONDS,
+                     help="step of the schedule and of the time series (default 5)")
+    exp.add_argument("--seed", type=int, default=0, help="seed of the traces and the planner")
+    exp.add_argument("--warmup", type=float, help="unmeasured load before each run, seconds "
+                     "(default 60; --short 5)")
+    exp.add_argument("--restart-warmup", type=float,
+                     help="the warm-up when the starting configuration needed a restart "
+                     "(default 180; --short 30)")
+    exp.add_argument("--short", action="store_true",
+                     help="the CI plumbing run: " + ", ".join(f"--{k.replace('_', '-')} {v}"
+                                                              for k, v in SHORT.items()))
+    exp.add_argument("--plan-only", action="store_true",
+                     help="print every policy's decisions and exit; touch no node")
+    exp.add_argument("--keep-going", action="store_true",
+                     help="after a failed run, go on with the next (default: stop)")
+    exp.add_argument("--out", default=".kairos/payoff", help="output directory")
+    mod = p.add_argument_group("the model and the planner")
+    mod.add_argument("--model", default=DEFAULT_MODEL, help=f"performance model ({DEFAULT_MODEL})")
+    mod.add_argument("--params", help="the parameters the policies may change, comma-separated "
+                     "(default: those the model has features for)")
+    mod.add_argument("--restart-seconds", type=float, default=60.0,
+                     help="T_r per node the kairos policy assumes until measured (default 60)")
+    mod.add_argument("--restart-seconds-from",
+                     help="a state directory whose recorded rollouts give T_r (kairos plan's "
+                     "option of that name)")
+    ex = p.add_argument_group("the executor and the load")
+    ex.add_argument("--inventory", default="inventories/local/hosts.yml")
+    ex.add_argument("--playbook", default="playbooks/change_settings.yml")
+    ex.add_argument("--cl", type=str.upper, default="QUORUM",
+                    help="consistency level of the load, kept by every rolling restart and "
+                    "planned for (default QUORUM)")
+    ex.add_argument("--hosts", default="127.0.0.1,127.0.0.2,127.0.0.3",
+                    help="CQL contact points (default: the local lab)")
+    ex.add_argument("--port", type=int, default=9042)
+    ex.add_argument("--keyspace", default="kairos_payoff")
+    ex.add_argument("--table", default="usertable")
+    ex.add_argument("--keys", type=int, help="records (default 100000; --short 5000)")
+    ex.add_argument("--preloaded", action="store_true",
+                    help="the table already holds the --keys records: do not write them first")
+    ex.add_argument("--value-size", type=int, default=100)
+    ex.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
+                    default="zipfian")
+    ex.add_argument("--concurrency", type=int,
+                    help="requests in flight per process (default 64; --short 32)")
+    ex.add_argument("--processes", type=int, default=1)
+    args = p.parse_args(argv)
+    for key, normal in DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, SHORT[key] if args.short else normal)
+    return args
+
+
+@dataclass
+class Setup:
+    """Everything decided before the first run (pure: no node touched)."""
+
+    model_path: str
+    model: Any
+    default: dict[str, Any]
+    candidates: list[dict[str, Any]]
+    schedules: dict[str, po.Schedule]
+    plans: dict[str, dict[str, po.PolicyPlan]]
+    order: list[tuple[str, int, str]]
+    tables: tuple[str, ...]
+    readable: list[str] = field(default_factory=list)
+
+
+def prepare(args: argparse.Namespace) -> Setup:
+    """Check the options, read the model, build the schedules and every policy's plan."""
+    from planner.perfmodel import load_model
+
+    po.check_minutes(args.minutes)
+    policies = po.parse_policies(args.policies)
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    bad = [s for s in shapes if s not in po.SHAPES]
+    if not shapes or bad:
+        raise ValidationError(f"--shapes: unknown {bad[0]!r}; known: {', '.join(po.SHAPES)}"
+                              if bad else "--shapes: give at least one")
+    order = [(shape, rep, pol) for shape in shapes
+             for rep, pol in po.run_order(policies, args.repetitions)]
+    for name in ("warmup", "restart_warmup"):
+        if not 0 <= getattr(args, name) <= 3600:
+            raise ValidationError(f"--{name.replace('_', '-')}: must be in [0, 3600]")
+    if args.cl not in ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "LOCAL_ONE"):
+        raise ValidationError(f"--cl: unknown consistency level {args.cl!r}")
+    for name in ("inventory", "playbook", "model"):
+        if not Path(getattr(args, name)).exists():
+            raise ValidationError(f"--{name}: {getattr(args, name)}: no such file")
+    model = load_model(args.model)
+    space = get_space(po.ENGINE)
+    params = ([k.strip() for k in args.params.split(",") if k.strip()] if args.params
+              else po.model_params(model))
+    for k in params:
+        space[k]  # an unknown name is refused, with the close ones
+    default = po.default_config(model, params)
+    candidates = po.candidate_grid(model, default)
+    tables = (f"{args.keyspace}.{args.table}",)
+    options = {"cl": args.cl, "restart_seconds": args.restart_seconds,
+               "restart_seconds_from": args.restart_seconds_from, "tables": tables,
+               "seed": args.seed}
+    schedules: dict[str, po.Schedule] = {}
+    plans: dict[str, dict[str, po.PolicyPlan]] = {}
+    for shape in shapes:
+        sched = po.make_schedule(shape, minutes=args.minutes, seed=args.seed,
+                                 shift_seconds=args.shift_seconds,
+                                 step_seconds=args.step_seconds)
+        schedules[shape] = sched
+
+        def progress(msg: str, shape: str = shape) -> None:
+            say(f"{shape}: {msg}")
+
+        plans[shape] = {pol: po.decide(pol, model=model, schedule=sched, candidates=candidates,
+                                       kairos=options, progress=progress)
+                        for pol in policies}
+    touched = set(default)
+    for by_policy in plans.values():
+        for plan in by_policy.values():
+            touched |= set(plan.start) | {k for c in plan.changes for k in c.settings}
+    readable = sorted(k for k in touched if space[k].location != "jvm")
+    return Setup(model_path=args.model, model=model, default=default, candidates=candidates,
+                 schedules=schedules, plans=plans, order=order, tables=tables,
+                 readable=readable)
+
+
+def describe_plans(setup: Setup) -> list[str]:
+    lines = [f"model {setup.model_path}: {setup.model.name} ({setup.model.model_type}); "
+             f"{len(setup.candidates)} candidate configurations over "
+             f"{', '.join(setup.default) or 'no parameter'}; default {setup.default}"]
+    for shape, by_policy in setup.plans.items():
+        sched = setup.schedules[shape]
+        lines.append(f"{shape}: {sched.source}; shifts at {list(sched.shifts)} s")
+        for pol, plan in by_policy.items():
+            what = "; ".join(f"{c.at:g} s {dict(c.settings)}" + (" (restart)" if c.restart
+                                                                 else "")
+                             for c in plan.changes) or "no change"
+            lines.append(f"  {pol}: start {dict(plan.start)}; {what}; predicted "
+                         f"{plan.predicted_ops:,.0f} ops" + (f"; {plan.info['summary']}"
+                                                             if "summary" in plan.info else ""))
+    return lines
+
+
+# ----------------------------------------------------------------- the lab
+class Lab:
+    """The executor, the load and the read-back, for one experiment."""
+
+    def __init__(self, args: argparse.Namespace, setup: Setup, out: Path) -> None:
+        from planner.calibrate_bench import ExecutorBench
+        from planner.loadgen import LoadConfig
+
+        self.args, self.setup = args, setup
+        self.hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip())
+        self.load = LoadConfig(
+            engine=po.ENGINE, contact_points=self.hosts, port=args.port, cl=args.cl,
+            keyspace=args.keyspace, table=args.table, keys=args.keys,
+            max_keys=max(args.keys, 1_000_000), distribution=args.distribution,
+            value_size=args.value_size, concurrency=args.concurrency,
+            processes=args.processes, seed=args.seed, verify=False,
+        )
+        self.bench = ExecutorBench(
+            load=self.load, warmup_seconds=0.0, measure_seconds=0.0, playbook=args.playbook,
+            inventory=args.inventory, rollout_cl=args.cl, log_path=out / "executor.log",
+            log=say)
+        self.running: dict[str, Any] = {}
+        self.version = ""
+        self.applied = False  # whether this experiment has changed anything yet
+
+    def read(self) -> dict[str, Any]:
+        """The running values of the parameters the policies touch (system_views.settings,
+        the table's compaction), equal on every node (KairosError/ValidationError else)."""
+        from planner.calibrate_bench import read_running_config
+
+        values, self.version = read_running_config(
+            self.setup.readable, hosts=self.hosts, port=self.args.port,
+            keyspace=self.args.keyspace, table=self.args.table)
+        return dict(values)
+
+    def apply(self, settings: Mapping[str, Any]) -> float:
+        """Apply through the executor (KairosError naming the log on failure); seconds."""
+        began = time.monotonic()
+        self.applied = True
+        self.bench.apply(dict(settings))
+        self.running.update(settings)
+        return time.monotonic() - began
+
+    def prepare_data(self, mix: Mapping[str, float]) -> None:
+        """Create the keyspace and table and write the records (unless ``--preloaded``)
+        before anything is applied: a compaction change needs the table."""
+        from planner.loadgen import run_load
+
+        say("creating the table" + ("" if self.args.preloaded else
+                                    f" and writing the {self.args.keys} records"))
+        result = run_load(replace(self.load, mix=dict(mix), seconds=1.0,
+                                  preload=not self.args.preloaded), startup_timeout=900.0)
+        if result.stopped_by == "stopped":
+            raise KeyboardInterrupt
+
+    def warm_up(self, mix: Mapping[str, float], seconds: float) -> None:
+        from planner.loadgen import run_load
+
+        if seconds <= 0:
+            return
+        say(f"warming up {seconds:g} s")
+        result = run_load(replace(self.load, mix=dict(mix), seconds=seconds))
+        if result.stopped_by == "stopped":
+            raise KeyboardInterrupt
+
+
+def _restart(before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    from planner.spaces import change_kind
+
+    space = get_space(po.ENGINE)
+    return any(change_kind(po.ENGINE, k, before.get(k, space[k].default), v) == "restart"
+               for k, v in settings.items())
+
+
+class _RunFailed(Exception):
+    """A run cannot go on (its record says why)."""
+
+
+def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
+            ) -> dict[str, Any]:
+    """One run, recorded; its status is ``ok`` only when everything it did succeeded."""
+    from planner.loadgen import BackgroundLoad, LoadError, TraceSchedule
+
+    setup, args = lab.setup, lab.args
+    sched, plan = setup.schedules[shape], setup.plans[shape][policy]
+    tag = f"run {index}/{total} {shape} {policy} r{rep}"
+    rec: dict[str, Any] = {
+        "run_id": f"{index:02d}-{shape}-{policy}-r{rep}", "shape": shape, "policy": policy,
+        "repetition": rep, "order": index, "status": "failed", "error": None,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "start_config": dict(plan.start), "planned_changes": [c.to_dict() for c in plan.changes],
+        "changes": [], "changes_made": 0, "restarts": 0, "series": [],
+    }
+    try:
+        settings = {k: v for k, v in plan.start.items() if lab.running.get(k) != v}
+        restarted = _restart(lab.running, settings) if settings else False
+        if settings:
+            say(f"{tag}: starting configuration {settings}" + (" (rolling restart)"
+                                                              if restarted else ""))
+            try:
+                seconds = lab.apply(settings)
+            except KairosError as exc:
+                rec["error"] = f"the executor failed setting the starting configuration: {exc}"
+                raise _RunFailed from None
+            rec["setup"] = {"settings": settings, "restart": restarted,
+                            "seconds": round(seconds, 1)}
+        lab.warm_up(sched.segments[0].mix, args.restart_warmup if restarted else args.warmup)
+        trace = TraceSchedule(rates=(po.UNTHROTTLED_RATE,) * sched.steps,
+                              mixes=tuple(sched.step_mixes()), step_seconds=sched.step_seconds)
+        config = replace(lab.load, trace=trace, seconds=sched.seconds, verify=True)
+        last = [0.0, 0]
+
+        def progress(elapsed: float, ops: int, fails: int) -> None:
+            if elapsed - last[0] >= PROGRESS_EVERY:
+                rate = (ops - last[1]) / max(elapsed - last[0], 1e-9)
+                say(f"{tag}: {elapsed:.0f}/{sched.seconds:g} s, {rate:.0f} ops/s, "
+                    f"{fails} failed so far")
+                last[:] = [elapsed, ops]
+
+        say(f"{tag}: load for {sched.seconds:g} s, {len(plan.changes)} change(s) planned")
+        with BackgroundLoad(config, max_seconds=sched.seconds + LOAD_SLACK, max_requests=None,
+                            on_progress=progress) as load:
+            t0 = time.monotonic()
+            failed = None
+            for change in plan.changes:
+                while time.monotonic() - t0 < change.at and load.running():
+                    time.sleep(min(0.5, max(change.at - (time.monotonic() - t0), 0.01)))
+                entry: dict[str, Any] = {**change.to_dict(), "started": None, "finished": None}
+                rec["changes"].append(entry)
+                if not load.running():
+                    entry["skipped"] = "the load had ended"
+                    continue
+                entry["started"] = round(time.monotonic() - t0, 1)
+                say(f"{tag}: at {entry['started']:g} s (due {change.at:g} s) applying "
+                    f"{dict(change.settings)}" + (" (rolling restart)" if change.restart else ""))
+                restart = _restart(lab.running, change.settings)
+                try:
+                    lab.apply(change.settings)
+                except KairosError as exc:
+                    failed = (f"the executor failed at {entry['started']:g} s applying "
+                              f"{dict(change.settings)}: {exc}")
+                    entry["error"] = str(exc)
+                    break
+                finally:
+                    entry["finished"] = round(time.monotonic() - t0, 1)
+                entry["ok"] = True
+                rec["changes_made"] += 1
+                rec["restarts"] += int(restart)
+            if failed is None:
+                load.wait(max(sched.seconds - (time.monotonic() - t0), 0.0) + LOAD_SLACK)
+            result = load.stop()
+        rec.update(po.figures(result.to_dict(), sched.step_seconds))
+        if failed is not None:
+            rec["error"] = failed
+            raise _RunFailed
+        expected = {k: lab.running[k] for k in setup.readable if k in lab.running}
+        read = lab.read()
+        mismatches = po.readback_mismatches(expected, read)
+        rec["readback"] = {"expected": expected, "read": read, "mismatches": mismatches}
+        lab.running.update(read)
+        if mismatches:
+            rec["error"] = f"read back from the nodes: {mismatches}"
+            raise _RunFailed
+        rec["status"] = "ok"
+    except _RunFailed:
+        pass
+    except (LoadError, KairosError, ValidationError) as exc:
+        rec["error"] = rec["error"] or f"{type(exc).__name__}: {exc}"
+    rec["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    if rec["status"] == "ok":
+        say(f"{tag}: {rec['served_ops']:,} ops served ({rec['ops_per_s']:,.1f} ops/s), "
+            f"p99 {rec['p99_ms']} ms, {rec['failed_ops']} failed, "
+            f"{rec['lost_acknowledged_writes']} lost, {rec['changes_made']} change(s)")
+    else:
+        say(f"{tag}: FAILED: {rec['error']}")
+    return rec
+
+
+# ------------------------------------------------------------------ outputs
+def write_outputs(out: Path, results: dict[str, Any]) -> None:
+    runs = results["runs"]
+    results["summary"] = po.summarise(runs)
+    results["comparisons"] = po.comparisons(results["summary"])
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(results, indent=1, sort_keys=False, default=str) + "\n")
+    tmp.replace(out / "results.json")
+    classes = classes_for(po.ENGINE)
+    with (out / "series.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["run_id", "shape", "policy", "repetition", "order", "status", "t",
+                    "ops_per_s", "failed", *(f"mix_{c}" for c in classes)])
+        for r in runs:
+            for p in r.get("series") or ():
+                w.writerow([r["run_id"], r["shape"], r["policy"], r["repetition"], r["order"],
+                            r["status"], p["t"], p["ops_per_s"], p["failed"],
+                            *(p["mix"].get(c, 0.0) for c in classes)])
+    (out / "payoff.html").write_text(po.render_html(results))
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    """SIGTERM unwinds like Ctrl-C: the load is stopped, the default restored."""
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        setup = prepare(args)
+    except (ValidationError, KairosError) as exc:
+        print(f"payoff: {exc}", file=sys.stderr)
+        return 2
+    for line in describe_plans(setup):
+        say(line)
+    if args.plan_only:
+        print(json.dumps({s: {p: plan.to_dict() for p, plan in by.items()}
+                          for s, by in setup.plans.items()}, indent=1, default=str))
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    per_run = args.minutes * 60 + args.warmup + 90
+    say(f"{len(setup.order)} runs, about {len(setup.order) * per_run / 60:.0f} min "
+        f"(+ rolling restarts); results in {out}/")
+    results: dict[str, Any] = {
+        "kind": "kairos-payoff", "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(shlex.quote(a) for a in
+                            ["bench/payoff.py", *(sys.argv[1:] if argv is None else argv)]),
+        "model": {"path": setup.model_path, "name": setup.model.name,
+                  "type": setup.model.model_type, "provenance": setup.model.provenance},
+        "options": dict(vars(args)),
+        "default": setup.default, "candidates": len(setup.candidates),
+        "schedules": {s: sched.to_dict() for s, sched in setup.schedules.items()},
+        "plans": {s: {p: plan.to_dict() for p, plan in by.items()}
+                  for s, by in setup.plans.items()},
+        "order": [{"shape": s, "repetition": r, "policy": p} for s, r, p in setup.order],
+        "runs": [],
+    }
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _experiment(args, setup, out, results)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
+                results: dict[str, Any]) -> int:
+    """The runs in order; every exit path restores the default and writes the results."""
+    rc = 0
+    lab = Lab(args, setup, out)
+    try:
+        try:
+            first = next(iter(setup.schedules.values())).segments[0].mix
+            lab.prepare_data(first)
+            lab.running = {**setup.default, **lab.read()}
+        except (KairosError, ValidationError) as exc:
+            say(f"cannot prepare the table or read the running configuration: {exc}")
+            results["error"] = f"cannot prepare the table or read the configuration: {exc}"
+            return 1
+        from planner.calibrate_bench import describe_environment
+
+        results["environment"] = describe_environment(lab.version)
+        results["initial_config"] = dict(lab.running)
+        for i, (shape, rep, policy) in enumerate(setup.order, start=1):
+            rec = run_one(lab, shape, rep, policy, i, len(setup.order))
+            results["runs"].append(rec)
+            write_outputs(out, results)
+            if rec["status"] != "ok":
+                rc = 1
+                if not args.keep_going:
+                    say("stopping after a failed run (--keep-going goes on)")
+                    break
+    except KeyboardInterrupt:
+        say("interrupted")
+        rc = 130
+    finally:
+        if lab.applied:  # what the nodes run now, not what the runs believed
+            with contextlib.suppress(KairosError, ValidationError, KeyboardInterrupt):
+                lab.running.update(lab.read())
+        back = {k: v for k, v in setup.default.items() if lab.running.get(k) != v}
+        if back and lab.applied:
+            say(f"restoring the default {back}")
+            try:
+                lab.apply(back)
+                results["restored"] = back
+            except (KairosError, KeyboardInterrupt) as exc:
+                say(f"could NOT restore the default: {exc}")
+                results["restore_error"] = str(exc)
+                rc = rc or 1
+        with contextlib.suppress(OSError):
+            write_outputs(out, results)
+    print(po.summary_table(po.summarise(results["runs"])), end="")
+    say(f"results: {out / 'results.json'}, {out / 'series.csv'}, {out / 'payoff.html'}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
