@@ -747,16 +747,23 @@ def test_progress_says_how_long_is_left(tmp_path: Path) -> None:
     assert starts[1].endswith("about 4 min left)") and starts[2].endswith("about 2 min left)")
 
 
-def test_a_full_grid_is_measured_with_as_few_restarts_as_possible(tmp_path: Path) -> None:
-    """Split-plot order: memtable_cleanup_threshold (restart) changes once, the live
-    concurrent_reads around it; the warm-ups after a restart (and the first) are a restart's."""
-    levels = {"concurrent_reads": [16, 64], "memtable_cleanup_threshold": [0.11]}
-    original = {"concurrent_reads": 32, "memtable_cleanup_threshold": 0.33}
+def grouped_grid(levels: Mapping[str, list[Any]], original: Mapping[str, Any], tmp_path: Path
+                 ) -> tuple[cal.CalibrationState, SyntheticBench]:
+    """The whole grid of ``levels`` (6 configurations) calibrated in split-plot order."""
     bench = SyntheticBench(original)
     state = new_state(levels, original=original)
     cal.run_calibration(state, bench=bench, budget=cal.Budget(runs=6), initial=3,
                         state_path=tmp_path / "s.json", observations_path=tmp_path / "o.csv",
                         log=lambda _m: None, group_restarts=True)
+    return state, bench
+
+
+def test_a_full_grid_is_measured_with_as_few_restarts_as_possible(tmp_path: Path) -> None:
+    """Split-plot order: memtable_cleanup_threshold (restart) changes once, the live
+    concurrent_reads around it; the warm-ups after a restart (and the first) are a restart's."""
+    levels = {"concurrent_reads": [16, 64], "memtable_cleanup_threshold": [0.11]}
+    original = {"concurrent_reads": 32, "memtable_cleanup_threshold": 0.33}
+    state, bench = grouped_grid(levels, original, tmp_path)
     thresholds = [c["memtable_cleanup_threshold"] for c in state.design]
     assert len(state.design) == 6
     assert sum(a != b for a, b in itertools.pairwise(thresholds)) == 1
@@ -778,11 +785,7 @@ def test_a_full_grid_changes_the_compaction_strategy_as_rarely_as_possible(
               "compaction_throughput": ["8MiB/s"]}
     original = {"compaction": "SizeTieredCompactionStrategy",
                 "compaction_throughput": "64MiB/s"}
-    bench = SyntheticBench(original)
-    state = new_state(levels, original=original)
-    cal.run_calibration(state, bench=bench, budget=cal.Budget(runs=6), initial=3,
-                        state_path=tmp_path / "s.json", observations_path=tmp_path / "o.csv",
-                        log=lambda _m: None, group_restarts=True)
+    state, bench = grouped_grid(levels, original, tmp_path)
     strategies = [c["compaction"] for c in state.design]
     assert len(state.design) == 6 and len(set(strategies)) == 3
     assert sum(a != b for a, b in itertools.pairwise(strategies)) == 2
