@@ -388,6 +388,28 @@ def test_cli_builds_the_config(tmp_path: object) -> None:
     assert cfg.mix == {"read": 0.8, "write": 0.2, "other": 0.0}
 
 
+def test_cli_says_what_a_preload_is_doing_before_its_silent_minutes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import planner.loadgen
+    from planner.commands import load
+
+    class Started(Exception):
+        pass
+
+    def run_load(config: LoadConfig, **_kw: object) -> None:
+        assert config.preload and config.keys == 2_000_000
+        raise Started
+
+    monkeypatch.setattr(planner.loadgen, "run_load", run_load)
+    args = build_parser().parse_args(
+        ["load", "--engine", "cassandra", "--keys", "2000000", "--max-keys", "2000000",
+         "--preload", "--seconds", "1"])
+    with pytest.raises(Started):
+        load.run(args)
+    assert "writing every one of 2,000,000 record(s) once first" in capsys.readouterr().err
+
+
 def test_cli_rejects_a_trace_of_the_other_engine(tmp_path: object) -> None:
     from pathlib import Path
 
