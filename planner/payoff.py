@@ -334,16 +334,20 @@ def default_config(model: PerformanceModel, params: Sequence[str]) -> Config:
 
 
 def _values(model: PerformanceModel, key: str, default: Any) -> list[Any]:
-    """The values a baseline may choose for ``key``: the running one, the levels the
-    model's features and calibration name, the space's candidate values."""
+    """The values a baseline may choose for ``key``: the running one and what the Kairos
+    planner searches with this model (:func:`planner.planning.measured_values`, the levels
+    a calibrated model measured), else the levels its calibration names and the space's
+    candidate values. The baselines and Kairos then choose among the same configurations."""
+    from planner.planning import measured_values
+
     space = get_space(ENGINE)
     found = [default]
-    for feat in model.features:
-        if feat.kind == "level" and feat.param == key:
-            found.append(feat.level)
-        found += [v for k, v in feat.match if k == key]
-    found += list((_calibration(model).get("levels") or {}).get(key, ()))
-    found += list(space[key].candidate_values or ())
+    measured = measured_values(model).get(key)
+    if measured:
+        found += list(measured)
+    else:
+        found += list((_calibration(model).get("levels") or {}).get(key, ()))
+        found += list(space[key].candidate_values or ())
     out: list[Any] = []
     for v in found:
         c = space[key].coerce(v)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from planner import payoff as po
@@ -143,6 +144,24 @@ def test_parameters_default_and_candidates_come_from_the_model() -> None:
     assert po.default_config(plain, ["concurrent_reads"]) == {"concurrent_reads": 32}
     assert po.candidate_grid(plain, {"concurrent_reads": 32}) == [
         {"concurrent_reads": 32}, {"concurrent_reads": 64}]
+
+
+def test_the_baselines_choose_among_what_the_kairos_planner_searches() -> None:
+    """A model calibrated on 64 and 8 MiB/s: the space's 16 MiB/s is no candidate of the
+    baselines, as it is none of make_plan's (planner.planning.measured_values)."""
+    from planner.perfmodel import fit_design
+    from planner.planning import measured_values
+
+    rows = [{"read": read, "update": 1 - read, "insert": 0.0, "scan": 0.0,
+             "compaction_throughput": rate, "ops_per_s": ops}
+            for read in (0.9, 0.1) for rate, ops in (("64MiB/s", 1000.0), ("8MiB/s", 900.0))
+            for ops in (ops * 0.98, ops * 1.02)]
+    m = fit_design(pd.DataFrame(rows), engine="cassandra", design="pooled")
+    default = po.default_config(m, po.model_params(m))
+    assert default == {"compaction_throughput": "64MiB/s"}
+    grid = po.candidate_grid(m, default)
+    assert [c["compaction_throughput"] for c in grid] == ["64MiB/s", "8MiB/s"]
+    assert measured_values(m) == {"compaction_throughput": ("64MiB/s", "8MiB/s")}
 
 
 def test_a_model_without_features_names_its_calibrations_parameters() -> None:
