@@ -33,6 +33,8 @@ CASSANDRA_VALUES: dict[str, Any] = {
     "memtable_allocation_type": "offheap_buffers",
     "concurrent_reads": 48,
     "concurrent_writes": 48,
+    "compaction_throughput": "32MiB/s",
+    "concurrent_compactors": 1,
 }
 # How system_views.settings prints each value.
 CASSANDRA_SHOWN = {
@@ -43,6 +45,8 @@ CASSANDRA_SHOWN = {
     "memtable_allocation_type": "offheap_buffers",
     "concurrent_reads": "48",
     "concurrent_writes": "48",
+    "compaction_throughput": "32MiB/s",
+    "concurrent_compactors": "1",
 }
 
 
