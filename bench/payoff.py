@@ -292,14 +292,6 @@ class Lab:
             raise KeyboardInterrupt
 
 
-def _restart(before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
-    from planner.spaces import change_kind
-
-    space = get_space(po.ENGINE)
-    return any(change_kind(po.ENGINE, k, before.get(k, space[k].default), v) == "restart"
-               for k, v in settings.items())
-
-
 class _RunFailed(Exception):
     """A run cannot go on (its record says why)."""
 
@@ -321,7 +313,7 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
     }
     try:
         settings = {k: v for k, v in plan.start.items() if lab.running.get(k) != v}
-        restarted = _restart(lab.running, settings) if settings else False
+        restarted = po.needs_restart(lab.running, settings) if settings else False
         if settings:
             say(f"{tag}: starting configuration {settings}" + (" (rolling restart)"
                                                               if restarted else ""))
@@ -361,7 +353,7 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
                 entry["started"] = round(time.monotonic() - t0, 1)
                 say(f"{tag}: at {entry['started']:g} s (due {change.at:g} s) applying "
                     f"{dict(change.settings)}" + (" (rolling restart)" if change.restart else ""))
-                restart = _restart(lab.running, change.settings)
+                restart = po.needs_restart(lab.running, change.settings)
                 try:
                     lab.apply(change.settings)
                 except KairosError as exc:

@@ -187,8 +187,8 @@ class BackgroundLoad:
                 silent = set(range(len(self._procs))) - self._started - set(self._errors)
                 if left <= 0 and silent - self._preloading:
                     break
-                left = max(left, 0.5)
-                if not self._cond.wait(timeout=min(left, 0.5)) and not any(
+                # past the deadline only while preloading: poll every 0.5 s until it ends
+                if not self._cond.wait(timeout=min(left, 0.5) if left > 0 else 0.5) and not any(
                     p.is_alive() for p in self._procs
                 ):
                     break

@@ -59,6 +59,7 @@ __all__ = [
     "figures",
     "make_schedule",
     "model_params",
+    "needs_restart",
     "parse_policies",
     "predicted_ops",
     "readback_mismatches",
@@ -405,7 +406,9 @@ class PolicyPlan:
                 "predicted_ops": round(self.predicted_ops, 1), "info": dict(self.info)}
 
 
-def _needs_restart(before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+def needs_restart(before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Whether applying ``settings`` to ``before`` (missing keys at their defaults) takes a
+    rolling restart (planner.spaces.change_kind, per transition)."""
     return any(change_kind(ENGINE, k, before.get(k, get_space(ENGINE)[k].default), v)
                == "restart" for k, v in settings.items())
 
@@ -466,7 +469,7 @@ def _naive(model: PerformanceModel, schedule: Schedule,
             settings = _diff(candidates[current], candidates[best])
             changes.append(Change(
                 at=seg.start, settings=settings,
-                restart=_needs_restart(candidates[current], settings),
+                restart=needs_restart(candidates[current], settings),
                 reason=f"segment {i + 1}: predicted {cap[i, best]:.0f} vs "
                 f"{cap[i, current]:.0f} ops/s"))
             current = best

@@ -584,9 +584,9 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
     space = get_space(engine)
     measured = measured_values(model) if model is not None else {}
     keys = list(measured or space.grid_keys)
-    values = {k: tuple(dict.fromkeys([*(space[k].candidate_values or ()), current[k]]))
-              for k, found in measured.items() if not found}  # a linear term: the defaults
-    values.update({k: found for k, found in measured.items() if found})
+    # a linear term records no values: the space's candidate values and the running one
+    values = {k: found or tuple(dict.fromkeys([*(space[k].candidate_values or ()), current[k]]))
+              for k, found in measured.items()}
     table_keys = [k for k in keys if space[k].location == "table"]
     if table_keys and not tables:
         progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
@@ -607,12 +607,17 @@ def measured_values(model: PerformanceModel) -> dict[str, tuple[Any, ...]]:
     space = get_space(model.engine)
     seen: dict[str, list[Any]] = {}
     for feat in model.features:
-        pairs = feat.match if feat.kind == "config" else (
-            ((feat.param, feat.level),) if feat.kind == "level" else ((feat.param, None),))
+        if feat.kind == "config":
+            pairs = feat.match
+        elif feat.kind == "level":
+            pairs = ((feat.param, feat.level),)
+        else:  # linear: the parameter, no value
+            pairs = ((feat.param, None),)
         for key, value in pairs:
             known = seen.setdefault(key, [])
-            if value is not None and space[key].coerce(value) not in known:
-                known.append(space[key].coerce(value))
+            value = None if value is None else space[key].coerce(value)
+            if value is not None and value not in known:
+                known.append(value)
     return {k: tuple(v) for k, v in seen.items()}
 
 
