@@ -7,7 +7,9 @@ compressed into ``--minutes``, planner/payoff.py) and each policy, in mirrored o
 
 1. the starting configuration is put in place through the executor
    (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the default
-   one, or static-best's; then an unmeasured warm-up;
+   one, or static-best's; then, with no load, a wait until no node runs or queues a
+   compaction (a strategy change rewrites every SSTable: the run before may have left
+   minutes of it), and an unmeasured warm-up;
 2. a closed-loop load whose mix follows the schedule runs (``--concurrency`` requests in
    flight per process, unthrottled; planner.loadgen), and the policy's changes are applied
    through the executor at their times while it runs;
@@ -93,6 +95,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--restart-warmup", type=float,
                      help="the warm-up when the starting configuration needed a restart "
                      "(default 180; --short 30)")
+    exp.add_argument("--settle-timeout", type=float, default=1800.0,
+                     help="before each run, wait up to this many seconds for the nodes' "
+                     "compactions to finish (0: do not wait; default 1800)")
     exp.add_argument("--short", action="store_true",
                      help="the CI plumbing run: " + ", ".join(f"--{k.replace('_', '-')} {v}"
                                                               for k, v in SHORT.items()))
@@ -165,7 +170,7 @@ def prepare(args: argparse.Namespace) -> Setup:
                               if bad else "--shapes: give at least one")
     order = [(shape, rep, pol) for shape in shapes
              for rep, pol in po.run_order(policies, args.repetitions)]
-    for name in ("warmup", "restart_warmup"):
+    for name in ("warmup", "restart_warmup", "settle_timeout"):
         if not 0 <= getattr(args, name) <= 3600:
             raise ValidationError(f"--{name.replace('_', '-')}: must be in [0, 3600]")
     if args.cl not in ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "LOCAL_ONE"):
@@ -281,6 +286,15 @@ class Lab:
         if result.stopped_by == "stopped":
             raise KeyboardInterrupt
 
+    def settle(self) -> float:
+        """Wait, with no load, until no node runs or queues a compaction; seconds waited."""
+        from planner.calibrate_bench import wait_for_compactions
+
+        if self.args.settle_timeout <= 0:
+            return 0.0
+        return wait_for_compactions(self.hosts, port=self.args.port,
+                                    timeout=self.args.settle_timeout, log=say)
+
     def warm_up(self, mix: Mapping[str, float], seconds: float) -> None:
         from planner.loadgen import run_load
 
@@ -324,6 +338,11 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
                 raise _RunFailed from None
             rec["setup"] = {"settings": settings, "restart": restarted,
                             "seconds": round(seconds, 1)}
+        try:
+            rec["settle_seconds"] = round(lab.settle(), 1)
+        except KairosError as exc:
+            rec["error"] = f"the nodes did not settle before the run: {exc}"
+            raise _RunFailed from None
         lab.warm_up(sched.segments[0].mix, args.restart_warmup if restarted else args.warmup)
         trace = TraceSchedule(rates=(po.UNTHROTTLED_RATE,) * sched.steps,
                               mixes=tuple(sched.step_mixes()), step_seconds=sched.step_seconds)

@@ -15,7 +15,8 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,6 +85,12 @@ class ExecutorBench:
     warmup_tolerance : float
     restart_warmup_seconds : float
         The first window after a restart (and of the calibration) lasts at least this long.
+    settle_timeout : float
+        After a change of compaction strategy, wait (with no load) until no node runs or
+        queues a compaction, up to this many seconds (:func:`wait_for_compactions`; 0: do
+        not wait). Every node rewrites its SSTables then, for minutes on GBs of data, and a
+        warm-up that only waits for the throughput to stop rising misses it: the
+        throughput is flat while it is low.
     playbook, inventory : path
     rollout_cl : str
         Consistency level the executor keeps while restarting (its batching).
@@ -94,7 +101,7 @@ class ExecutorBench:
     def __init__(self, *, load: loadgen.LoadConfig, warmup_seconds: float, measure_seconds: float,
                  playbook: str | Path, inventory: str | Path, rollout_cl: str,
                  warmup_max_seconds: float = 0.0, warmup_tolerance: float = 0.05,
-                 restart_warmup_seconds: float = 0.0,
+                 restart_warmup_seconds: float = 0.0, settle_timeout: float = 0.0,
                  log_path: str | Path, ansible_playbook: str | None = None,
                  log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
                  playbook_timeout: float = 3600.0) -> None:
@@ -103,6 +110,7 @@ class ExecutorBench:
         self.warmup_max_seconds = warmup_max_seconds
         self.warmup_tolerance = warmup_tolerance
         self.restart_warmup_seconds = restart_warmup_seconds
+        self.settle_timeout = settle_timeout
         self.measure_seconds = measure_seconds
         self.playbook = Path(playbook).resolve()
         self.inventory = Path(inventory).resolve()
@@ -136,6 +144,12 @@ class ExecutorBench:
                 f"calibration state is saved, rerun the same command to resume. Last lines of "
                 f"{self.log_path}:\n" + "\n".join(tail)
             )
+        space = get_space(self.load.engine)
+        if self.settle_timeout > 0 and any(space[k].location == "table" for k in changes):
+            waited = wait_for_compactions(self.load.contact_points, port=self.load.port or 9042,
+                                          timeout=self.settle_timeout, log=self.log)
+            self.log(f"calibrate: compactions finished {waited:.0f} s after the change "
+                     "(no load)")
 
     def _run(self, mix: Mapping[str, float], seconds: float, preload: bool
              ) -> loadgen.LoadResult:
@@ -218,6 +232,106 @@ def parse_setting(engine: str, name: str, shown: str | None) -> Any:
     return param.coerce(raw)
 
 
+@contextlib.contextmanager
+def node_session(host: str, *, port: int, timeout: float = 30.0) -> Iterator[Any]:
+    """A CQL session that talks to ``host`` alone (virtual tables are per node).
+
+    Credentials come from the environment, as for the load generator.
+    """
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    user = os.environ.get(loadgen.CASSANDRA_USER_ENV)
+    auth = PlainTextAuthProvider(username=user, password=os.environ.get(
+        loadgen.CASSANDRA_PASSWORD_ENV, "")) if user else None
+    cluster = Cluster(
+        [host], port=port, protocol_version=5, auth_provider=auth, connect_timeout=timeout,
+        execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
+            load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=timeout)},
+    )
+    try:
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+def compaction_backlog(session: Any) -> int:
+    """Compactions one node is running (``system_views.sstable_tasks``) or has queued
+    (the CompactionExecutor pool's pending tasks)."""
+    running = len(list(session.execute("SELECT kind FROM system_views.sstable_tasks")))
+    pool = session.execute("SELECT pending_tasks FROM system_views.thread_pools "
+                           "WHERE name = 'CompactionExecutor'").one()
+    return running + (int(pool.pending_tasks) if pool else 0)
+
+
+def wait_for_compactions(
+    hosts: Sequence[str], *, port: int, timeout: float, quiet_seconds: float = 15.0,
+    poll_seconds: float = 5.0, log: Callable[[str], None] = lambda msg: None,
+) -> float:
+    """Wait until no node has run or queued a compaction for ``quiet_seconds``; seconds waited.
+
+    ``hosts`` are addresses, or ``address:port`` (``port`` is the default).
+
+    After a compaction-strategy change every node rewrites its SSTables for minutes, at a
+    fraction of its throughput (docs/calibration.md, "2 GB a node"): a measurement that
+    starts then measures the rewrite, not the configuration.
+
+    Raises
+    ------
+    KairosError
+        A node cannot be reached, or compactions still run after ``timeout`` seconds.
+    """
+    with contextlib.ExitStack() as stack:
+        try:
+            sessions = {}
+            for h in hosts:
+                name, _, own = h.rpartition(":") if ":" in h else (h, "", "")
+                sessions[h] = stack.enter_context(node_session(name, port=int(own or port)))
+            return wait_until_quiet(
+                lambda: {h: compaction_backlog(s) for h, s in sessions.items()},
+                timeout=timeout, quiet_seconds=quiet_seconds, poll_seconds=poll_seconds,
+                log=log)
+        except KairosError:
+            raise
+        except Exception as exc:
+            raise KairosError(f"cannot read the nodes' compactions over CQL "
+                              f"({type(exc).__name__}: {exc})") from None
+
+
+def wait_until_quiet(
+    backlog: Callable[[], Mapping[str, int]], *, timeout: float, quiet_seconds: float,
+    poll_seconds: float, log: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+) -> float:
+    """Poll ``backlog()`` (tasks per node) until every node has had none for
+    ``quiet_seconds``; seconds waited. A strategy picks its next task as one ends, so a
+    backlog that stays at zero that long is a settled node, not a gap between two tasks.
+
+    Raises KairosError when the backlog is not quiet after ``timeout`` seconds.
+    """
+    began = clock()
+    quiet_since: float | None = None
+    said = -1e9
+    while True:
+        now_backlog = dict(backlog())
+        now = clock()
+        if any(now_backlog.values()):
+            quiet_since = None
+            if now - said >= 30.0:
+                log(f"waiting for compactions to finish: {now_backlog} "
+                    f"({now - began:.0f} s so far)")
+                said = now
+        else:
+            quiet_since = now if quiet_since is None else quiet_since
+            if now - quiet_since >= quiet_seconds:
+                return now - began
+        if now - began >= timeout:
+            raise KairosError(f"compactions still run after {timeout:g} s: {now_backlog} "
+                              "(tasks per node)")
+        sleep(poll_seconds)
+
+
 def read_running_config(
     params: Sequence[str], *, hosts: Sequence[str], port: int, keyspace: str, table: str,
     timeout: float = 30.0,
@@ -236,51 +350,36 @@ def read_running_config(
     KairosError
         A node cannot be reached.
     """
-    from cassandra.auth import PlainTextAuthProvider
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
-
     space = get_space("cassandra")
     unreadable = [p for p in params if space[p].location == "jvm"]
     if unreadable:
         raise ValidationError(f"{', '.join(unreadable)}: cannot be read over CQL; give the "
                               "running value with --current FILE")
-    user = os.environ.get(loadgen.CASSANDRA_USER_ENV)
-    auth = PlainTextAuthProvider(username=user, password=os.environ.get(
-        loadgen.CASSANDRA_PASSWORD_ENV, "")) if user else None
     per_node: dict[str, Config] = {}
     version = ""
     for host in hosts:
-        cluster = Cluster(
-            [host], port=port, protocol_version=5, auth_provider=auth, connect_timeout=timeout,
-            execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
-                load_balancing_policy=WhiteListRoundRobinPolicy([host]),
-                request_timeout=timeout)},
-        )
         try:
-            session = cluster.connect()
-            shown = {r.name: r.value for r in session.execute(
-                "SELECT name, value FROM system_views.settings")}
-            values: Config = {}
-            for p in params:
-                if space[p].location == "table":
-                    row = session.execute(
-                        "SELECT compaction FROM system_schema.tables WHERE keyspace_name=%s "
-                        "AND table_name=%s", (keyspace, table)).one()
-                    values[p] = (str(row.compaction["class"]).rsplit(".", 1)[-1] if row
-                                 else space[p].default)
-                else:
-                    values[p] = parse_setting("cassandra", p, shown.get(p))
-            per_node[host] = values
-            version = str(session.execute("SELECT release_version FROM system.local").one()
-                          .release_version)
+            with node_session(host, port=port, timeout=timeout) as session:
+                shown = {r.name: r.value for r in session.execute(
+                    "SELECT name, value FROM system_views.settings")}
+                values: Config = {}
+                for p in params:
+                    if space[p].location == "table":
+                        row = session.execute(
+                            "SELECT compaction FROM system_schema.tables WHERE "
+                            "keyspace_name=%s AND table_name=%s", (keyspace, table)).one()
+                        values[p] = (str(row.compaction["class"]).rsplit(".", 1)[-1] if row
+                                     else space[p].default)
+                    else:
+                        values[p] = parse_setting("cassandra", p, shown.get(p))
+                per_node[host] = values
+                version = str(session.execute("SELECT release_version FROM system.local")
+                              .one().release_version)
         except ValidationError:
             raise
         except Exception as exc:
             raise KairosError(f"{host}: cannot read the running configuration over CQL "
                               f"({type(exc).__name__}: {exc})") from None
-        finally:
-            cluster.shutdown()
     first = next(iter(per_node.values()))
     for host, values in per_node.items():
         differ = [k for k in params if values[k] != first[k]]

@@ -111,6 +111,10 @@ def _add_run_arguments(run: Any) -> None:
                      help="the first warm-up window after a rolling restart, and of the "
                      "calibration, lasts at least this long: restarted JVMs run cold for "
                      "minutes (default 240)")
+    run.add_argument("--settle-timeout", type=inputs.DURATION, default=1800.0,
+                     help="after a compaction-strategy change, wait up to this long (no load) "
+                     "until no node runs or queues a compaction, before the warm-up: every "
+                     "node rewrites its SSTables (default 1800; 0: do not wait)")
     run.add_argument("--warmup-tolerance", type=inputs.bounded_float(0.0, 0.99),
                      default=0.05,
                      help="a warm-up window this much faster than the one before counts as "
@@ -440,7 +444,7 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
     bench = ExecutorBench(
         load=run.load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
         warmup_max_seconds=run.warmup_max, warmup_tolerance=args.warmup_tolerance,
-        restart_warmup_seconds=args.restart_warmup,
+        restart_warmup_seconds=args.restart_warmup, settle_timeout=args.settle_timeout,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
         log_path=paths["executor_log"], ansible_playbook=run.ansible_playbook, log=_log,
     )

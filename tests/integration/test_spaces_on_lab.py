@@ -2,11 +2,11 @@
 
 Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through the role's
 templates) with every cassandra.yaml parameter at a non-default value, then each node's
-system_views.settings must report them. It runs under load at ONE: two of the three nodes
-go down at once, and the client must see no failure and lose no acknowledged write. The
-heap (JVM option) is exercised by the rollback test of test_apply_plan.py. Redis: CONFIG
-SET of every live parameter on a real node with the value the templates would write, then
-the node's own value is restored.
+system_views.settings must report them; a second restart puts the defaults back. The first
+runs under load at ONE: two of the three nodes go down at once, and the client must see no
+failure and lose no acknowledged write. The heap (JVM option) is exercised by the rollback
+test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a real node with
+the value the templates would write, then the node's own value is restored.
 """
 
 from __future__ import annotations
@@ -56,31 +56,41 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     assert in_yaml == set(CASSANDRA_VALUES), "a new cassandra.yaml parameter needs a value here"
     assert all(CASSANDRA_VALUES[k] != space.defaults()[k] for k in in_yaml)
     space.validate(CASSANDRA_VALUES)
-    timeline = Timeline()
-    with load("ONE", timeline) as background:
-        time.sleep(3)
-        began = time.monotonic()
-        run = run_playbook(
-            "playbooks/change_settings.yml",
-            "-e",
-            json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
+    # The tests after this one expect the lab's defaults, and `make lab-up` keeps the
+    # rendered cassandra.yaml: every exit path puts the defaults back.
+    defaults = {k: space.defaults()[k] for k in in_yaml}
+    try:
+        timeline = Timeline()
+        with load("ONE", timeline) as background:
+            time.sleep(3)
+            began = time.monotonic()
+            run = run_playbook(
+                "playbooks/change_settings.yml",
+                "-e",
+                json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
+                timeout=900,
+            )
+        result = background.result()
+        report("change_settings.yml (every parameter) at ONE", result, run, timeline, began)
+        assert run.rc == 0, run.output[-4000:]
+        assert "in 2 batch(es) at ONE" in run.output
+        assert result.ops > 0 and dict(result.failures) == {}
+        assert result.acknowledged_writes > 0
+        assert result.lost_acknowledged_writes == 0 and result.verified
+        for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
+            cluster = cql_node_cluster(address)
+            try:
+                rows = cluster.connect().execute("SELECT name, value FROM system_views.settings")
+                shown = {row.name: row.value for row in rows if row.name in CASSANDRA_SHOWN}
+            finally:
+                cluster.shutdown()
+            assert shown == CASSANDRA_SHOWN, f"{address} runs {shown}"
+    finally:
+        restored = run_playbook(
+            "playbooks/change_settings.yml", "-e", json.dumps({"settings": defaults, "cl": "ONE"}),
             timeout=900,
         )
-    result = background.result()
-    report("change_settings.yml (every parameter) at ONE", result, run, timeline, began)
-    assert run.rc == 0, run.output[-4000:]
-    assert "in 2 batch(es) at ONE" in run.output
-    assert result.ops > 0 and dict(result.failures) == {}
-    assert result.acknowledged_writes > 0
-    assert result.lost_acknowledged_writes == 0 and result.verified
-    for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
-        cluster = cql_node_cluster(address)
-        try:
-            rows = cluster.connect().execute("SELECT name, value FROM system_views.settings")
-            shown = {row.name: row.value for row in rows if row.name in CASSANDRA_SHOWN}
-        finally:
-            cluster.shutdown()
-        assert shown == CASSANDRA_SHOWN, f"{address} runs {shown}"
+    assert restored.rc == 0, restored.output[-4000:]
 
 
 def _value_for(param: Any, default: Any) -> Any:

@@ -556,6 +556,79 @@ def test_executor_bench_expects_restarts_to_take_longer() -> None:
     assert bench.expected_seconds({}, 2) == 30 + 10 + 2 * 70
 
 
+def _polls(backlogs: list[dict[str, int]], **kw: Any) -> tuple[float, list[str]]:
+    """wait_until_quiet over ``backlogs`` (one per 5-s poll, the last repeated)."""
+    now = [0.0]
+    seen = iter(backlogs)
+    last: list[dict[str, int]] = [backlogs[-1]]
+
+    def backlog() -> dict[str, int]:
+        last[0] = next(seen, last[0])
+        return last[0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    from planner.calibrate_bench import wait_until_quiet
+
+    log: list[str] = []
+    waited = wait_until_quiet(backlog, quiet_seconds=15.0, poll_seconds=5.0, log=log.append,
+                              clock=lambda: now[0], sleep=sleep, **{"timeout": 600.0, **kw})
+    return waited, log
+
+
+def test_the_nodes_are_settled_after_15_s_with_no_compaction_on_any_node() -> None:
+    a, b = "127.0.0.1", "127.0.0.2"
+    assert _polls([{a: 0, b: 0}]) == (15.0, [])
+    # a gap between two tasks is not the end: the quiet time starts again
+    waited, log = _polls([{a: 2, b: 0}, {a: 0, b: 0}, {a: 0, b: 1}, {a: 0, b: 0}])
+    assert waited == 15 + 15
+    assert log == ["waiting for compactions to finish: {'127.0.0.1': 2, '127.0.0.2': 0} "
+                   "(0 s so far)"]
+    with pytest.raises(KairosError, match=r"compactions still run after 60 s: "
+                       r"\{'127.0.0.1': 1, '127.0.0.2': 0\} \(tasks per node\)"):
+        _polls([{a: 1, b: 0}], timeout=60.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "settle_timeout", "waits"),
+    [
+        ({"compaction": "LeveledCompactionStrategy"}, 600.0, True),
+        ({"compaction": "LeveledCompactionStrategy", "concurrent_reads": 64}, 600.0, True),
+        ({"concurrent_reads": 64}, 600.0, False),  # no SSTable is rewritten
+        ({"compaction": "LeveledCompactionStrategy"}, 0.0, False),  # 0: do not wait
+    ],
+)
+def test_executor_bench_waits_for_the_compactions_after_a_strategy_change(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, changes: dict[str, Any],
+    settle_timeout: float, waits: bool,
+) -> None:
+    import planner.calibrate_bench as cb
+    import planner.loadgen
+
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(cb.subprocess, "run", lambda argv, **_: calls.append(("executor", argv))
+                        or SimpleNamespace(returncode=0))
+
+    def settle(hosts: Any, *, port: int, timeout: float, **_: Any) -> float:
+        calls.append(("settle", (list(hosts), port, timeout)))
+        return 42.0
+
+    monkeypatch.setattr(cb, "wait_for_compactions", settle)
+    log: list[str] = []
+    load = planner.loadgen.LoadConfig(engine="cassandra",
+                                      contact_points=("127.0.0.2:9142", "127.0.0.3:9142"))
+    bench = cal.ExecutorBench(load=load, warmup_seconds=10, measure_seconds=10,
+                              settle_timeout=settle_timeout, playbook="p.yml", inventory="i.yml",
+                              rollout_cl="QUORUM", log_path=tmp_path / "x.log",
+                              ansible_playbook="ansible-playbook", log=log.append)
+    bench.apply(changes)
+    assert [c[0] for c in calls] == (["executor", "settle"] if waits else ["executor"])
+    if waits:  # after the executor, on the load's hosts, within the timeout
+        assert calls[1][1] == (["127.0.0.2:9142", "127.0.0.3:9142"], 9042, settle_timeout)
+        assert log[-1] == "calibrate: compactions finished 42 s after the change (no load)"
+
+
 @pytest.mark.parametrize(
     ("name", "shown", "value"),
     [

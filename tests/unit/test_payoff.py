@@ -388,6 +388,8 @@ class Lab:
         self.applied: list[dict[str, Any]] = []
         self.loads: list[FakeLoad] = []
         self.fail_on = fail_on
+        self.settled: list[tuple[int, int]] = []  # (changes applied, loads run) at each wait
+        self.settle_error: str | None = None
 
     def apply(self, bench: Any, changes: Mapping[str, Any]) -> None:
         self.clock.t += 10.0  # an executor run takes time
@@ -398,6 +400,13 @@ class Lab:
 
     def read(self, params: Any, **_: Any) -> tuple[dict[str, Any], str]:
         return {k: self.nodes[k] for k in params}, "5.0.6"
+
+    def settle(self, hosts: Any, *, timeout: float, **_: Any) -> float:
+        self.settled.append((len(self.applied), len(self.loads)))
+        if self.settle_error is not None:
+            raise KairosError(self.settle_error)
+        self.clock.t += 15.0
+        return 15.0
 
 
 class FakeLoad:
@@ -444,6 +453,7 @@ def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Any
     monkeypatch.setattr(module, "time", clock)
     monkeypatch.setattr(cb.ExecutorBench, "apply", lambda self, ch: lab.apply(self, ch))
     monkeypatch.setattr(cb, "read_running_config", lab.read)
+    monkeypatch.setattr(cb, "wait_for_compactions", lab.settle)
     monkeypatch.setattr(lg, "BackgroundLoad", lambda config, **kw: FakeLoad(lab, config, **kw))
     monkeypatch.setattr(lg, "run_load", lambda *a, **k: type("R", (), {"stopped_by": "duration"}))
     path = tmp_path / "model.json"
@@ -468,6 +478,9 @@ def test_the_driver_runs_in_mirrored_order_and_applies_each_policys_changes(
     # naive switches at t=0; the second naive run and the last default one first restore 32
     assert lab.applied == [{"concurrent_reads": 64}, {"concurrent_reads": 32},
                            {"concurrent_reads": 64}, {"concurrent_reads": 32}]
+    # each run waits for the compactions after its starting configuration, before its load
+    assert lab.settled == [(0, 0), (0, 1), (2, 2), (4, 3)]
+    assert [r["settle_seconds"] for r in runs] == [15.0] * 4
     assert runs[1]["changes"][0]["started"] == 0.0 and runs[1]["changes"][0]["ok"]
     assert runs[1]["readback"]["read"] == {"concurrent_reads": 64}
     assert all(len(r["series"]) == 12 for r in runs)
@@ -494,6 +507,22 @@ def test_an_executor_failure_fails_the_run_stops_its_load_and_the_experiment(
     assert lab.loads[0].stopped and not lab.loads[0].aborted  # stopped, its figures kept
     assert runs[0]["served_ops"] > 0
     assert "FAILED" in capsys.readouterr().err
+
+
+def test_nodes_that_do_not_settle_fail_the_run_before_its_load(
+    bench: tuple[Any, Lab, Path], tmp_path: Path
+) -> None:
+    module, lab, path = bench
+    lab.settle_error = "compactions still run after 1800 s: {'127.0.0.1': 3}"
+    out = tmp_path / "out"
+    rc = module.main(["--model", str(path), "--shapes", "hpc", "--minutes", "1",
+                      "--policies", "default", "--repetitions", "1", "--out", str(out)])
+    assert rc == 1
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [r["status"] for r in runs] == ["failed"]
+    assert runs[0]["error"] == ("the nodes did not settle before the run: compactions still "
+                                "run after 1800 s: {'127.0.0.1': 3}")
+    assert lab.loads == []  # no load was started on unsettled nodes
 
 
 def test_short_sets_the_ci_run_unless_an_option_is_given(
