@@ -13,6 +13,9 @@ description:
     changed live with nodetool) and from its I(config_file) (cassandra.yaml), the JVM's
     maximum heap from C(nodetool info) when I(heap) is given, and the compaction class of
     each of I(tables) from C(system_schema.tables).
+  - A nested key is read from its dotted row and compared as a mapping - C(memtable) from
+    C(memtable.configurations), e.g. C({default=trie+, skiplist=SkipListMemtable,
+    trie=TrieMemtable}).
   - Fails, naming every key, source and value, when anything read back differs from what
     was expected. Read-only - never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
@@ -74,7 +77,12 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 from ansible.module_utils.kairos_nodetool import run_nodetool
-from ansible.module_utils.kairos_settings import mismatches, same_setting
+from ansible.module_utils.kairos_settings import (
+    mismatches,
+    running_value,
+    same_setting,
+    settings_row,
+)
 
 _HEAP = re.compile(r"^Heap Memory \(MB\)\s*:\s*[\d.]+\s*/\s*([\d.]+)", re.M)
 _JVM_SIZE = re.compile(r"^\s*(\d+)\s*([KMG])?\s*$", re.I)
@@ -93,11 +101,10 @@ def read_cql(module, params):
     """(running settings of this node, compaction class per table)."""
     cluster, session = connect_one(module, params)
     try:
-        running = {
-            row.name: row.value
-            for row in session.execute("SELECT name, value FROM system_views.settings")
-            if row.name in params["settings"]
-        }
+        rows = {row.name: row.value
+                for row in session.execute("SELECT name, value FROM system_views.settings")}
+        running = {key: running_value(key, rows[settings_row(key)])
+                   for key in params["settings"] if settings_row(key) in rows}
         tables = {}
         for table in params["tables"]:
             keyspace, name = table.split(".", 1)

@@ -2,11 +2,17 @@
 
 cassandra.yaml says ``row_cache_size: 64MiB`` and ``memtable_cleanup_threshold: 0.33``;
 ``system_views.settings`` answers ``64MiB`` and ``0.33000001`` (a float), booleans as
-``true``. Equal means equal after reading both as the same kind of value.
+``true``. Equal means equal after reading both as the same kind of value; a mapping (the
+nested ``memtable`` key) equals one with the same keys and equal values.
+
+Nested cassandra.yaml keys are shown in dotted rows: ``memtable`` in the row
+``memtable.configurations`` (:func:`settings_row`), whose text :func:`running_value` reads
+back into the file's shape.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 _SIZE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
@@ -33,10 +39,100 @@ def _as_bool(value):
     return {"true": True, "false": False}.get(text)
 
 
+#: cassandra.yaml keys whose value is a mapping -> the system_views.settings row showing it.
+#: Cassandra 5.0 flattens nested options into dotted rows; ``memtable`` has one field.
+NESTED_ROWS = {"memtable": "memtable.configurations"}
+# One memtable configuration as Cassandra 5.0.6 prints it (InheritingClass.toString()):
+# ``[<inherits>+][<class_name>][<parameters map>]``, e.g. ``trie+`` or ``TrieMemtable``.
+_MEMTABLE_ENTRY = re.compile(
+    r"^(?:(?P<inherits>[^{}+=]+)\+)?(?P<class_name>[^{}+=]*)(?P<parameters>\{.*\})?$"
+)
+
+
+def settings_row(key):
+    """The system_views.settings row that shows cassandra.yaml ``key``."""
+    return NESTED_ROWS.get(key, key)
+
+
+def _java_map(text):
+    """``{a=b, c=d{e=f}}`` (java.util.Map.toString) -> ``{"a": "b", "c": "d{e=f}"}``."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError(f"not a map: {text!r}")
+    parts, depth, start, body = [], 0, 0, text[1:-1]
+    for i, char in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    entries = {}
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"not a map entry: {part!r}")
+        entries[key.strip()] = value.strip()
+    return entries
+
+
+def _configuration(entry):
+    """One memtable configuration in cassandra.yaml's shape, without its unset fields."""
+    return {k: v for k, v in entry.items()
+            if k in ("class_name", "inherits", "parameters") and v not in (None, "", {})}
+
+
+def memtable_configurations(shown):
+    """cassandra.yaml's ``memtable.configurations`` from the row's text, or None.
+
+    Cassandra 5.0.6 prints the map as java.util.HashMap.toString():
+    ``{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}`` is
+    ``{"default": {"inherits": "trie"}, "skiplist": {"class_name": "SkipListMemtable"},
+    "trie": {"class_name": "TrieMemtable"}}``; with
+    -Dcassandra.virtual_table_complex_settings_format_json=true, as JSON.
+    (planner/spaces.py reads the same row for the planner.)
+    """
+    text = str(shown).strip()
+    try:
+        if text.startswith('{"'):
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                return None
+            return {name: _configuration(conf or {}) for name, conf in data.items()}
+        out = {}
+        for name, value in _java_map(text).items():
+            match = _MEMTABLE_ENTRY.match(value)
+            if not match:
+                return None
+            entry = match.groupdict()
+            if entry["parameters"]:
+                entry["parameters"] = _java_map(entry["parameters"])
+            out[name] = _configuration(entry)
+        return out
+    except (ValueError, AttributeError):
+        return None
+
+
+def running_value(key, shown):
+    """cassandra.yaml ``key`` as its row (:func:`settings_row`) shows it, in the file's shape.
+
+    Scalars are returned as shown; ``memtable`` becomes ``{"configurations": {...}}`` (the
+    text itself when it cannot be read, so that the read-back names it).
+    """
+    if key == "memtable" and shown is not None:
+        configurations = memtable_configurations(shown)
+        return shown if configurations is None else {"configurations": configurations}
+    return shown
+
+
 def same_setting(expected, actual):
     """Whether a node's reported ``actual`` is the ``expected`` value Kairos wrote."""
     if actual is None:
         return expected is None
+    if isinstance(expected, dict):
+        return (isinstance(actual, dict) and set(expected) == set(actual)
+                and all(same_setting(want, actual[key]) for key, want in expected.items()))
     if isinstance(expected, bool) or _as_bool(expected) is not None:
         return _as_bool(expected) == _as_bool(actual)
     want, got = _as_number(expected), _as_number(actual)

@@ -22,12 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from planner import loadgen
 from planner.calibrate_space import Config
 from planner.errors import KairosError, ValidationError
-from planner.spaces import get_space
+from planner.spaces import from_settings_view, get_space, settings_row
 
 #: Executor wall time assumed for the minutes budget before anything was measured.
 ASSUMED_LIVE_APPLY_SECONDS = 40.0
@@ -224,12 +222,9 @@ def measurement_from_result(result: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------ running configuration
 def parse_setting(engine: str, name: str, shown: str | None) -> Any:
-    """A value as ``system_views.settings`` shows it -> canonical (unset -> the default)."""
-    param = get_space(engine)[name]
-    if shown is None or shown in ("", "null"):
-        return param.default
-    raw = yaml.safe_load(shown) if param.type != "size" else shown
-    return param.coerce(raw)
+    """A value as ``system_views.settings`` shows it -> canonical (unset -> the default);
+    ``shown`` is the row :func:`planner.spaces.settings_row` names."""
+    return from_settings_view(engine, name, shown)
 
 
 @contextlib.contextmanager
@@ -371,7 +366,8 @@ def read_running_config(
                         values[p] = (str(row.compaction["class"]).rsplit(".", 1)[-1] if row
                                      else space[p].default)
                     else:
-                        values[p] = parse_setting("cassandra", p, shown.get(p))
+                        values[p] = parse_setting("cassandra", p,
+                                                  shown.get(settings_row("cassandra", p)))
                 per_node[host] = values
                 version = str(session.execute("SELECT release_version FROM system.local")
                               .one().release_version)

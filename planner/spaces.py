@@ -2,15 +2,19 @@
 
 A :class:`ConfigSpace` lists the tunable :class:`Parameter` objects of one engine: the exact
 name the engine reads (a ``cassandra.yaml`` key, a ``redis.conf`` directive, ``heap_size`` for
-the JVM heap and ``compaction`` for the table compaction strategy), its type, range or choices,
-default, and how a change takes effect (``live`` through a named command, or ``restart``).
+the JVM heap, ``compaction`` for the table compaction strategy and ``memtable_implementation``
+for the default memtable, written as cassandra.yaml's nested ``memtable`` key), its type,
+range or choices, default, and how a change takes effect (``live`` through a named command, or
+``restart``).
 
 A *configuration* is a plain mapping ``{parameter name: value}``; it may be partial (missing
 parameters keep their defaults). Values may be given loosely (``64`` or ``"64MiB"`` for a size,
 ``"yes"`` or ``True`` for a Redis boolean); :meth:`ConfigSpace.normalize` returns the canonical
 form (sizes as strings in the engine's own unit format, booleans as ``bool``), which is what
 :meth:`ConfigSpace.candidates` and :meth:`ConfigSpace.defaults` return and what plans should
-store. :func:`render_settings` maps a configuration to the values the Ansible templates write.
+store. :func:`render_settings` maps a configuration to the values the Ansible templates write;
+:func:`settings_row` and :func:`from_settings_view` read a running Cassandra value back from
+``system_views.settings``.
 
 See docs/config-spaces.md for the sources of every name, default and command.
 """
@@ -18,12 +22,15 @@ See docs/config-spaces.md for the sources of every name, default and command.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
+
+import yaml
 
 from planner.errors import ValidationError
 
@@ -59,7 +66,9 @@ class Parameter:
     ----------
     name : str
         The exact name the engine reads: a ``cassandra.yaml`` key (5.0 spelling), a
-        ``redis.conf`` directive, ``heap_size`` (JVM) or ``compaction`` (table option).
+        ``redis.conf`` directive, ``heap_size`` (JVM) or ``compaction`` (table option);
+        ``memtable_implementation`` is written as the nested cassandra.yaml key ``memtable``
+        (:func:`memtable_yaml`).
     type : {"int", "float", "bool", "enum", "size"}
         Value type. ``size`` values are held in MiB internally and written in ``unit`` format.
     default : Any
@@ -386,6 +395,12 @@ COMPACTION_STRATEGIES: tuple[str, ...] = (
     "LeveledCompactionStrategy",
     "UnifiedCompactionStrategy",
 )
+#: The memtable configurations cassandra.yaml defines (as Cassandra 5.0's own file does) and
+#: their classes; ``memtable_implementation`` chooses which one ``default`` inherits.
+MEMTABLE_CLASSES: dict[str, str] = {"skiplist": "SkipListMemtable", "trie": "TrieMemtable"}
+#: The ``system_views.settings`` row that shows cassandra.yaml's ``memtable``: 5.0 flattens
+#: nested options into dotted rows, and ``memtable`` has the one field ``configurations``.
+MEMTABLE_SETTINGS_ROW = "memtable.configurations"
 
 
 # Rows: name, type, default, the values the optimiser's grid tries, description; then
@@ -470,6 +485,18 @@ _CASSANDRA_PARAMS: tuple[Parameter, ...] = (
               "min(data disks, cores))): 2 on the lab.",
               minimum=1, maximum=64, live_command="nodetool setconcurrentcompactors <n>",
               candidate_values=(2, 1)),
+    # Not in the optimiser's default grid either: a calibration that measured it puts it in
+    # the plans' search (as compaction_throughput).
+    _yaml("memtable_implementation", "enum", "skiplist", ("skiplist", "trie"),
+          "Memtable of every table without its own memtable option: the skip list of "
+          "Cassandra up to 4.1, or the trie (new in 5.0), which keeps more of the memtable "
+          "off-heap, fits more data in the same space and takes writes faster, but can do "
+          "worse when writes crowd onto a few partitions.",
+          choices=tuple(MEMTABLE_CLASSES),
+          note="Written as the cassandra.yaml mapping memtable: configurations skiplist and "
+          "trie, and default inheriting the chosen one (render_settings); "
+          "system_views.settings shows it in the row memtable.configurations. A table "
+          "created WITH memtable = '...' keeps its own choice."),
 )  # fmt: skip
 
 # ------------------------------------------------------------------- Redis 7.0
@@ -623,8 +650,10 @@ def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[st
         Cassandra: ``{"cassandra.yaml": {key: YAML scalar}, "jvm": {"-Xms": "512M",
         "-Xmx": "512M"}, "table": {"compaction": {"class": ...}, "caching": {...}}}``
         (the ``table`` entries are CQL table options: ``ALTER TABLE ... WITH compaction =
-        {'class': ...}``). Redis: ``{"redis.conf": {directive: string}}`` with booleans as
-        ``yes``/``no``. Sections with nothing to write are present and empty.
+        {'class': ...}``); ``memtable_implementation`` becomes the cassandra.yaml key
+        ``memtable``, a mapping (:func:`memtable_yaml`). Redis: ``{"redis.conf": {directive:
+        string}}`` with booleans as ``yes``/``no``. Sections with nothing to write are present
+        and empty.
     """
     space = get_space(engine)
     canonical = space.normalize(config)
@@ -646,6 +675,8 @@ def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[st
             jvm["-Xmx"] = value
         elif location == "table":
             table["compaction"] = {"class": value}
+        elif key == "memtable_implementation":
+            yaml_part["memtable"] = memtable_yaml(value)
         else:
             yaml_part[key] = value
     if "row_cache_size" in canonical:
@@ -653,3 +684,158 @@ def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[st
         rows = "ALL" if enabled else "NONE"
         table["caching"] = {"keys": "ALL", "rows_per_partition": rows}
     return {"cassandra.yaml": yaml_part, "jvm": jvm, "table": table}
+
+
+def memtable_yaml(implementation: str) -> dict[str, Any]:
+    """cassandra.yaml's ``memtable`` mapping that makes ``implementation`` the default.
+
+    Both configurations are defined, as in Cassandra 5.0's own cassandra.yaml (so a table can
+    still choose one with ``WITH memtable = '...'``), and ``default``, which every table
+    without a memtable option uses, inherits the chosen one::
+
+        memtable:
+          configurations:
+            skiplist: {class_name: SkipListMemtable}
+            trie: {class_name: TrieMemtable}
+            default: {inherits: trie}
+
+    The rollout file and the role's applied record sort their keys, so the node's file lists
+    ``default`` first; Cassandra 5.0.6 resolves every ``inherits`` after the classes
+    (``MemtableParams.expandDefinitions``), in any order.
+    """
+    get_space("cassandra")["memtable_implementation"].coerce(implementation)
+    configurations: dict[str, Any] = {
+        name: {"class_name": cls} for name, cls in MEMTABLE_CLASSES.items()
+    }
+    configurations["default"] = {"inherits": implementation}
+    return {"configurations": configurations}
+
+
+def settings_row(engine: str, name: str) -> str:
+    """The Cassandra ``system_views.settings`` row that shows parameter ``name``.
+
+    The parameter's own name, except ``memtable_implementation``
+    (:data:`MEMTABLE_SETTINGS_ROW`).
+    """
+    get_space(engine)[name]
+    if engine == "cassandra" and name == "memtable_implementation":
+        return MEMTABLE_SETTINGS_ROW
+    return name
+
+
+def from_settings_view(engine: str, name: str, shown: str | None) -> Any:
+    """Parameter ``name`` as its ``system_views.settings`` row shows it -> canonical.
+
+    ``shown`` is the row :func:`settings_row` names; unset (``None``, empty, ``null``) is
+    the default. ``memtable_implementation`` is read from the memtable configurations
+    (:func:`memtable_from_settings_view`).
+
+    Raises
+    ------
+    ValidationError
+        The value is not valid for the parameter (naming it).
+    """
+    param = get_space(engine)[name]
+    if engine == "cassandra" and name == "memtable_implementation":
+        return memtable_from_settings_view(shown)
+    if shown is None or shown in ("", "null"):
+        return param.default
+    raw = yaml.safe_load(shown) if param.type != "size" else shown
+    return param.coerce(raw)
+
+
+# Cassandra 5.0.6 prints the row memtable.configurations as java.util.HashMap.toString() of
+# its InheritingClass entries, each ``[<inherits>+][<class_name>][<parameters map>]``:
+# ``{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}``; with
+# -Dcassandra.virtual_table_complex_settings_format_json=true, as a JSON object of
+# {class_name, parameters, inherits}. module_utils/kairos_settings.py reads the same row on
+# the nodes (the read-back after a rollout), where the planner cannot be imported.
+_MEMTABLE_ENTRY = re.compile(
+    r"^(?:(?P<inherits>[^{}+=]+)\+)?(?P<class_name>[^{}+=]*)(?P<parameters>\{.*\})?$"
+)
+
+
+def _java_map_entries(text: str) -> dict[str, str]:
+    """``{a=b, c=d{e=f}}`` -> ``{"a": "b", "c": "d{e=f}"}`` (split outside braces)."""
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise ValueError(f"not a map: {text!r}")
+    parts, depth, start, body = [], 0, 0, text[1:-1]
+    for i, char in enumerate(body):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    entries: dict[str, str] = {}
+    for part in (p.strip() for p in parts):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"not a map entry: {part!r}")
+        entries[key.strip()] = value.strip()
+    return entries
+
+
+def _memtable_configurations(shown: str) -> dict[str, dict[str, str | None]]:
+    """``{name: {"inherits": ..., "class_name": ...}}`` from the row's text."""
+    if shown.lstrip().startswith('{"'):
+        data = json.loads(shown)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return {str(name): {"inherits": (conf or {}).get("inherits"),
+                            "class_name": (conf or {}).get("class_name")}
+                for name, conf in data.items()}
+    out: dict[str, dict[str, str | None]] = {}
+    for name, value in _java_map_entries(shown).items():
+        match = _MEMTABLE_ENTRY.match(value)
+        if not match:
+            raise ValueError(f"not a memtable configuration: {value!r}")
+        out[name] = {"inherits": match["inherits"],
+                     "class_name": match["class_name"] or None}
+    return out
+
+
+def memtable_from_settings_view(shown: str | None) -> str:
+    """The ``memtable_implementation`` a node runs, from its row ``memtable.configurations``.
+
+    Unset (no ``memtable`` in cassandra.yaml) is Cassandra's default, the skip list. The
+    ``default`` configuration is followed through ``inherits`` to its class; a configuration
+    list without ``default`` means the skip list too.
+
+    Raises
+    ------
+    ValidationError
+        The row cannot be read, or the default is neither SkipListMemtable nor TrieMemtable
+        (e.g. ShardedSkipListMemtable): Kairos does not know that configuration.
+    """
+    if shown is None or shown.strip() in ("", "null"):
+        return "skiplist"
+    try:
+        configurations = _memtable_configurations(shown)
+    except (ValueError, AttributeError) as exc:  # AttributeError: JSON entries not objects
+        raise ValidationError(
+            f"memtable_implementation: cannot read {MEMTABLE_SETTINGS_ROW} = {shown!r} ({exc})"
+        ) from None
+    name, seen = "default", set()
+    while name in configurations and name not in seen:
+        seen.add(name)
+        conf = configurations[name]
+        if conf["class_name"]:  # its own class wins over what it inherits, as in Cassandra
+            cls = conf["class_name"].rsplit(".", 1)[-1]
+            for implementation, known in MEMTABLE_CLASSES.items():
+                if cls == known:
+                    return implementation
+            raise ValidationError(
+                f"memtable_implementation: the nodes' default memtable is {cls} "
+                f"({MEMTABLE_SETTINGS_ROW} = {shown!r}), not one of "
+                f"{', '.join(MEMTABLE_CLASSES.values())}"
+            )
+        name = conf["inherits"] or ""
+    if name == "default" and name not in seen:
+        return "skiplist"  # no default configuration in the file: Cassandra's, the skip list
+    raise ValidationError(
+        f"memtable_implementation: the default memtable configuration does not resolve to a "
+        f"class ({MEMTABLE_SETTINGS_ROW} = {shown!r})"
+    )

@@ -35,6 +35,7 @@ CASSANDRA_VALUES: dict[str, Any] = {
     "concurrent_writes": 48,
     "compaction_throughput": "32MiB/s",
     "concurrent_compactors": 1,
+    "memtable_implementation": "trie",
 }
 # How system_views.settings prints each value.
 CASSANDRA_SHOWN = {
@@ -47,6 +48,7 @@ CASSANDRA_SHOWN = {
     "concurrent_writes": "48",
     "compaction_throughput": "32MiB/s",
     "concurrent_compactors": "1",
+    "memtable.configurations": "{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}",
 }
 
 

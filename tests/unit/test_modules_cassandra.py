@@ -486,6 +486,49 @@ def test_readback_passes_when_the_node_runs_what_was_written(cql: Any, tmp_path:
     assert_no_secret(result)
 
 
+MEMTABLE_TRIE = {"configurations": {"skiplist": {"class_name": "SkipListMemtable"},
+                                    "trie": {"class_name": "TrieMemtable"},
+                                    "default": {"inherits": "trie"}}}
+
+
+def test_readback_reads_the_memtable_mapping_from_its_dotted_row(
+    cql: Any, tmp_path: Path
+) -> None:
+    # As Cassandra 5.0.6 shows a file with the trie as default (HashMap order, from the
+    # 5.0.6 classes SettingsTable and InheritingClass; the captured lab node has no
+    # memtable key, so its row is null).
+    cql.settings["memtable.configurations"] = (
+        "{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}")
+    conf = tmp_path / "cassandra.yaml"
+    conf.write_text("memtable: " + json.dumps(MEMTABLE_TRIE) + "\nconcurrent_reads: 32\n")
+    result = run_module("cassandra_settings_readback", cql_args(
+        settings={"memtable": MEMTABLE_TRIE, "concurrent_reads": 32}, config_file=str(conf),
+    ), check_mode=True)
+    assert result["readback"]["running"] == {
+        "concurrent_reads": "32",
+        "memtable": {"configurations": {"default": {"inherits": "trie"},
+                                        "skiplist": {"class_name": "SkipListMemtable"},
+                                        "trie": {"class_name": "TrieMemtable"}}},
+    }
+    assert result["readback"]["file"] == {"concurrent_reads": 32, "memtable": MEMTABLE_TRIE}
+
+
+def test_readback_fails_when_the_node_runs_another_default_memtable(
+    cql: Any, tmp_path: Path
+) -> None:
+    cql.settings["memtable.configurations"] = None  # started before the file had the key
+    with pytest.raises(ModuleFailed) as failed:
+        run_module("cassandra_settings_readback", cql_args(settings={"memtable": MEMTABLE_TRIE}))
+    assert str(failed.value) == (
+        f"127.0.0.2 does not run what was applied: running memtable: expected "
+        f"{MEMTABLE_TRIE!r}, reads None"
+    )
+    cql.settings["memtable.configurations"] = (
+        "{default=skiplist+, skiplist=SkipListMemtable, trie=TrieMemtable}")
+    with pytest.raises(ModuleFailed, match=r"running memtable: expected .*'inherits': 'skiplist'"):
+        run_module("cassandra_settings_readback", cql_args(settings={"memtable": MEMTABLE_TRIE}))
+
+
 def test_readback_names_every_key_source_and_value_that_differs(
     cql: Any, nodetool: Any, tmp_path: Path
 ) -> None:

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import kairos_lock
 import pytest
-from ansible.module_utils.kairos_settings import mismatches, same_setting
+from ansible.module_utils.kairos_settings import (
+    memtable_configurations,
+    mismatches,
+    running_value,
+    same_setting,
+    settings_row,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cassandra_views" / "settings_cass2.json"
 
@@ -56,6 +62,57 @@ def test_a_value_reads_back_equal_only_when_it_is(
     expected: object, actual: object, same: bool
 ) -> None:
     assert same_setting(expected, actual) is same
+
+
+MEMTABLE_TRIE = {"configurations": {"skiplist": {"class_name": "SkipListMemtable"},
+                                    "trie": {"class_name": "TrieMemtable"},
+                                    "default": {"inherits": "trie"}}}
+
+
+@pytest.mark.parametrize(
+    ("shown", "same"),
+    [
+        # Cassandra 5.0.6: HashMap.toString() of the configurations (hash order, not the file's)
+        ("{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}", True),
+        ("{trie=TrieMemtable, default=trie+, skiplist=SkipListMemtable}", True),
+        ('{"default": {"class_name": null, "parameters": null, "inherits": "trie"}, '
+         '"skiplist": {"class_name": "SkipListMemtable", "parameters": null, "inherits": null}, '
+         '"trie": {"class_name": "TrieMemtable", "parameters": {}, "inherits": null}}', True),
+        ("{default=skiplist+, skiplist=SkipListMemtable, trie=TrieMemtable}", False),
+        ("{default=trie+, trie=TrieMemtable}", False),
+        ("{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable{shards=4}}", False),
+        ("not a map", False),
+        (None, False),  # no memtable key in the file the node started with
+    ],
+)
+def test_the_memtable_mapping_reads_back_from_its_dotted_row(shown: str | None,
+                                                             same: bool) -> None:
+    assert settings_row("memtable") == "memtable.configurations"
+    assert settings_row("concurrent_reads") == "concurrent_reads"
+    assert same_setting(MEMTABLE_TRIE, running_value("memtable", shown)) is same
+
+
+def test_a_memtable_configuration_keeps_its_parameters() -> None:
+    assert memtable_configurations("{default=fast+, fast=TrieMemtable{shards=4, x=y}}") == {
+        "default": {"inherits": "fast"},
+        "fast": {"class_name": "TrieMemtable", "parameters": {"shards": "4", "x": "y"}},
+    }
+    expected = {"configurations": {"fast": {"class_name": "TrieMemtable",
+                                            "parameters": {"shards": 4, "x": "y"}}}}
+    assert same_setting(expected, running_value("memtable", "{fast=TrieMemtable{shards=4, x=y}}"))
+
+
+def test_the_memtable_mapping_in_the_file_compares_as_a_mapping() -> None:
+    # yaml.safe_load of the rendered file: the same mapping, keys in the file's order
+    in_file = {"configurations": {"default": {"inherits": "trie"},
+                                  "skiplist": {"class_name": "SkipListMemtable"},
+                                  "trie": {"class_name": "TrieMemtable"}}}
+    assert mismatches({"memtable": MEMTABLE_TRIE}, {"memtable": in_file}) == []
+    in_file["configurations"]["default"] = {"inherits": "skiplist"}
+    assert mismatches({"memtable": MEMTABLE_TRIE}, {"memtable": in_file}) == [
+        f"memtable: expected {MEMTABLE_TRIE!r}, reads {in_file!r}"
+    ]
+    assert not same_setting(MEMTABLE_TRIE, "trie")  # a scalar is not the mapping
 
 
 def test_mismatches_name_the_key_and_both_values() -> None:
