@@ -366,6 +366,15 @@ def test_memtable_implementation_is_read_from_system_views_settings(
         assert running_value("memtable", shown) == {
             "configurations": memtable_configurations(shown)
         }
+        # The planner's parser and the nodes' twin (module_utils cannot import the planner)
+        # see the same configurations, inherits and classes.
+        from planner.spaces import _memtable_configurations
+
+        nodes = memtable_configurations(shown)
+        assert nodes is not None
+        assert {n: {k: v for k, v in c.items() if v}
+                for n, c in _memtable_configurations(shown).items()} == {
+            n: {k: v for k, v in c.items() if k != "parameters"} for n, c in nodes.items()}
 
 
 @pytest.mark.parametrize(
