@@ -11,8 +11,8 @@ description:
   - Runs on the node. Reads every setting in I(settings) from the node's running
     configuration (CQL C(system_views.settings) of this node only, which also shows values
     changed live with nodetool) and from its I(config_file) (cassandra.yaml), the JVM's
-    maximum heap from C(nodetool info) when I(heap) is given, and the compaction class of
-    each of I(tables) from C(system_schema.tables).
+    maximum heap from C(nodetool info) when I(heap) is given, and the compaction class and
+    caching of each of I(tables) from C(system_schema.tables).
   - A nested key is read from its dotted row and compared as a mapping - C(memtable) from
     C(memtable.configurations), e.g. C({default=trie+, skiplist=SkipListMemtable,
     trie=TrieMemtable}).
@@ -45,14 +45,20 @@ options:
     type: path
     default: ""
   tables:
-    description: Tables (C(keyspace.table)) whose compaction strategy is read back.
+    description: Tables (C(keyspace.table)) whose compaction and caching are read back.
     type: list
     elements: str
     default: []
   compaction:
-    description: The compaction class the I(tables) must have (short or full name).
+    description: The compaction class the I(tables) must have (short or full name); empty
+      does not compare it.
     type: str
     default: ""
+  caching:
+    description: "The C(caching) entries the I(tables) must have (e.g. C({rows_per_partition:
+      ALL})); empty does not compare it."
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -98,7 +104,7 @@ def heap_mb(text):
 
 
 def read_cql(module, params):
-    """(running settings of this node, compaction class per table)."""
+    """(running settings of this node, table -> {compaction class, caching})."""
     cluster, session = connect_one(module, params)
     try:
         rows = {row.name: row.value
@@ -109,16 +115,48 @@ def read_cql(module, params):
         for table in params["tables"]:
             keyspace, name = table.split(".", 1)
             row = session.execute(
-                "SELECT compaction FROM system_schema.tables "
+                "SELECT compaction, caching FROM system_schema.tables "
                 "WHERE keyspace_name=%s AND table_name=%s",
                 (keyspace, name),
             ).one()
-            tables[table] = row.compaction["class"].rsplit(".", 1)[-1] if row else None
+            tables[table] = {"compaction": row.compaction["class"].rsplit(".", 1)[-1],
+                             "caching": dict(row.caching)} if row else None
     except Exception as exc:
         module.fail_json(msg=f"{params['host']}: cannot read the settings back: {exc}")
     finally:
         cluster.shutdown()
     return running, tables
+
+
+def table_problems(params, tables, readback):
+    """Compare the tables' compaction and caching with what was asked; publish what was read.
+
+    ``readback["tables"]``: table -> what was compared, e.g. ``LeveledCompactionStrategy;
+    caching keys=ALL, rows_per_partition=ALL``.
+    """
+    want = params["compaction"].rsplit(".", 1)[-1]
+    caching = {str(k): str(v).upper() for k, v in params["caching"].items()}
+    problems, shown = [], {}
+    for table, options in sorted(tables.items()):
+        if options is None:
+            shown[table] = None
+            problems.append(f"table {table}: not found")
+            continue
+        parts = []
+        if want:
+            parts.append(options["compaction"])
+            if not same_setting(want, options["compaction"]):
+                problems.append(f"table {table}: expected compaction {want}, "
+                                f"reads {options['compaction']}")
+        if caching:
+            now = options["caching"]
+            parts.append("caching " + ", ".join(f"{k}={v}" for k, v in sorted(now.items())))
+            if any(str(now.get(k)) != v for k, v in caching.items()):
+                problems.append(f"table {table}: expected caching {caching}, reads {now}")
+        shown[table] = "; ".join(parts)
+    if tables:
+        readback["tables"] = shown
+    return problems
 
 
 def read_file(module, path, keys):
@@ -144,6 +182,7 @@ def main():
             nodetool=dict(type="path", default=""),
             tables=dict(type="list", elements="str", default=[]),
             compaction=dict(type="str", default=""),
+            caching=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -154,14 +193,7 @@ def main():
         running, tables = read_cql(module, params)
         readback["running"] = running
         problems += [f"running {p}" for p in mismatches(expected, running)]
-        if params["tables"]:
-            readback["tables"] = tables
-            want = params["compaction"].rsplit(".", 1)[-1]
-            problems += [
-                f"table {t}: expected compaction {want}, reads {c}"
-                for t, c in sorted(tables.items())
-                if not same_setting(want, c)
-            ]
+        problems += table_problems(params, tables, readback)
     in_file = {**params["file_settings"], **expected}
     if params["config_file"] and in_file:
         readback["file"] = read_file(module, params["config_file"], in_file)

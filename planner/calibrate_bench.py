@@ -44,10 +44,11 @@ def change_settings_command(
     """argv of the executor's "change these settings safely" entry point.
 
     Live keys are set on every node; restart keys roll through safe batches (the executor
-    decides, see docs/executor.md). ``tables`` are the tables a compaction change applies to.
+    decides, see docs/executor.md). ``tables`` are the tables a compaction or row-cache
+    change applies to (the row cache sets their caching).
     """
     extra: dict[str, Any] = {"settings": dict(changes), "cl": rollout_cl}
-    if "compaction" in changes:
+    if "compaction" in changes or "row_cache_size" in changes:
         extra["kairos_tables"] = list(tables)
     return [ansible_playbook, "-i", str(inventory), str(playbook), "-e", json.dumps(extra)]
 

@@ -312,6 +312,22 @@ def _restart_keys(
     return set(space.restart_params(keys))
 
 
+def _table_changing_keys(
+    space: SpaceLike, keys: Sequence[str], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> set[str]:
+    """Keys whose change from ``before`` to ``after`` changes the tables' schema.
+
+    Table options, and (``planner.spaces.changes_tables``) Cassandra's row cache turned on
+    or off, which sets the tables' ``caching``.
+    """
+    engine = getattr(space, "engine", None)
+    from planner.spaces import ConfigSpace, changes_tables
+
+    if isinstance(space, ConfigSpace) and engine is not None:
+        return {k for k in keys if changes_tables(engine, k, before.get(k), after.get(k))}
+    return set(_table_keys(space, keys))
+
+
 def plan_from_dict(
     data: Any,
     *,
@@ -482,7 +498,7 @@ def _parse_step(
     target_raw = dict(_mapping(_require(st, "target", p), f"{p}.target"))
     config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
     per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
-    changed, needs_restart = _changes(space, prev, config, prev_nodes, per_node)
+    changed, needs_restart, table_changes = _changes(space, prev, config, prev_nodes, per_node)
     live, restart = _live_restart(st, p, changed, needs_restart)
     batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
     if restart and not batches:
@@ -503,7 +519,7 @@ def _parse_step(
         restart=restart,
         batches=batches,
         expected=_expected(st, p),
-        tables=_step_tables(st, p, space, changed),
+        tables=_step_tables(st, p, table_changes),
     )
     return step, config
 
@@ -562,8 +578,9 @@ def _changes(
     config: Mapping[str, Any],
     prev_nodes: Mapping[str, Mapping[str, Any]],
     per_node: Mapping[str, Mapping[str, Any]],
-) -> tuple[set[str], set[str]]:
-    """The keys that change in a step, and those of them that need a restart.
+) -> tuple[set[str], set[str], set[str]]:
+    """The keys that change in a step, those of them that need a restart, and those that
+    change the tables' schema.
 
     A step's ``per_node`` overrides hold for that step only: a host overridden by the
     previous step and not by this one returns to the cluster-wide value, which is a change.
@@ -574,11 +591,13 @@ def _changes(
     ]
     changed: set[str] = set()
     needs_restart: set[str] = set()
+    table_changes: set[str] = set()
     for before, after in pairs:
         diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         changed |= set(diff)
         needs_restart |= _restart_keys(space, diff, before, after)
-    return changed, needs_restart
+        table_changes |= _table_changing_keys(space, diff, before, after)
+    return changed, needs_restart, table_changes
 
 
 def _live_restart(
@@ -673,20 +692,19 @@ def check_tables(value: Any, path: str) -> tuple[str, ...]:
     return names
 
 
-def _step_tables(
-    st: Mapping[str, Any], p: str, space: SpaceLike, changed: set[str]
-) -> tuple[str, ...]:
+def _step_tables(st: Mapping[str, Any], p: str, table_changes: set[str]) -> tuple[str, ...]:
     """The tables a step's table-level change applies to; required iff there is one."""
     raw = st.get("tables")
     tables = () if raw is None else check_tables(raw, f"{p}.tables")
-    table_changes = _table_keys(space, changed)
     # A table option has no cluster-wide home: without names the executor cannot know
     # which tables to ALTER, so the plan must say.
     if table_changes and not tables:
         raise _fail(
             f"{p}.tables",
-            f"none given: {', '.join(table_changes)} changes a table setting; "
-            "name the tables (keyspace.table)",
+            f"none given: {', '.join(sorted(table_changes))} changes a table setting"
+            + ("" if "row_cache_size" not in table_changes
+               else " (turning the row cache on or off sets the tables' caching)")
+            + "; name the tables (keyspace.table)",
         )
     if tables and not table_changes:
         raise _fail(f"{p}.tables", "the step changes no table setting; leave tables out")

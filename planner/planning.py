@@ -41,7 +41,7 @@ from planner.costbenefit import (
 )
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
-from planner.spaces import change_kind, get_space
+from planner.spaces import change_kind, changes_tables, get_space
 from planner.topology import Ring, load_ring, safe_batches
 
 if TYPE_CHECKING:
@@ -347,7 +347,7 @@ def steps_from_evaluation(
         before, after = space.complete(candidates[s.source]), space.complete(candidates[s.target])
         keys = space.changed_keys(before, after)
         restart = [k for k in keys if change_kind(engine, k, before[k], after[k]) == "restart"]
-        table_keys = [k for k in keys if space[k].location == "table"]
+        table_keys = [k for k in keys if changes_tables(engine, k, before[k], after[k])]
         if table_keys and not tables:
             raise ValidationError(
                 f"--tables: step s{j + 1} changes {', '.join(table_keys)}, a table setting; "

@@ -37,7 +37,7 @@ from typing import Any
 from planner import inputs
 from planner.errors import KairosError, ValidationError
 from planner.plan import Plan, Step, check_tables, load_plan
-from planner.spaces import change_kind, get_space
+from planner.spaces import change_kind, changes_tables, get_space, table_caching
 from planner.topology import Ring, check_batch
 
 STATE_VERSION = 1
@@ -84,7 +84,9 @@ class RolloutStep:
         ``due`` (carry it out), ``applied`` (nothing to do), ``nothing-due`` or ``failed``.
     live, restart, table
         What differs from the configuration applied last, by how it takes effect
-        (cluster-wide values); ``node_live`` has each host's live values.
+        (cluster-wide values); ``node_live`` has each host's live values. ``table`` holds
+        the tables' options to set: ``compaction`` (a class) and ``caching`` (the CQL map,
+        set when the row cache turns on or off, :func:`planner.spaces.table_caching`).
     batches
         Restart batches in order, without the hosts already verified (a resumed step).
     nodes
@@ -473,8 +475,9 @@ class Composition:
 class ChangeSet:
     """What differs between two compositions, by how it takes effect.
 
-    ``live``, ``restart`` and ``table`` hold the cluster-wide values after the change;
-    ``node_live`` the live values of each host (per-node overrides included).
+    ``live``, ``restart`` and ``table`` hold the cluster-wide values after the change
+    (``table``: the tables' options, see :class:`RolloutStep`); ``node_live`` the live values
+    of each host (per-node overrides included).
     """
 
     live: Mapping[str, Any]
@@ -518,7 +521,8 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
 
     A key is ``table`` when the space keeps it in the tables' schema, else ``restart``
     when its change needs a restart on any node (:func:`planner.spaces.change_kind`, per
-    transition), else ``live``.
+    transition), else ``live``. A row cache turned on or off on any node also sets the
+    tables' ``caching`` (the tables hold no rows in the cache without it).
     """
     space = get_space(engine)
     defaults = space.defaults()
@@ -526,6 +530,7 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
         (before.nodes.get(h, before.cluster), config) for h, config in after.nodes.items()
     ]
     kinds: dict[str, str] = {}
+    caching = False
     for old, new in pairs:
         b, a = {**defaults, **old}, {**defaults, **new}
         for key in sorted(k for k in a if a[k] != b[k]):
@@ -533,6 +538,7 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
                 kind = "table"
             else:
                 kind = change_kind(engine, key, b[key], a[key])
+                caching = caching or changes_tables(engine, key, b[key], a[key])
             # One node that needs a restart for a key makes it a restart: batches cover all.
             if kinds.get(key) != "restart":
                 kinds[key] = kind
@@ -541,6 +547,9 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
         kind: {k: full[k] for k in sorted(kinds) if kinds[k] == kind}
         for kind in ("live", "restart", "table")
     }
+    if caching:
+        configs = [{**defaults, **c} for c in (after.cluster, *after.nodes.values())]
+        by_kind["table"]["caching"] = table_caching(configs)
     node_live = {
         h: {k: {**defaults, **config}[k] for k in by_kind["live"]}
         for h, config in after.nodes.items()
@@ -835,6 +844,14 @@ def adhoc(
     table = {k: v for k, v in config.items() if space.parameters[k].location == "table"}
     restart = {k: v for k, v in config.items() if space.parameters[k].change == "restart"}
     live = {k: v for k, v in config.items() if k not in table and k not in restart}
+    if engine == "cassandra" and "row_cache_size" in config:
+        # What ran before is unknown here: the caching is set either way (idempotent).
+        table["caching"] = table_caching([config])
+    if table and not table_names:
+        raise ValidationError(
+            f"tables: none given: {', '.join(sorted(table))} sets the tables' options "
+            "(a row_cache_size sets their caching); name them (--tables ks.t1,ks.t2)"
+        )
     batches: tuple[tuple[str, ...], ...] = ()
     if restart or restart_all:
         batches = _adhoc_batches(engine, host_list, ring, consistency_level, tolerated_failures)

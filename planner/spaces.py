@@ -680,10 +680,42 @@ def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[st
         else:
             yaml_part[key] = value
     if "row_cache_size" in canonical:
-        enabled = space["row_cache_size"].size_mib(canonical["row_cache_size"]) > 0
-        rows = "ALL" if enabled else "NONE"
-        table["caching"] = {"keys": "ALL", "rows_per_partition": rows}
+        table["caching"] = table_caching([canonical])
     return {"cassandra.yaml": yaml_part, "jvm": jvm, "table": table}
+
+
+def row_cache_enabled(value: Any) -> bool:
+    """Whether a Cassandra ``row_cache_size`` value turns the row cache on (non-zero)."""
+    param = get_space("cassandra")["row_cache_size"]
+    return param.size_mib(param.coerce(value)) > 0
+
+
+def table_caching(configs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The tables' ``caching`` option for nodes running ``configs`` (Cassandra).
+
+    A table caches rows only with ``rows_per_partition`` other than ``NONE``, whatever the
+    row cache's size; the option is schema, one value for every node, so rows are cached
+    when any node has a row cache (a node without one caches nothing either way). ``NONE``
+    with ``keys: ALL`` is Cassandra's default for a new table.
+    """
+    on = any(row_cache_enabled(c.get("row_cache_size", "0MiB")) for c in configs)
+    return {"keys": "ALL", "rows_per_partition": "ALL" if on else "NONE"}
+
+
+def changes_tables(engine: str, key: str, old: Any, new: Any) -> bool:
+    """Whether changing ``key`` from ``old`` to ``new`` changes the tables' schema.
+
+    True for a table option (``location: table``), and for Cassandra's row cache turned on
+    or off, which changes the tables' ``caching`` (:func:`table_caching`): without it the
+    cache would hold no rows. Such a change needs the tables it applies to.
+    """
+    if get_space(engine)[key].location == "table":
+        return True
+    return (
+        engine == "cassandra"
+        and key == "row_cache_size"
+        and row_cache_enabled(old) != row_cache_enabled(new)
+    )
 
 
 def memtable_yaml(implementation: str) -> dict[str, Any]:

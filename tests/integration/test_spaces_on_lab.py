@@ -4,7 +4,9 @@ Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through
 templates) with every cassandra.yaml parameter at a non-default value, then each node's
 system_views.settings must report them; a second restart puts the defaults back. The first
 runs under load at ONE: two of the three nodes go down at once, and the client must see no
-failure and lose no acknowledged write. The heap (JVM option) is exercised by the rollback
+failure and lose no acknowledged write. The row cache turned on sets the load table's caching
+(rows_per_partition ALL) and the nodes then hold its rows in the cache; the restore turns
+it back to NONE. The heap (JVM option) is exercised by the rollback
 test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a real node with
 the value the templates would write, then the node's own value is restored.
 """
@@ -20,7 +22,7 @@ import redis
 
 from planner.spaces import get_space, render_settings
 
-from .conftest import PlaybookRun, cql_node_cluster, run_playbook
+from .conftest import PlaybookRun, cql_cluster, cql_node_cluster, run_playbook
 from .test_apply_plan import Timeline, load, report
 
 pytestmark = pytest.mark.lab
@@ -50,6 +52,21 @@ CASSANDRA_SHOWN = {
     "concurrent_compactors": "1",
     "memtable.configurations": "{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}",
 }
+# The background load's table: the row cache is only used by tables whose caching says so.
+LOAD_TABLE = "kairos_rollout.usertable"
+
+
+def table_caching(table: str) -> dict[str, str]:
+    keyspace, name = table.split(".")
+    cluster = cql_cluster(["127.0.0.1"])
+    try:
+        row = cluster.connect().execute(
+            "SELECT caching FROM system_schema.tables WHERE keyspace_name=%s AND table_name=%s",
+            (keyspace, name),
+        ).one()
+    finally:
+        cluster.shutdown()
+    return dict(row.caching)
 
 
 def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: PlaybookRun) -> None:
@@ -69,7 +86,8 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
             run = run_playbook(
                 "playbooks/change_settings.yml",
                 "-e",
-                json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE"}),
+                json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE",
+                            "kairos_tables": [LOAD_TABLE]}),
                 timeout=900,
             )
         result = background.result()
@@ -79,20 +97,31 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
         assert result.ops > 0 and dict(result.failures) == {}
         assert result.acknowledged_writes > 0
         assert result.lost_acknowledged_writes == 0 and result.verified
+        assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "ALL"}
+        cached_rows = 0
         for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
             cluster = cql_node_cluster(address)
             try:
-                rows = cluster.connect().execute("SELECT name, value FROM system_views.settings")
+                session = cluster.connect()
+                rows = session.execute("SELECT name, value FROM system_views.settings")
                 shown = {row.name: row.value for row in rows if row.name in CASSANDRA_SHOWN}
+                cache = session.execute(
+                    "SELECT entry_count FROM system_views.caches WHERE name = 'rows'").one()
+                cached_rows += cache.entry_count
             finally:
                 cluster.shutdown()
             assert shown == CASSANDRA_SHOWN, f"{address} runs {shown}"
+        # The load read its table after the restarts: the rows are in the nodes' row caches.
+        print(f"row cache entries after the load: {cached_rows}")
+        assert cached_rows > 0
     finally:
         restored = run_playbook(
-            "playbooks/change_settings.yml", "-e", json.dumps({"settings": defaults, "cl": "ONE"}),
+            "playbooks/change_settings.yml", "-e",
+            json.dumps({"settings": defaults, "cl": "ONE", "kairos_tables": [LOAD_TABLE]}),
             timeout=900,
         )
     assert restored.rc == 0, restored.output[-4000:]
+    assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "NONE"}
 
 
 def _value_for(param: Any, default: Any) -> Any:

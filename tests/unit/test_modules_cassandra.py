@@ -370,6 +370,8 @@ class FakeDatabase:
         self.local = json.loads((views / "cass2.json").read_text())["system.local"]
         self.settings = json.loads((views / "settings_cass2.json").read_text())["rows"]
         self.compaction = {"kairos_app.events": STCS}
+        # Cassandra's default caching, as system_schema.tables holds it for a new table.
+        self.caching = {"kairos_app.events": {"keys": "ALL", "rows_per_partition": "NONE"}}
         self.replication = {
             "system": {"class": "org.apache.cassandra.locator.LocalStrategy"},
             "system_auth": {"class": SIMPLE, "replication_factor": "1"},
@@ -402,11 +404,12 @@ class FakeDatabase:
             return [row(release_version=self.local["release_version"])]
         if query == "SELECT name, value FROM system_views.settings":
             return [row(name=k, value=v) for k, v in self.settings.items()]
-        if query.startswith("SELECT compaction FROM system_schema.tables"):
-            cls = self.compaction.get(".".join(params))
-            # The map system_schema.tables holds for a table created with defaults.
-            return [row(compaction={"class": cls, "max_threshold": "32",
-                                       "min_threshold": "4"})] if cls else []
+        if query.startswith("SELECT compaction, caching FROM system_schema.tables"):
+            table = ".".join(params)
+            cls = self.compaction.get(table)
+            # The maps system_schema.tables holds for a table created with defaults.
+            return [row(compaction={"class": cls, "max_threshold": "32", "min_threshold": "4"},
+                        caching=dict(self.caching[table]))] if cls else []
         if query == "SELECT keyspace_name, replication FROM system_schema.keyspaces":
             return [row(keyspace_name=k, replication=v) for k, v in self.replication.items()]
         if query.startswith("SELECT replication FROM system_schema.keyspaces"):
@@ -417,6 +420,8 @@ class FakeDatabase:
         if query == "SELECT peer, schema_version FROM system.peers_v2":
             return [row(peer=a, schema_version=uuid.UUID(self.SCHEMA))
                     for a in ADDRESSES if a != self.local["broadcast_address"]]
+        if query.startswith("SELECT active_tasks, pending_tasks FROM system_views.thread_pools"):
+            return [row(active_tasks=0, pending_tasks=0)]  # no hint being dispatched
         if query == "SELECT address, generation FROM system_views.gossip_info":
             return [row(address=r["address"], generation=r["generation"])
                     for r in GOSSIP["system_views.gossip_info"]]
@@ -429,8 +434,15 @@ class FakeDatabase:
         raise AssertionError(f"unexpected statement {query!r}")
 
     def alter(self, query: str) -> None:
-        if match := re.match(r"ALTER TABLE (\S+) WITH compaction = \{'class': '(\w+)'\}", query):
-            self.compaction[match[1]] = f"org.apache.cassandra.db.compaction.{match[2]}"
+        if match := re.match(r"ALTER TABLE (\S+) WITH (.*)$", query):
+            for option, value in re.findall(r"(\w+) = (\{[^}]*\})", match[2]):
+                entries = dict(re.findall(r"'(\w+)': '(\w+)'", value))
+                if option == "compaction":
+                    self.compaction[match[1]] = (
+                        f"org.apache.cassandra.db.compaction.{entries['class']}")
+                else:
+                    assert option == "caching", query
+                    self.caching[match[1]] = entries
         elif query.startswith("ALTER KEYSPACE system_auth"):
             dcs = dict(re.findall(r"'(datacenter\d)': (\d+)", query))
             self.replication["system_auth"] = {"class": NTS, **dcs}
@@ -476,11 +488,13 @@ def test_readback_passes_when_the_node_runs_what_was_written(cql: Any, tmp_path:
         settings={"concurrent_reads": 32, "memtable_flush_writers": 2},
         file_settings={"row_cache_size": "0MiB"}, config_file=str(conf),
         tables=["kairos_app.events"], compaction="SizeTieredCompactionStrategy",
+        caching={"rows_per_partition": "NONE"},
     ), check_mode=True)
     assert result["changed"] is False
     assert result["readback"] == {
         "running": {"concurrent_reads": "32", "memtable_flush_writers": "2"},
-        "tables": {"kairos_app.events": "SizeTieredCompactionStrategy"},
+        "tables": {"kairos_app.events":
+                   "SizeTieredCompactionStrategy; caching keys=ALL, rows_per_partition=NONE"},
         "file": {"concurrent_reads": 32, "memtable_flush_writers": 2, "row_cache_size": "0MiB"},
     }
     assert_no_secret(result)
@@ -547,55 +561,112 @@ def test_readback_names_every_key_source_and_value_that_differs(
     assert_no_secret(failed.value.result)
 
 
-def test_table_compaction_check_mode_reports_and_alters_nothing(cql: Any) -> None:
-    result = run_module("cassandra_table_compaction", cql_args(
-        tables=["kairos_app.events"], strategy="LeveledCompactionStrategy",
+def test_readback_fails_when_the_tables_do_not_cache_rows(cql: Any) -> None:
+    with pytest.raises(ModuleFailed) as failed:
+        run_module("cassandra_settings_readback", cql_args(
+            tables=["kairos_app.events"], caching={"keys": "ALL", "rows_per_partition": "ALL"},
+        ))
+    assert str(failed.value) == (
+        "127.0.0.2 does not run what was applied: table kairos_app.events: expected caching "
+        "{'keys': 'ALL', 'rows_per_partition': 'ALL'}, reads "
+        "{'keys': 'ALL', 'rows_per_partition': 'NONE'}"
+    )
+    # Compaction alone asked: the caching is neither compared nor published.
+    result = run_module("cassandra_settings_readback", cql_args(
+        tables=["kairos_app.events"], compaction=STCS))
+    assert result["readback"] == {
+        "running": {}, "tables": {"kairos_app.events": "SizeTieredCompactionStrategy"}}
+
+
+EVENTS_DEFAULTS = {"compaction": "SizeTieredCompactionStrategy",
+                   "caching": {"keys": "ALL", "rows_per_partition": "NONE"}}
+ROWS_ALL = {"keys": "ALL", "rows_per_partition": "ALL"}
+
+
+def test_table_options_check_mode_reports_and_alters_nothing(cql: Any) -> None:
+    result = run_module("cassandra_table_options", cql_args(
+        tables=["kairos_app.events"], compaction="LeveledCompactionStrategy", caching=ROWS_ALL,
     ), check_mode=True)
     assert result["changed"] is True
-    assert result["before"] == {"kairos_app.events": "SizeTieredCompactionStrategy"}
-    assert result["after"] == {"kairos_app.events": "LeveledCompactionStrategy"}
+    assert result["before"] == {"kairos_app.events": EVENTS_DEFAULTS}
+    assert result["after"] == {"kairos_app.events": {"compaction": "LeveledCompactionStrategy",
+                                                     "caching": ROWS_ALL}}
     assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
 
 
-def test_table_compaction_already_set_changes_nothing(cql: Any) -> None:
-    result = run_module("cassandra_table_compaction", cql_args(
-        tables=["kairos_app.events"], strategy=STCS,
-    ))
+@pytest.mark.parametrize("args", [
+    {"compaction": STCS},
+    {"caching": {"rows_per_partition": "none"}},
+    {"compaction": "SizeTieredCompactionStrategy", "caching": {"keys": "ALL"}},
+])
+def test_table_options_already_set_change_nothing(cql: Any, args: dict[str, Any]) -> None:
+    result = run_module("cassandra_table_options", cql_args(tables=["kairos_app.events"], **args))
     assert result["changed"] is False and result["before"] == result["after"]
+    assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
 
 
-def test_table_compaction_alters_then_reports_what_it_reads_back(cql: Any) -> None:
-    result = run_module("cassandra_table_compaction", cql_args(
-        tables=["kairos_app.events"], strategy="LeveledCompactionStrategy",
+def test_table_options_alter_then_report_what_they_read_back(cql: Any) -> None:
+    result = run_module("cassandra_table_options", cql_args(
+        tables=["kairos_app.events"], compaction="LeveledCompactionStrategy", caching=ROWS_ALL,
     ))
     assert result["changed"] is True
-    assert result["after"] == {"kairos_app.events": "LeveledCompactionStrategy"}
+    assert result["after"] == {"kairos_app.events": {"compaction": "LeveledCompactionStrategy",
+                                                     "caching": ROWS_ALL}}
     queries = [q for q, _ in cql.statements]
     assert queries[1] == (
-        "ALTER TABLE kairos_app.events WITH compaction = {'class': 'LeveledCompactionStrategy'}"
+        "ALTER TABLE kairos_app.events WITH compaction = {'class': 'LeveledCompactionStrategy'} "
+        "AND caching = {'keys': 'ALL', 'rows_per_partition': 'ALL'}"
     )
-    assert queries[2].startswith("SELECT compaction")  # the re-read after the ALTER
+    assert queries[2].startswith("SELECT compaction, caching")  # the re-read after the ALTER
     assert cql.compaction["kairos_app.events"] == LCS
     assert_no_secret(result)
+
+
+def test_table_options_set_only_the_caching_that_differs(cql: Any) -> None:
+    result = run_module("cassandra_table_options", cql_args(
+        tables=["kairos_app.events"], compaction=STCS, caching=ROWS_ALL))
+    assert result["changed"] is True
+    assert [q for q, _ in cql.statements if q.startswith("ALTER")] == [
+        "ALTER TABLE kairos_app.events WITH caching = "
+        "{'keys': 'ALL', 'rows_per_partition': 'ALL'}"
+    ]
+    assert cql.caching["kairos_app.events"] == ROWS_ALL
+
+
+def test_table_options_fail_when_the_alter_does_not_take(cql: Any) -> None:
+    cql.alter = lambda query: None  # the statement is accepted, the schema stays as it was
+    with pytest.raises(ModuleFailed, match=(
+        r"ALTER TABLE did not take: kairos_app.events reads .*'rows_per_partition': 'NONE'.*"
+        r"wanted \{'caching': \{'keys': 'ALL', 'rows_per_partition': 'ALL'\}\}"
+    )):
+        run_module("cassandra_table_options", cql_args(
+            tables=["kairos_app.events"], caching=ROWS_ALL))
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"tables": ["events"], "strategy": "LeveledCompactionStrategy"},
+        ({"tables": ["events"], "compaction": "LeveledCompactionStrategy"},
          "tables must be keyspace.table: events"),
-        ({"tables": ["kairos_app.events"], "strategy": "Leveled"},
-         "not a compaction strategy class: 'Leveled'"),
-        ({"tables": ["kairos_app.nope"], "strategy": "LeveledCompactionStrategy"},
+        ({"tables": ["kairos_app.events"], "compaction": "Leveled"},
+         "compaction: not a compaction strategy class: 'Leveled'"),
+        ({"tables": ["kairos_app.nope"], "compaction": "LeveledCompactionStrategy"},
          "no such table: kairos_app.nope"),
-        ({"tables": ["kairos_app.events"], "strategy": "LeveledCompactionStrategy",
+        ({"tables": ["kairos_app.events"], "caching": {"rows": "ALL"}},
+         "caching: unknown option 'rows'"),
+        ({"tables": ["kairos_app.events"], "caching": {"keys": "SOME"}},
+         "caching.keys: expected ALL or NONE, got 'SOME'"),
+        ({"tables": ["kairos_app.events"], "caching": {"rows_per_partition": "-1"}},
+         "caching.rows_per_partition: expected ALL, NONE or a number of rows, got '-1'"),
+        ({"tables": ["kairos_app.events"]}, "give compaction, caching or both"),
+        ({"tables": ["kairos_app.events"], "compaction": "LeveledCompactionStrategy",
           "timeout": "soon"}, "timeout"),
     ],
 )
-def test_table_compaction_refuses_bad_arguments(
+def test_table_options_refuse_bad_arguments(
     cql: Any, args: dict[str, Any], message: str
 ) -> None:
-    result = refused("cassandra_table_compaction", cql_args(**args), message)
+    result = refused("cassandra_table_options", cql_args(**args), message)
     assert not [q for q, _ in cql.statements if q.startswith("ALTER")]
     assert_no_secret(result)
 

@@ -225,22 +225,60 @@ def test_step_option_composes_up_to_that_step(tmp_path: Path) -> None:
 
 
 def test_change_set_is_classified_by_the_space_not_the_step_lists(tmp_path: Path) -> None:
-    """s2's row-cache resize is live on its own, but 0 -> 128MiB from what runs needs a restart."""
-    doc = plan_doc(
-        [
-            step("s1", 5, {"row_cache_size": "64MiB"}, restart=["row_cache_size"],
-                 batches=ONE_BY_ONE),
-            step("s2", 10, {"row_cache_size": "128MiB"}, live=["row_cache_size"]),
-        ]
-    )
+    """s2's row-cache resize is live on its own, but 0 -> 128MiB from what runs needs a restart
+    and the tables' caching (turning the row cache on names the tables; a resize does not)."""
+    doc = plan_doc([step("s1", 5, {"row_cache_size": "64MiB"}, restart=["row_cache_size"],
+                         batches=ONE_BY_ONE, tables=["app.events"]),
+                    step("s2", 10, {"row_cache_size": "128MiB"}, live=["row_cache_size"])])
     path = write(tmp_path, doc)
     got = prepare(path, hosts=HOSTS, now=at(11))
     assert got.live == {} and got.restart == {"row_cache_size": "128MiB"}
+    assert got.table == {"caching": {"keys": "ALL", "rows_per_partition": "ALL"}}
+    assert got.tables == ("app.events",)
     assert got.batches == (("cass1",), ("cass2",), ("cass3",))
     record_step(tmp_path / "plan.yml.state.json", step_id="s1", status="applied")
     after_s1 = prepare(path, hosts=HOSTS, now=at(11))
     assert after_s1.live == {"row_cache_size": "128MiB"} and after_s1.restart == {}
+    assert after_s1.table == {} and after_s1.tables == ()
     assert after_s1.batches == ()
+
+
+def test_turning_the_row_cache_on_or_off_needs_the_tables(tmp_path: Path) -> None:
+    on = step("s1", 5, {"row_cache_size": "64MiB"}, restart=["row_cache_size"],
+              batches=ONE_BY_ONE)
+    with pytest.raises(ValidationError, match=(
+        r"steps\[0\]\.tables: none given: row_cache_size changes a table setting \(turning "
+        r"the row cache on or off sets the tables' caching\); name the tables")):
+        load_plan(write(tmp_path, plan_doc([on])), known_hosts=HOSTS)
+    off = step("s2", 10, {"row_cache_size": "0MiB"}, restart=["row_cache_size"],
+               batches=ONE_BY_ONE)
+    path = write(tmp_path, plan_doc([{**on, "tables": ["app.events"]},
+                                     {**off, "tables": ["app.events"]}]))
+    record_step(tmp_path / "plan.yml.state.json", step_id="s1", status="applied")
+    got = prepare(path, hosts=HOSTS, now=at(11))
+    assert got.step_id == "s2"
+    assert got.table == {"caching": {"keys": "ALL", "rows_per_partition": "NONE"}}
+
+
+def test_a_row_cache_on_one_node_caches_the_tables_rows(tmp_path: Path) -> None:
+    """The caching is schema, one value for all: rows are cached when any node has a cache."""
+    doc = plan_doc([step("s1", 5, {"concurrent_reads": 64}, live=["concurrent_reads"],
+                         per_node={"cass2": {"row_cache_size": "64MiB"}},
+                         restart=["row_cache_size"], batches=ONE_BY_ONE,
+                         tables=["app.events"])])
+    got = prepare(write(tmp_path, doc), hosts=HOSTS, now=at(11))
+    assert got.table == {"caching": {"keys": "ALL", "rows_per_partition": "ALL"}}
+
+
+def test_adhoc_sets_the_caching_with_the_row_cache_and_needs_tables(tmp_path: Path) -> None:
+    kw = {"engine": "cassandra", "hosts": HOSTS, "ring": None, "consistency_level": "ONE",
+          "state_path": tmp_path / "s.json", "now": at(11)}
+    with pytest.raises(ValidationError, match=(
+        r"^tables: none given: caching sets the tables' options \(a row_cache_size sets their "
+        r"caching\); name them \(--tables ks\.t1,ks\.t2\)$")):
+        adhoc(settings={"row_cache_size": "0MiB", "concurrent_reads": 64}, **kw)
+    live = adhoc(settings={"concurrent_reads": 64}, **kw)
+    assert live.table == {} and live.tables == ()
 
 
 def test_restart_without_any_batches_is_refused_naming_the_steps(tmp_path: Path) -> None:

@@ -1,0 +1,184 @@
+#!/usr/bin/python
+"""Set tables' compaction and caching options with CQL ALTER TABLE (a live schema change)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: cassandra_table_options
+short_description: Set the compaction strategy and caching of tables (read, compare, ALTER, re-read)
+description:
+  - "Reads each table's compaction class and caching from system_schema.tables and, for a
+    table where either differs, runs C(ALTER TABLE ks.t WITH compaction = {'class': ...} AND
+    caching = {...}), waits for schema agreement and reads the options again. Fails when
+    what it reads back is not what was asked. Run it once per cluster (run_once), not per
+    node."
+  - A table caches rows in the row cache only with C(rows_per_partition) other than
+    C(NONE), whatever C(row_cache_size) is; the planner sets I(caching) when the row cache
+    turns on or off.
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_cql]
+options:
+  tables:
+    description: Tables as keyspace.table.
+    type: list
+    elements: str
+    required: true
+  compaction:
+    description:
+      - Compaction class, short name (e.g. LeveledCompactionStrategy) or fully qualified.
+      - Empty leaves the compaction as it is.
+    type: str
+    default: ""
+  caching:
+    description:
+      - "The C(caching) map, e.g. C({keys: ALL, rows_per_partition: ALL}). C(keys) is ALL or
+        NONE; C(rows_per_partition) ALL, NONE or a number of rows."
+      - Empty leaves the caching as it is. One of I(compaction) and I(caching) is required.
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds for the connection, each statement and the schema agreement after it.
+    default: 30
+"""
+
+EXAMPLES = r"""
+- name: Leveled compaction and cached rows for a read-heavy phase
+  cassandra_table_options:
+    host: 127.0.0.1
+    tables: [shop.orders]
+    compaction: LeveledCompactionStrategy
+    caching: {keys: ALL, rows_per_partition: ALL}
+  run_once: true
+"""
+
+RETURN = r"""
+before:
+  description: Table -> {compaction (short class name), caching} before.
+  returned: always
+  type: dict
+after:
+  description: Table -> {compaction, caching} read back after the change.
+  returned: always
+  type: dict
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
+
+NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
+ROWS = re.compile(r"^(ALL|NONE|[1-9][0-9]*)$")
+
+
+def short(cls):
+    return str(cls).rsplit(".", 1)[-1]
+
+
+def read(session, tables):
+    """Table -> {compaction, caching}; None for a table that does not exist."""
+    out = {}
+    for table in tables:
+        ks, name = table.split(".")
+        row = session.execute(
+            "SELECT compaction, caching FROM system_schema.tables "
+            "WHERE keyspace_name=%s AND table_name=%s",
+            (ks, name),
+        ).one()
+        out[table] = (
+            {"compaction": short(row.compaction["class"]), "caching": dict(row.caching)}
+            if row else None
+        )
+    return out
+
+
+def differs(current, compaction, caching):
+    """What of the wanted options ``current`` lacks: {option: wanted value}."""
+    out = {}
+    if compaction and current["compaction"] != compaction:
+        out["compaction"] = compaction
+    if caching and any(str(current["caching"].get(k)) != v for k, v in caching.items()):
+        out["caching"] = caching
+    return out
+
+
+def cql_map(mapping):
+    return "{" + ", ".join(f"'{k}': '{v}'" for k, v in sorted(mapping.items())) + "}"
+
+
+def check_arguments(module, params):
+    """(compaction short name, caching with string values), or fail naming the argument."""
+    bad = [t for t in params["tables"] if not NAME.match(t)]
+    if bad:
+        module.fail_json(msg=f"tables must be keyspace.table: {', '.join(bad)}")
+    compaction = short(params["compaction"]) if params["compaction"] else ""
+    if compaction and not re.match(r"^[A-Za-z]+CompactionStrategy$", compaction):
+        module.fail_json(msg=f"compaction: not a compaction strategy class: "
+                             f"{params['compaction']!r}")
+    caching = {str(k): str(v).upper() for k, v in (params["caching"] or {}).items()}
+    unknown = sorted(set(caching) - {"keys", "rows_per_partition"})
+    if unknown:
+        module.fail_json(msg=f"caching: unknown option {unknown[0]!r} "
+                             "(keys, rows_per_partition)")
+    if caching.get("keys", "ALL") not in ("ALL", "NONE"):
+        module.fail_json(msg=f"caching.keys: expected ALL or NONE, got {caching['keys']!r}")
+    if not ROWS.match(caching.get("rows_per_partition", "ALL")):
+        module.fail_json(msg="caching.rows_per_partition: expected ALL, NONE or a number of "
+                             f"rows, got {caching['rows_per_partition']!r}")
+    if not compaction and not caching:
+        module.fail_json(msg="give compaction, caching or both")
+    return compaction, caching
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=cql_argument_spec(
+            tables=dict(type="list", elements="str", required=True),
+            compaction=dict(type="str", default=""),
+            caching=dict(type="dict", default={}),
+            timeout=dict(default=30),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    compaction, caching = check_arguments(module, params)
+    cluster, session = connect_one(module, params)
+    try:
+        before = read(session, params["tables"])
+        missing = [t for t, options in before.items() if options is None]
+        if missing:
+            module.fail_json(msg=f"no such table: {', '.join(missing)}")
+        todo = {t: d for t, o in before.items() if (d := differs(o, compaction, caching))}
+        if not todo or module.check_mode:
+            after = {t: {**o, **todo.get(t, {})} for t, o in before.items()}
+            module.exit_json(
+                changed=bool(todo), before=before, after=after,
+                diff={"before": before, "after": after},
+            )
+        for table, options in todo.items():
+            clauses = []
+            if "compaction" in options:
+                clauses.append(f"compaction = {{'class': '{options['compaction']}'}}")
+            if "caching" in options:
+                clauses.append(f"caching = {cql_map(options['caching'])}")
+            session.execute(f"ALTER TABLE {table} WITH {' AND '.join(clauses)}",
+                            timeout=params["timeout"])
+        if not cluster.control_connection.wait_for_schema_agreement(wait_time=params["timeout"]):
+            module.fail_json(msg="schema did not agree after ALTER TABLE", before=before)
+        after = read(session, params["tables"])
+    finally:
+        cluster.shutdown()
+    unmet = {t: d for t, o in after.items() if (d := differs(o, compaction, caching))}
+    if unmet:
+        module.fail_json(
+            msg="ALTER TABLE did not take: "
+            + "; ".join(f"{t} reads {after[t]}, wanted {d}" for t, d in unmet.items()),
+            before=before, after=after,
+        )
+    module.exit_json(
+        changed=True, before=before, after=after, diff={"before": before, "after": after}
+    )
+
+
+if __name__ == "__main__":
+    main()
