@@ -21,6 +21,9 @@ description:
   - C(hints) no peer holds more than I(max_hint_files) hint files for any node outside
     I(expected_down) (C(system_views.pending_hints)) - the batch's nodes have caught up, and
     no peer - the next batch among them - is still replaying hints to another node. With
+    I(max_hint_files) 0 no peer's C(HintsDispatcher) pool has a task active or queued either
+    (C(system_views.thread_pools)) - the file a peer is dispatching is off its queue, and
+    C(pending_hints) does not list it. With
     no I(nodes) the gate checks only this and the schemas (before the first batch), and with
     I(cross_check) also that every peer sees every other peer as a batch node above.
   - C(failure_detector) with I(failure_detector), every peer's failure detector counts each
@@ -150,6 +153,10 @@ GOSSIP = (
     "FROM system_views.gossip_info"
 )
 HINTS = "SELECT address, files, status FROM system_views.pending_hints"
+DISPATCH = (
+    "SELECT active_tasks, pending_tasks FROM system_views.thread_pools "
+    "WHERE name = 'HintsDispatcher'"
+)
 LOCAL_SCHEMA = "SELECT schema_version FROM system.local"
 #: Seconds a single CQL request or connection attempt may take within the gate.
 REQUEST_SECONDS = 5.0
@@ -172,8 +179,10 @@ def node_state(row, before):
 def judge_peer(view, nodes, generations, max_hint_files, expected=()):
     """One peer's answer -> (unmet conditions: name -> reasons, nodes it sees DOWN).
 
-    ``view``: {"gossip": rows, "hints": rows, "schema": its schema version}, rows as dicts.
-    Hints for a node in ``expected`` (known down) cannot be delivered and are not counted.
+    ``view``: {"gossip": rows, "hints": rows, "schema": its schema version, "dispatch": the
+    HintsDispatcher pool's row or None}, rows as dicts. Hints for a node in ``expected``
+    (known down) cannot be delivered and are not counted; a dispatch in progress (which
+    pending_hints does not list) holds the gate when no hint file is tolerated.
     """
     gossip = {str(r["address"]): r for r in view["gossip"]}
     hints = {str(r["address"]): r for r in view["hints"]}
@@ -197,6 +206,12 @@ def judge_peer(view, nodes, generations, max_hint_files, expected=()):
         files = int(held.get("files") or 0)
         if target not in expected and files > max_hint_files:
             unmet.setdefault("hints", []).append(f"{files} hint file(s) for {target}")
+    dispatch = view.get("dispatch") or {}
+    busy = int(dispatch.get("active_tasks") or 0), int(dispatch.get("pending_tasks") or 0)
+    if max_hint_files == 0 and any(busy):
+        unmet.setdefault("hints", []).append(
+            f"dispatching hints ({busy[0]} active, {busy[1]} queued HintsDispatcher tasks)"
+        )
     seen_down = sorted(a for a, r in hints.items() if r.get("status") == "DOWN" and a not in nodes)
     return unmet, seen_down
 
@@ -233,6 +248,13 @@ def judge(views, nodes, generations, max_hint_files, expected=()):
     return conditions, unmet, sorted(down)
 
 
+def _first(rows):
+    """The first row as a dict, or None (an older Cassandra without the pool's row)."""
+    for row in rows:
+        return row._asdict()
+    return None
+
+
 class Peer:
     """One CQL session to one peer, reconnected when it drops."""
 
@@ -260,6 +282,7 @@ class Peer:
             view = {
                 "gossip": [r._asdict() for r in self.session.execute(GOSSIP)],
                 "hints": [r._asdict() for r in self.session.execute(HINTS)],
+                "dispatch": _first(self.session.execute(DISPATCH)),
                 "schema": self.session.execute(LOCAL_SCHEMA).one().schema_version,
             }
             if self.probe_nodes and self.probe_error is None:

@@ -23,12 +23,13 @@ import yaml
 
 from planner.loadgen import BackgroundLoad
 
-from .conftest import BIN, REPO, assert_no_secret, cql_node_cluster, run_playbook
+from .conftest import BIN, REPO, assert_no_secret, cql_cluster, cql_node_cluster, run_playbook
 from .test_apply_plan import (
     HOSTS,
     Timeline,
     flush_writers_plan,
     node_pid,
+    nodetool,
     state,
     up_normal,
     yaml_setting,
@@ -132,6 +133,59 @@ def bring_back_victim() -> None:
     pytest.fail("the lab did not come back to three UN nodes")
 
 
+# Hint delivery slowed on the replaying peers (KiB/s; Cassandra's default is 1024, shared
+# by the peers delivering at once), so that the replay of HINT_ROWS rows of 1 KB lasts
+# about a minute and a half: long enough that the rollout surely starts during it.
+HINT_THROTTLE_KIB, HINT_ROWS = 128, 6000
+HINTS_QUERY = "SELECT address, files FROM system_views.pending_hints"
+DISPATCH_QUERY = ("SELECT active_tasks, pending_tasks FROM system_views.thread_pools "
+                  "WHERE name = 'HintsDispatcher'")
+
+
+def replay_state(session: Any, address: str) -> tuple[int, int] | None:
+    """(hint files held for ``address``, HintsDispatcher tasks active or queued) on the node
+    behind ``session``; None when it does not answer."""
+    try:
+        files = sum(int(r.files) for r in session.execute(HINTS_QUERY, timeout=2)
+                    if r.address == address)
+        pool = session.execute(DISPATCH_QUERY, timeout=2).one()
+    except Exception:  # draining, or busy: no reading this round
+        return None
+    return files, int(pool.active_tasks) + int(pool.pending_tasks)
+
+
+def leave_hints_for_victim(rows: int) -> None:
+    """Stop the victim, write ``rows`` at ONE so both peers store hints for it, slow their
+    delivery, bring it back: when this returns, the peers replay hints to it for a while."""
+    from cassandra import ConsistencyLevel
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    pid = node_pid(VICTIM)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive(pid), f"{VICTIM} did not stop"
+    for peer in ("cass1", "cass2"):
+        nodetool(peer, "sethintedhandoffthrottlekb", str(HINT_THROTTLE_KIB))
+    cluster = cql_cluster([HOSTS["cass1"], HOSTS["cass2"]])
+    try:
+        session = cluster.connect()
+        session.execute("CREATE KEYSPACE IF NOT EXISTS kairos_hints WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 3}")
+        session.execute("CREATE TABLE IF NOT EXISTS kairos_hints.rows (k int PRIMARY KEY, v text)")
+        insert = session.prepare("INSERT INTO kairos_hints.rows (k, v) VALUES (?, ?)")
+        insert.consistency_level = ConsistencyLevel.ONE
+        value = os.urandom(512).hex()  # 1 KB
+        results = execute_concurrent_with_args(session, insert,
+                                               [(k, value) for k in range(rows)],
+                                               concurrency=64, raise_on_first_error=True)
+        assert all(ok for ok, _ in results)
+    finally:
+        cluster.shutdown()
+    bring_back_victim()
+
+
 def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path: Path) -> None:
     assert not LOCK.exists(), f"a stale lock is left: {LOCK.read_text()}"
     for number, (fault, (task, delay)) in enumerate(FAULTS.items()):
@@ -210,7 +264,11 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
 ) -> None:
     """kill -9 of ansible-playbook after cass1 is verified: the next run takes the dead run's
     lock over at once and restarts only cass2 and cass3; a per_node live value lands on its
-    node only, and every node is read back before the step is recorded applied."""
+    node only, and every node is read back before the step is recorded applied.
+
+    The first run starts while cass1 and cass2 replay hints to cass3, just back, slowly (a
+    throttled delivery): cass1 is not taken down before both have delivered every file,
+    the one in dispatch included (issue 17, part 5)."""
     assert not LOCK.exists(), f"a stale lock is left: {LOCK.read_text()}"
     batches = [["cass1"], ["cass2"], ["cass3"]]
     plan, writers = flush_writers_plan(tmp_path / "resume.yml", batches)
@@ -223,21 +281,50 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
     state_file = plan.with_name(plan.name + ".state.json")
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
     log = tmp_path / "interrupted.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e", f"plan={plan}"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        deadline = time.monotonic() + 600
-        while proc.poll() is None and time.monotonic() < deadline:
-            verified = json.loads(state_file.read_text())["steps"]["s1"].get("verified", {}) \
-                if state_file.exists() else {}
-            if "cass1" in verified:
-                os.killpg(proc.pid, signal.SIGKILL)  # the run dies: no rescue, no release
-                break
-            time.sleep(0.5)
-        proc.wait()
+    leave_hints_for_victim(HINT_ROWS)
+    replayers = {h: cql_node_cluster(HOSTS[h]) for h in ("cass1", "cass2")}
+    sessions = {h: c.connect() for h, c in replayers.items()}
+    # Per poll while cass1 serves: (files held for the victim, dispatch tasks) on each peer.
+    readings: list[dict[str, tuple[int, int] | None]] = []
+    try:
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e",
+                 f"plan={plan}"],
+                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+            deadline = time.monotonic() + 600
+            cass1_down = False
+            while proc.poll() is None and time.monotonic() < deadline:
+                if not cass1_down:
+                    reading = {h: replay_state(s, HOSTS[VICTIM]) for h, s in sessions.items()}
+                    cass1_down = not cql_open(HOSTS["cass1"])
+                    if not cass1_down:
+                        readings.append(reading)
+                verified = json.loads(state_file.read_text())["steps"]["s1"].get(
+                    "verified", {}) if state_file.exists() else {}
+                if "cass1" in verified:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the run dies: no rescue, no release
+                    break
+                time.sleep(0.5)
+            proc.wait()
+    finally:
+        for c in replayers.values():
+            c.shutdown()
+        for peer in ("cass1", "cass2"):  # a node the run did not restart keeps the throttle
+            if cql_open(HOSTS[peer]):
+                nodetool(peer, "sethintedhandoffthrottlekb", "1024")
     assert "cass1" in verified, log.read_text()[-3000:]
+    replaying = [r for r in readings if any(v and any(v) for v in r.values())]
+    in_dispatch_only = [r for r in replaying if any(v and v[0] == 0 and v[1] for v in r.values())]
+    print(f"\nreplay to {VICTIM} (files, dispatch tasks): {len(replaying)} of {len(readings)} "
+          f"polls while cass1 served saw it, {len(in_dispatch_only)} only as a dispatch; "
+          f"first {readings[:1]}, last {readings[-1:]}")
+    assert replaying, "the peers had delivered their hints before the run began"
+    # The last answers before cass1's drain, cass1's and cass2's: nothing held or in dispatch.
+    last = {h: next((r[h] for r in reversed(readings) if r[h] is not None), None)
+            for h in sessions}
+    assert last == {"cass1": (0, 0), "cass2": (0, 0)}, readings[-5:]
     assert LOCK.exists(), "the killed run had the lock"
     pids_before = {h: node_pid(h) for h in HOSTS}
 

@@ -42,6 +42,8 @@ def view(**nodes: dict[str, Any]) -> View:
     return {"gossip": rows, "hints": [], "schema": SCHEMA}
 
 
+# The HintsDispatcher pool's row (system_views.thread_pools) when nothing is dispatched.
+IDLE = {"active_tasks": 0, "pending_tasks": 0}
 SHUTDOWN = {"status_with_port": "shutdown,true", "rpc_ready": "false"}
 RESTARTED = {"generation": BEFORE[CASS1] + 60}
 BOOTING = {**RESTARTED, "rpc_ready": "false"}
@@ -91,6 +93,8 @@ class FakePeers:
                     return Result(_rows(seen["gossip"]))
                 if "pending_hints" in query:
                     return Result(_rows(seen["hints"]))
+                if "thread_pools" in query:
+                    return Result(_rows(seen.get("dispatch", [IDLE])))
                 return Result([namedtuple("Row", "schema_version")(seen["schema"])])
 
         class Cluster:
@@ -232,6 +236,29 @@ def test_hints_a_peer_holds_for_any_live_node_hold_the_gate(no_sleep: None) -> N
     with pytest.raises(ModuleFailed) as failed:
         gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [replaying]}), timeout=0)
     assert failed.value.result["unmet"] == {CASS3: {"hints": "1 hint file(s) for 127.0.0.2"}}
+
+
+def test_a_hint_file_in_dispatch_holds_the_gate_though_pending_hints_lists_none(
+    no_sleep: None,
+) -> None:
+    # cass3 dispatches its last file to cass2: off its queue, so pending_hints shows 0 files.
+    dispatching = view(cass1=RESTARTED)
+    dispatching["dispatch"] = [{"active_tasks": 1, "pending_tasks": 0}]
+    peers = FakePeers({CASS2: [view(cass1=RESTARTED)],
+                       CASS3: [dispatching, dispatching, view(cass1=RESTARTED)]})
+    result = gate(peers)
+    assert result["conditions"]["hints"] is True and peers.polls[CASS3] == 3
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [dispatching]}), timeout=0)
+    assert failed.value.result["unmet"] == {
+        CASS3: {"hints": "dispatching hints (1 active, 0 queued HintsDispatcher tasks)"}}
+    # Tolerating hint files tolerates their dispatch; a Cassandra without the row is not held.
+    tolerant = gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: [dispatching]}),
+                    max_hint_files=1)
+    assert tolerant["conditions"]["hints"] is True
+    unknown = view(cass1=RESTARTED)
+    unknown["dispatch"] = []
+    assert gate(FakePeers({CASS2: [unknown], CASS3: [unknown]}))["conditions"]["hints"] is True
 
 
 def test_hints_for_a_node_known_down_are_not_waited_for(no_sleep: None) -> None:
