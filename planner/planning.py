@@ -41,7 +41,7 @@ from planner.costbenefit import (
 )
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
-from planner.spaces import change_kind, changes_tables, get_space
+from planner.spaces import change_kind, changes_tables, get_space, row_cache_enabled
 from planner.topology import Ring, load_ring, safe_batches
 
 if TYPE_CHECKING:
@@ -350,8 +350,8 @@ def steps_from_evaluation(
         table_keys = [k for k in keys if changes_tables(engine, k, before[k], after[k])]
         if table_keys and not tables:
             raise ValidationError(
-                f"--tables: step s{j + 1} changes {', '.join(table_keys)}, a table setting; "
-                "name the tables it applies to, e.g. --tables ks.t1,ks.t2"
+                f"--tables: step s{j + 1} changes {', '.join(table_keys)}, which sets the "
+                "tables' options; name the tables it applies to, e.g. --tables ks.t1,ks.t2"
             )
         until_t = sw[j + 1].t if j + 1 < len(sw) else n_steps
         out.append(
@@ -592,6 +592,14 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
         progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
                  "(a table setting needs the tables it applies to)")
         keys = [k for k in keys if k not in table_keys]
+    if "row_cache_size" in keys and engine == "cassandra" and not tables:
+        # Turning the row cache on or off sets the tables' caching: only resizes remain.
+        axis = values.get("row_cache_size") or space["row_cache_size"].candidate_values or ()
+        on = row_cache_enabled(current["row_cache_size"])
+        values["row_cache_size"] = tuple(v for v in axis if row_cache_enabled(v) == on) or (
+            current["row_cache_size"],)
+        progress("plan: no --tables given: the row cache stays "
+                 f"{'on' if on else 'off'} (turning it on or off sets the tables' caching)")
     found = space.candidates(keys=keys, base=current, values=values,
                              max_configs=MAX_CANDIDATES)
     return _live_reachable(engine, found, hold, progress) if hold else found

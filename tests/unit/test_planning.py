@@ -237,3 +237,26 @@ def test_a_calibrated_model_widens_the_search_to_what_it_measured(
     prior = make_plan(_request(demo)).plan
     assert not any("compaction_throughput" in s.target or "UnifiedCompactionStrategy"
                    in s.target.values() for s in prior.steps)
+
+
+def test_without_tables_a_measured_row_cache_is_not_turned_on(demo: dict[str, Path]) -> None:
+    """Turning the row cache on sets the tables' caching: with tables a plan may (and names
+    them in the step); without, the row cache stays off and the plan says why."""
+    import pandas as pd
+
+    from planner.perfmodel import fit_design
+
+    rng = np.random.default_rng(1)
+    rows = [{"read": read, "update": 1 - read, "insert": 0.0, "scan": 0.0,
+             "row_cache_size": size,
+             "ops_per_s": 1000 * (1.5 ** read if size == "256MiB" else 1.0)
+             * np.exp(rng.normal(0, 0.01))}
+            for size in ("0MiB", "256MiB") for read in (0.9, 0.1) for _run in range(3)]
+    model = fit_design(pd.DataFrame(rows), engine="cassandra", design="pooled")
+    with_tables = make_plan(_request(demo, model=model)).plan
+    on = [s for s in with_tables.steps if s.target.get("row_cache_size") == "256MiB"]
+    assert on and all(s.tables for s in on), with_tables.steps
+    said: list[str] = []
+    without = make_plan(_request(demo, model=model, tables=()), progress=said.append).plan
+    assert all("row_cache_size" not in s.target for s in without.steps), without.steps
+    assert any("no --tables given: the row cache stays off" in m for m in said), said
