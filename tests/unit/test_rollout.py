@@ -405,8 +405,8 @@ def test_kairos_plan_writes_tables_into_table_steps() -> None:
         "candidates": [{"compaction": STCS}, {"compaction": LCS, "concurrent_reads": 64}],
         "batches": [], "start": T0, "step_seconds": 60.0, "n_steps": 10,
     }
-    with pytest.raises(ValidationError, match=r"^--tables: step s1 changes compaction, a table "
-                       r"setting; name the tables it applies to"):
+    with pytest.raises(ValidationError, match=r"^--tables: step s1 changes compaction, which "
+                       r"sets the tables' options; name the tables it applies to"):
         steps_from_evaluation(**common)
     steps = steps_from_evaluation(**common, tables=["ks.t1", "ks.t2"])
     assert steps[0]["tables"] == ["ks.t1", "ks.t2"]
