@@ -84,10 +84,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 from ansible.module_utils.kairos_nodetool import run_nodetool
 from ansible.module_utils.kairos_settings import (
+    caching_differs,
     mismatches,
+    read_table_options,
     running_value,
     same_setting,
     settings_row,
+    wanted_caching,
 )
 
 _HEAP = re.compile(r"^Heap Memory \(MB\)\s*:\s*[\d.]+\s*/\s*([\d.]+)", re.M)
@@ -111,16 +114,7 @@ def read_cql(module, params):
                 for row in session.execute("SELECT name, value FROM system_views.settings")}
         running = {key: running_value(key, rows[settings_row(key)])
                    for key in params["settings"] if settings_row(key) in rows}
-        tables = {}
-        for table in params["tables"]:
-            keyspace, name = table.split(".", 1)
-            row = session.execute(
-                "SELECT compaction, caching FROM system_schema.tables "
-                "WHERE keyspace_name=%s AND table_name=%s",
-                (keyspace, name),
-            ).one()
-            tables[table] = {"compaction": row.compaction["class"].rsplit(".", 1)[-1],
-                             "caching": dict(row.caching)} if row else None
+        tables = read_table_options(session, params["tables"])
     except Exception as exc:
         module.fail_json(msg=f"{params['host']}: cannot read the settings back: {exc}")
     finally:
@@ -135,7 +129,7 @@ def table_problems(params, tables, readback):
     caching keys=ALL, rows_per_partition=ALL``.
     """
     want = params["compaction"].rsplit(".", 1)[-1]
-    caching = {str(k): str(v).upper() for k, v in params["caching"].items()}
+    caching = wanted_caching(params["caching"])
     problems, shown = [], {}
     for table, options in sorted(tables.items()):
         if options is None:
@@ -151,7 +145,7 @@ def table_problems(params, tables, readback):
         if caching:
             now = options["caching"]
             parts.append("caching " + ", ".join(f"{k}={v}" for k, v in sorted(now.items())))
-            if any(str(now.get(k)) != v for k, v in caching.items()):
+            if caching_differs(now, caching):
                 problems.append(f"table {table}: expected caching {caching}, reads {now}")
         shown[table] = "; ".join(parts)
     if tables:

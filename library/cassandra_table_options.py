@@ -66,6 +66,11 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
+from ansible.module_utils.kairos_settings import (
+    caching_differs,
+    read_table_options,
+    wanted_caching,
+)
 
 NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 ROWS = re.compile(r"^(ALL|NONE|[1-9][0-9]*)$")
@@ -75,29 +80,12 @@ def short(cls):
     return str(cls).rsplit(".", 1)[-1]
 
 
-def read(session, tables):
-    """Table -> {compaction, caching}; None for a table that does not exist."""
-    out = {}
-    for table in tables:
-        ks, name = table.split(".")
-        row = session.execute(
-            "SELECT compaction, caching FROM system_schema.tables "
-            "WHERE keyspace_name=%s AND table_name=%s",
-            (ks, name),
-        ).one()
-        out[table] = (
-            {"compaction": short(row.compaction["class"]), "caching": dict(row.caching)}
-            if row else None
-        )
-    return out
-
-
 def differs(current, compaction, caching):
     """What of the wanted options ``current`` lacks: {option: wanted value}."""
     out = {}
     if compaction and current["compaction"] != compaction:
         out["compaction"] = compaction
-    if caching and any(str(current["caching"].get(k)) != v for k, v in caching.items()):
+    if caching and caching_differs(current["caching"], caching):
         out["caching"] = caching
     return out
 
@@ -115,7 +103,7 @@ def check_arguments(module, params):
     if compaction and not re.match(r"^[A-Za-z]+CompactionStrategy$", compaction):
         module.fail_json(msg=f"compaction: not a compaction strategy class: "
                              f"{params['compaction']!r}")
-    caching = {str(k): str(v).upper() for k, v in (params["caching"] or {}).items()}
+    caching = wanted_caching(params["caching"])
     unknown = sorted(set(caching) - {"keys", "rows_per_partition"})
     if unknown:
         module.fail_json(msg=f"caching: unknown option {unknown[0]!r} "
@@ -144,7 +132,7 @@ def main():
     compaction, caching = check_arguments(module, params)
     cluster, session = connect_one(module, params)
     try:
-        before = read(session, params["tables"])
+        before = read_table_options(session, params["tables"])
         missing = [t for t, options in before.items() if options is None]
         if missing:
             module.fail_json(msg=f"no such table: {', '.join(missing)}")
@@ -165,7 +153,7 @@ def main():
                             timeout=params["timeout"])
         if not cluster.control_connection.wait_for_schema_agreement(wait_time=params["timeout"]):
             module.fail_json(msg="schema did not agree after ALTER TABLE", before=before)
-        after = read(session, params["tables"])
+        after = read_table_options(session, params["tables"])
     finally:
         cluster.shutdown()
     unmet = {t: d for t, o in after.items() if (d := differs(o, compaction, caching))}

@@ -149,3 +149,33 @@ def mismatches(expected, actual):
         for key, want in sorted(expected.items())
         if not same_setting(want, actual.get(key))
     ]
+
+
+# ------------------------------------------------------------ tables' options
+#: A table's compaction and caching (cassandra_table_options sets them, the read-back checks).
+TABLE_OPTIONS = (
+    "SELECT compaction, caching FROM system_schema.tables "
+    "WHERE keyspace_name=%s AND table_name=%s"
+)
+
+
+def read_table_options(session, tables):
+    """``keyspace.table`` -> {"compaction": short class name, "caching": map}; None for a
+    table that does not exist."""
+    out = {}
+    for table in tables:
+        keyspace, name = table.split(".", 1)
+        row = session.execute(TABLE_OPTIONS, (keyspace, name)).one()
+        out[table] = {"compaction": str(row.compaction["class"]).rsplit(".", 1)[-1],
+                      "caching": dict(row.caching)} if row else None
+    return out
+
+
+def wanted_caching(caching):
+    """A ``caching`` argument as the schema writes it: string keys, upper-case values."""
+    return {str(k): str(v).upper() for k, v in (caching or {}).items()}
+
+
+def caching_differs(current, wanted):
+    """Whether a table's ``current`` caching map lacks any entry of ``wanted``."""
+    return any(str(current.get(k)) != v for k, v in wanted.items())

@@ -621,16 +621,10 @@ def change_kind(engine: str, key: str, old: Any, new: Any) -> Change:
     Cassandra ``row_cache_size`` resize between two non-zero sizes is live
     (``nodetool setcachecapacity``), while enabling or disabling the row cache needs a restart.
     """
-    space = get_space(engine)
-    param = space[key]
-    if (
-        engine == "cassandra"
-        and key == "row_cache_size"
-        and param.size_mib(param.coerce(old)) > 0
-        and param.size_mib(param.coerce(new)) > 0
-    ):
+    if engine == "cassandra" and key == "row_cache_size" and row_cache_enabled(old) \
+            and row_cache_enabled(new):
         return "live"
-    return param.change
+    return get_space(engine)[key].change
 
 
 def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
