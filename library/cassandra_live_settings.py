@@ -10,8 +10,8 @@ short_description: Set live-changeable Cassandra settings with nodetool
 description:
   - For each setting, reads the running value with nodetool, and when it differs sets it
     (C(setconcurrency), C(setconcurrentcompactors), C(setcompactionthroughput),
-    C(setcachecapacity) keeping the key and counter caches), then reads it again and fails
-    if the node did not take it.
+    C(setcachecapacity), once for the key and row caches, keeping the counter cache and
+    any cache not asked), then reads it again and fails if the node did not take it.
   - The configuration file is the role's business (cassandra_settings_overrides); this
     module changes only the running node, so that a restart keeps what the file says.
 extends_documentation_fragment: [kairos, kairos.check_diff, kairos_nodetool]
@@ -21,7 +21,7 @@ options:
       cassandra.yaml keys and values. Supported: concurrent_reads, concurrent_writes,
       concurrent_counter_writes, concurrent_compactors, compaction_throughput (e.g. 64MiB/s),
       row_cache_size (e.g. 256MiB; only between non-zero sizes, enabling the row cache
-      needs a restart).
+      needs a restart), key_cache_size (e.g. 100MiB).
     type: dict
     required: true
 """
@@ -49,7 +49,13 @@ changed_keys:
   elements: str
 """
 
-from ansible.module_utils.kairos_nodetool import LIVE_SETTERS, nodetool_module, run_nodetool
+from ansible.module_utils.kairos_nodetool import (
+    CACHE_CAPACITIES,
+    LIVE_SETTERS,
+    nodetool_module,
+    run_nodetool,
+    set_cache_capacities,
+)
 
 
 def read(module, nodetool, keys):
@@ -94,8 +100,12 @@ def main():
             changed_keys=changed_keys,
             diff=diff,
         )
+    caches = {k: wanted[k] for k in changed_keys if k in CACHE_CAPACITIES}
+    if caches:  # one setcachecapacity for both caches (it sets all three)
+        run_nodetool(module, nodetool, set_cache_capacities(caches, outputs[next(iter(caches))]))
     for key in changed_keys:
-        run_nodetool(module, nodetool, LIVE_SETTERS[key][2](wanted[key], outputs[key]))
+        if key not in caches:
+            run_nodetool(module, nodetool, LIVE_SETTERS[key][2](wanted[key], outputs[key]))
     after, _ = read(module, nodetool, wanted)
     refused = [k for k in changed_keys if after[k] != wanted[k]]
     if refused:

@@ -10,7 +10,8 @@ short_description: Read a node's running settings, files, heap and tables back a
 description:
   - Runs on the node. Reads every setting in I(settings) from the node's running
     configuration (CQL C(system_views.settings) of this node only, which also shows values
-    changed live with nodetool) and from its I(config_file) (cassandra.yaml), the JVM's
+    changed live with nodetool, except the caches' sizes, which come from
+    C(system_views.caches)) and from its I(config_file) (cassandra.yaml), the JVM's
     maximum heap from C(nodetool info) when I(heap) is given, and the compaction class and
     caching of each of I(tables) from C(system_schema.tables).
   - A nested key is read from its dotted row and compared as a mapping - C(memtable) from
@@ -84,8 +85,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 from ansible.module_utils.kairos_nodetool import run_nodetool
 from ansible.module_utils.kairos_settings import (
+    CACHE_ROWS,
     caching_differs,
     mismatches,
+    read_cache_sizes,
     read_table_options,
     running_value,
     same_setting,
@@ -114,6 +117,9 @@ def read_cql(module, params):
                 for row in session.execute("SELECT name, value FROM system_views.settings")}
         running = {key: running_value(key, rows[settings_row(key)])
                    for key in params["settings"] if settings_row(key) in rows}
+        if any(key in CACHE_ROWS for key in params["settings"]):
+            sizes = read_cache_sizes(session)
+            running.update({k: sizes[k] for k in params["settings"] if k in sizes})
         tables = read_table_options(session, params["tables"])
     except Exception as exc:
         module.fail_json(msg=f"{params['host']}: cannot read the settings back: {exc}")

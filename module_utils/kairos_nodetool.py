@@ -173,10 +173,30 @@ def _size_mib(value):
     return int(match.group(1)) * (1024 if match.group(2) == "GiB" else 1)
 
 
-def _set_row_cache(mib, info):
-    # setcachecapacity takes all three capacities: keep the key and counter caches as they are.
+#: cassandra.yaml cache sizes -> the cache's name in ``nodetool info`` and setcachecapacity.
+CACHE_CAPACITIES = {"key_cache_size": "key", "row_cache_size": "row"}
+
+
+def set_cache_capacities(wanted, info):
+    """``setcachecapacity`` with the ``wanted`` sizes ({cassandra.yaml key: MiB}).
+
+    The command takes all three capacities: the caches not wanted keep what ``info`` (the
+    ``nodetool info`` output) shows. Both sizes go in one command, so that setting one
+    cannot put back the other's old capacity.
+    """
     caches = parse_cache_capacities(info)
-    return ["setcachecapacity", str(caches["key"]), str(mib), str(caches["counter"])]
+    caches.update({CACHE_CAPACITIES[key]: mib for key, mib in wanted.items()})
+    return ["setcachecapacity", str(caches["key"]), str(caches["row"]), str(caches["counter"])]
+
+
+def _cache_setter(key):
+    """The LIVE_SETTERS entry of a cache's capacity (nodetool info / setcachecapacity)."""
+    return (
+        ["info"],
+        lambda out: parse_cache_capacities(out)[CACHE_CAPACITIES[key]],
+        lambda mib, info: set_cache_capacities({key: mib}, info),
+        _size_mib,
+    )
 
 
 def _stage_setter(stage):
@@ -208,10 +228,6 @@ LIVE_SETTERS = {
         _mib_per_s,
     ),
     # Live between two non-zero sizes only (planner.spaces.change_kind); 0 <-> n restarts.
-    "row_cache_size": (
-        ["info"],
-        lambda out: parse_cache_capacities(out)["row"],
-        _set_row_cache,
-        _size_mib,
-    ),
+    "row_cache_size": _cache_setter("row_cache_size"),
+    "key_cache_size": _cache_setter("key_cache_size"),
 }

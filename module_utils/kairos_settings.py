@@ -49,6 +49,25 @@ _MEMTABLE_ENTRY = re.compile(
 )
 
 
+#: cassandra.yaml cache sizes -> their ``system_views.caches`` row. ``nodetool
+#: setcachecapacity`` resizes a cache live and ``system_views.settings`` keeps showing the
+#: start-up size (Cassandra 5.0.6), so the size a node runs is the cache's capacity_bytes.
+#: planner.spaces.CACHE_VIEW_ROWS is the same map for the control host.
+CACHE_ROWS = {"key_cache_size": "keys", "row_cache_size": "rows"}
+
+
+def read_cache_sizes(session):
+    """{cassandra.yaml cache size key: the size the node's cache has, e.g. ``30MiB``}."""
+    capacities = {row.name: int(row.capacity_bytes or 0) for row in
+                  session.execute("SELECT name, capacity_bytes FROM system_views.caches")}
+    sizes = {}
+    for key, name in CACHE_ROWS.items():
+        if name in capacities:
+            mib, rest = divmod(capacities[name], 2**20)
+            sizes[key] = f"{capacities[name]}B" if rest else f"{mib}MiB"
+    return sizes
+
+
 def settings_row(key):
     """The system_views.settings row that shows cassandra.yaml ``key``."""
     return NESTED_ROWS.get(key, key)

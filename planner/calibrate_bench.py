@@ -25,7 +25,7 @@ from typing import Any
 from planner import loadgen
 from planner.calibrate_space import Config
 from planner.errors import KairosError, ValidationError
-from planner.spaces import from_settings_view, get_space, settings_row
+from planner.spaces import CACHE_VIEW_ROWS, from_settings_view, get_space, settings_row
 
 #: Executor wall time assumed for the minutes budget before anything was measured.
 ASSUMED_LIVE_APPLY_SECONDS = 40.0
@@ -93,6 +93,10 @@ class ExecutorBench:
     playbook, inventory : path
     rollout_cl : str
         Consistency level the executor keeps while restarting (its batching).
+    read_caches : callable, optional
+        Reads the nodes' cache counters (:func:`read_caches`); when given, every measured
+        window records its caches (:func:`cache_window`) under ``caches``: whether a row or
+        key cache was warm is then part of the measurement, not a guess.
     log_path : path
         The executor's output is appended here (it is long); its tail is shown on failure.
     """
@@ -103,8 +107,11 @@ class ExecutorBench:
                  restart_warmup_seconds: float = 0.0, settle_timeout: float = 0.0,
                  log_path: str | Path, ansible_playbook: str | None = None,
                  log: Callable[[str], None] = lambda msg: print(msg, file=sys.stderr, flush=True),
-                 playbook_timeout: float = 3600.0) -> None:
+                 playbook_timeout: float = 3600.0,
+                 read_caches: Callable[[], Mapping[str, Mapping[str, int]]] | None = None,
+                 ) -> None:
         self.load = load
+        self.read_caches = read_caches
         self.warmup_seconds = warmup_seconds
         self.warmup_max_seconds = warmup_max_seconds
         self.warmup_tolerance = warmup_tolerance
@@ -187,8 +194,23 @@ class ExecutorBench:
     def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
         shown = ",".join(f"{c}={f:g}" for c, f in mix.items() if f)
         self.log(f"calibrate: measuring {shown} for {self.measure_seconds:g} s")
+        before = self._caches()
         result = self._run(mix, self.measure_seconds, False)
-        return measurement_from_result(result)
+        measurement = measurement_from_result(result)
+        after = self._caches() if before is not None else None
+        if before is not None and after is not None:
+            measurement["caches"] = cache_window(before, after)
+        return measurement
+
+    def _caches(self) -> Mapping[str, Mapping[str, int]] | None:
+        if self.read_caches is None:
+            return None
+        try:
+            return self.read_caches()
+        except KairosError as exc:
+            # The throughput is still a measurement; only its cache figures are missing.
+            self.log(f"calibrate: the window's cache figures are not recorded: {exc}")
+            return None
 
     def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
         space = get_space(self.load.engine)
@@ -259,6 +281,61 @@ def compaction_backlog(session: Any) -> int:
     pool = session.execute("SELECT pending_tasks FROM system_views.thread_pools "
                            "WHERE name = 'CompactionExecutor'").one()
     return running + (int(pool.pending_tasks) if pool else 0)
+
+
+#: The caches of ``system_views.caches`` a window records.
+CACHES = ("keys", "rows")
+
+
+def read_caches(hosts: Sequence[str], *, port: int) -> dict[str, dict[str, int]]:
+    """The nodes' key and row cache counters, summed over ``hosts``.
+
+    ``{"keys": {"capacity_bytes", "entry_count", "hit_count", "request_count"}, "rows":
+    ...}`` from each node's ``system_views.caches``; ``hosts`` are addresses or
+    ``address:port``.
+
+    Raises
+    ------
+    KairosError
+        A node cannot be reached or has no such view.
+    """
+    fields = ("capacity_bytes", "entry_count", "hit_count", "request_count")
+    total = {name: dict.fromkeys(fields, 0) for name in CACHES}
+    try:
+        for h in hosts:
+            name, _, own = h.rpartition(":") if ":" in h else (h, "", "")
+            with node_session(name, port=int(own or port)) as session:
+                for row in session.execute(f"SELECT name, {', '.join(fields)} "
+                                           "FROM system_views.caches"):
+                    if row.name in total:
+                        for f in fields:
+                            total[row.name][f] += int(getattr(row, f) or 0)
+    except Exception as exc:
+        raise KairosError(f"cannot read system_views.caches over CQL "
+                          f"({type(exc).__name__}: {exc})") from None
+    return total
+
+
+def cache_window(before: Mapping[str, Mapping[str, int]],
+                 after: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, Any]]:
+    """What each cache did between two :func:`read_caches`: its requests, its hit ratio over
+    them (None without requests, or when a counter went back: a node restarted), and its
+    entries and capacity at the end."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in CACHES:
+        b, a = before.get(name), after.get(name)
+        if not b or not a:
+            continue
+        requests = a["request_count"] - b["request_count"]
+        hits = a["hit_count"] - b["hit_count"]
+        valid = requests > 0 and 0 <= hits <= requests
+        out[name] = {
+            "requests": requests if requests >= 0 else None,
+            "hit_ratio": round(hits / requests, 4) if valid else None,
+            "entries": a["entry_count"],
+            "capacity_mib": round(a["capacity_bytes"] / 2**20, 1),
+        }
+    return out
 
 
 def wait_for_compactions(
@@ -334,7 +411,8 @@ def read_running_config(
 ) -> tuple[Config, str]:
     """The running values of ``params`` on every Cassandra node, and its release version.
 
-    cassandra.yaml parameters come from each node's ``system_views.settings``, the compaction
+    cassandra.yaml parameters come from each node's ``system_views.settings`` (the caches'
+    sizes from ``system_views.caches``, which a live resize changes), the compaction
     strategy from ``system_schema.tables`` for ``keyspace.table`` (the default strategy when
     the table does not exist yet). Credentials come from the environment (as for the load
     generator). The JVM heap cannot be read over CQL: give it with ``--current``.
@@ -358,9 +436,16 @@ def read_running_config(
             with node_session(host, port=port, timeout=timeout) as session:
                 shown = {r.name: r.value for r in session.execute(
                     "SELECT name, value FROM system_views.settings")}
+                caches = ({r.name: int(r.capacity_bytes or 0) for r in session.execute(
+                    "SELECT name, capacity_bytes FROM system_views.caches")}
+                    if any(p in CACHE_VIEW_ROWS for p in params) else {})
                 values: Config = {}
                 for p in params:
-                    if space[p].location == "table":
+                    if CACHE_VIEW_ROWS.get(p) in caches:
+                        # a live resize leaves system_views.settings at the start-up size
+                        values[p] = space[p].coerce(space[p].format_size(
+                            caches[CACHE_VIEW_ROWS[p]] / 2**20))
+                    elif space[p].location == "table":
                         row = session.execute(
                             "SELECT compaction FROM system_schema.tables WHERE "
                             "keyspace_name=%s AND table_name=%s", (keyspace, table)).one()

@@ -298,8 +298,11 @@ def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, be
     state.save(state_path)
     write_observations(state, observations_path)
     label = f"{phase} " if phase else (f"sweep {sweep}, " if state.sweeps > 1 else "")
+    caches = "".join(f", {name[:-1]} cache hit ratio {c['hit_ratio']:.2f} ({c['entries']:,} "
+                     f"entries)" for name, c in (result.get("caches") or {}).items()
+                     if c.get("hit_ratio") is not None)
     log(f"calibrate: {mix} ({label}run {run}/{state.repeats}): {result['ops_per_s']:.0f} "
-        f"ops/s, {result.get('failed', 0)} failed")
+        f"ops/s, {result.get('failed', 0)} failed{caches}")
 
 
 def restore(state: CalibrationState, *, bench: Bench, state_path: str | Path,

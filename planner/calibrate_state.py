@@ -220,6 +220,11 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+#: The observations' column for each cache's hit ratio over the window (ExecutorBench's
+#: ``caches``); empty where it was not read.
+CACHE_HIT_COLUMNS = {"keys": "key_cache_hit_ratio", "rows": "row_cache_hit_ratio"}
+
+
 def observations_frame(state: CalibrationState) -> pd.DataFrame:
     """One row per measurement: class fractions, calibrated parameters, ``ops_per_s``.
 
@@ -237,6 +242,9 @@ def observations_frame(state: CalibrationState) -> pd.DataFrame:
         row[TARGET] = m["ops_per_s"]
         latency = m.get("latency_ms") or {}
         row.update({"p50_ms": latency.get("p50"), "p99_ms": latency.get("p99")})
+        caches = m.get("caches") or {}
+        row.update({column: (caches.get(name) or {}).get("hit_ratio")
+                    for name, column in CACHE_HIT_COLUMNS.items()})
         rows.append(row)
     return pd.DataFrame(rows, columns=[*classes, *state.levels, TARGET, *MEASURED_COLUMNS])
 

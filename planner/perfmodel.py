@@ -59,7 +59,7 @@ SIGMA_BOUND = 10.0
 TARGET = "ops_per_s"
 #: Observation columns measured beside the throughput (latency percentiles of the window);
 #: kept in the CSV as the record, not modelled.
-MEASURED_COLUMNS = ("p50_ms", "p99_ms")
+MEASURED_COLUMNS = ("p50_ms", "p99_ms", "key_cache_hit_ratio", "row_cache_hit_ratio")
 #: The partially pooled design: the interaction design with every configuration coefficient
 #: shrunk towards zero by as much as the data say (:func:`_pooled_fit`).
 POOLED = "pooled"

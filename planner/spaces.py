@@ -487,6 +487,17 @@ _CASSANDRA_PARAMS: tuple[Parameter, ...] = (
               candidate_values=(2, 1)),
     # Not in the optimiser's default grid either: a calibration that measured it puts it in
     # the plans' search (as compaction_throughput).
+    Parameter("key_cache_size", "size", "51MiB", "live", "cassandra.yaml",
+              "On-heap cache of the partition index positions of recently read keys (issue "
+              "16). Cassandra's default is derived from the heap, min(5 % of the heap, "
+              "100MiB): 51MiB for the space's default heap of 1G, 25MiB on the lab's 512M.",
+              unit="MiB", minimum=1, maximum=65536,
+              live_command="nodetool setcachecapacity <key-MiB> <row-MiB> <counter-MiB>",
+              candidate_values=("51MiB", "100MiB"),
+              note="Live: setcachecapacity takes the three caches' capacities, the executor "
+              "keeps the row and counter caches as they are. The role writes it to "
+              "cassandra.yaml only when a plan sets it, so a node keeps the heap-derived "
+              "default until then; a calibration starts from what the nodes run."),
     _yaml("memtable_implementation", "enum", "skiplist", ("skiplist", "trie"),
           "Memtable of every table without its own memtable option: the skip list of "
           "Cassandra up to 4.1, or the trie (new in 5.0), which keeps more of the memtable "
@@ -747,6 +758,13 @@ def settings_row(engine: str, name: str) -> str:
     if engine == "cassandra" and name == "memtable_implementation":
         return MEMTABLE_SETTINGS_ROW
     return name
+
+
+#: Cassandra's cache sizes -> their ``system_views.caches`` row: ``nodetool setcachecapacity``
+#: resizes a cache live while ``system_views.settings`` keeps the start-up size, so the size a
+#: node runs is the row's capacity_bytes. module_utils/kairos_settings.CACHE_ROWS is the same
+#: map on the nodes.
+CACHE_VIEW_ROWS = {"key_cache_size": "keys", "row_cache_size": "rows"}
 
 
 def from_settings_view(engine: str, name: str, shown: str | None) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import shlex
 import sys
@@ -433,6 +434,7 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
     """Measure, fit, restore (and re-measure the original); 130 when interrupted."""
     from planner.calibrate import (
         ExecutorBench,
+        read_caches,
         recheck_original,
         restore,
         run_calibration,
@@ -447,6 +449,8 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
         restart_warmup_seconds=args.restart_warmup, settle_timeout=args.settle_timeout,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
         log_path=paths["executor_log"], ansible_playbook=run.ansible_playbook, log=_log,
+        read_caches=functools.partial(read_caches, run.load.contact_points,
+                                      port=run.load.port or 9042),
     )
     # Split-plot order (restart-class values changed as rarely as possible) when the budget
     # covers the whole grid: the order then changes nothing of what is measured.

@@ -74,6 +74,14 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
     assert len(obs) == 12 and (obs["ops_per_s"] > 0).all()
     assert obs["concurrent_reads"].nunique() == 3
+    # every window read the nodes' caches (reads served from memtables ask no cache, so a
+    # window may have no key-cache request; the row cache is off on the lab)
+    caches = [m["caches"] for m in state["measurements"]]
+    assert all(c["keys"]["capacity_mib"] > 0 and c["keys"]["requests"] >= 0
+               and (c["keys"]["hit_ratio"] is None) == (c["keys"]["requests"] == 0)
+               and c["rows"] == {"requests": 0, "hit_ratio": None, "entries": 0,
+                                 "capacity_mib": 0.0} for c in caches), caches
+    assert {"key_cache_hit_ratio", "row_cache_hit_ratio"} <= set(obs.columns)
     assert all(m["failed"] == 0 for m in state["measurements"]), state["measurements"]
 
     report = json.loads((tmp_path / "cal" / "report.json").read_text())

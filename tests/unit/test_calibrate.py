@@ -243,7 +243,8 @@ def test_calibration_starts_where_the_cluster_is_and_changes_only_what_differs(
     # the observations CSV on disk is what fit_model reads
     df = pd.read_csv(tmp_path / "obs.csv")
     assert list(df.columns) == ["read", "update", "insert", "scan", "concurrent_reads",
-                                "concurrent_writes", "ops_per_s", "p50_ms", "p99_ms"]
+                                "concurrent_writes", "ops_per_s", "p50_ms", "p99_ms",
+                                "key_cache_hit_ratio", "row_cache_hit_ratio"]
     assert len(df) == 10 and (df["ops_per_s"] > 0).all()
     # latency is kept beside the throughput (as the synthetic bench measured it), not modelled
     assert df["p99_ms"].tolist() == [m["latency_ms"]["p99"] for m in state.measurements]
@@ -753,6 +754,58 @@ def test_a_load_run_cut_short_by_ctrl_c_is_not_recorded(monkeypatch: pytest.Monk
                               log_path="/tmp/x.log", ansible_playbook="ansible-playbook")
     with pytest.raises(KeyboardInterrupt):
         bench.measure(RH)
+
+
+def _caches(key_hits: int, key_requests: int, row_hits: int = 0, row_requests: int = 0,
+            ) -> dict[str, dict[str, int]]:
+    return {"keys": {"capacity_bytes": 75 * 2**20, "entry_count": 40_000,
+                     "hit_count": key_hits, "request_count": key_requests},
+            "rows": {"capacity_bytes": 0, "entry_count": 0, "hit_count": row_hits,
+                     "request_count": row_requests}}
+
+
+def test_a_window_records_what_the_caches_did_during_it() -> None:
+    window = cal.cache_window(_caches(100, 1000), _caches(1000, 2000))
+    # 900 hits of the window's 1,000 requests, not the nodes' lifetime ratio (1,000/2,000)
+    assert window["keys"] == {"requests": 1000, "hit_ratio": 0.9, "entries": 40_000,
+                              "capacity_mib": 75.0}
+    assert window["rows"]["hit_ratio"] is None  # no request: no ratio, not 0
+    # a node restarted in the window: its counters started again, the ratio is unknown
+    restarted = cal.cache_window(_caches(900, 2000), _caches(50, 100))
+    assert restarted["keys"]["hit_ratio"] is None and restarted["keys"]["requests"] is None
+
+
+def test_measured_windows_carry_the_cache_figures_into_the_observations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planner.loadgen
+
+    monkeypatch.setattr(planner.loadgen, "run_load", lambda config: SimpleNamespace(
+        stopped_by="duration", seconds=10.0, ops=1000, failed=0, failures={}, latency_ms={}))
+    readings = iter([_caches(0, 0, 10, 100), _caches(300, 1000, 90, 200)])
+    log: list[str] = []
+    bench = cal.ExecutorBench(load=planner.loadgen.LoadConfig(engine="cassandra"),
+                              warmup_seconds=1, measure_seconds=10, playbook="p.yml",
+                              inventory="i.yml", rollout_cl="QUORUM", log_path="/tmp/x.log",
+                              ansible_playbook="ansible-playbook", log=log.append,
+                              read_caches=lambda: next(readings))
+    measured = bench.measure(RH)
+    assert measured["ops_per_s"] == 100.0
+    assert measured["caches"]["keys"]["hit_ratio"] == 0.3
+    assert measured["caches"]["rows"]["hit_ratio"] == 0.8
+    state = SimpleNamespace(engine="cassandra", mixes={"rh": RH}, levels={"x": [1]},
+                            measurements=[{"config": {"x": 1}, "mix": "rh", **measured}])
+    row = cal.observations_frame(state).iloc[0]  # type: ignore[arg-type]
+    assert (row["key_cache_hit_ratio"], row["row_cache_hit_ratio"]) == (0.3, 0.8)
+
+    def unreachable() -> dict[str, dict[str, int]]:
+        raise KairosError("cannot read system_views.caches over CQL (NoHostAvailable: x)")
+
+    bench.read_caches = unreachable
+    measured = bench.measure(RH)  # the throughput is still measured, without cache figures
+    assert measured["ops_per_s"] == 100.0 and "caches" not in measured
+    assert log[-1].startswith("calibrate: the window's cache figures are not recorded: "
+                              "cannot read system_views.caches")
 
 
 def _windows(monkeypatch: pytest.MonkeyPatch, rates: list[float]) -> list[Any]:

@@ -167,13 +167,22 @@ def test_live_settings_apply_then_report_what_the_node_reads_back(nodetool: Any)
     assert result["changed"] is True
     assert nodetool.commands == [
         ["getconcurrency", "MutationStage"], ["info"],
-        ["setconcurrency", "MutationStage", "48"],
         ["setcachecapacity", "25", "256", "12"],  # key and counter caches kept
+        ["setconcurrency", "MutationStage", "48"],
         ["getconcurrency", "MutationStage"], ["info"],
     ]
     assert result["before"] == {"concurrent_writes": 32, "row_cache_size": 0}
     assert result["after"] == {"concurrent_writes": 48, "row_cache_size": 256}
     assert result["diff"] == {"before": result["before"], "after": result["after"]}
+
+
+def test_live_settings_set_the_key_and_row_caches_in_one_command(nodetool: Any) -> None:
+    # Two setcachecapacity calls, each keeping the other cache "as it is" from the capacities
+    # read before, would put the first one's old size back.
+    result = live({"row_cache_size": "64MiB", "key_cache_size": "100MiB"})
+    sets = [c for c in nodetool.commands if c[0] == "setcachecapacity"]
+    assert sets == [["setcachecapacity", "100", "64", "12"]]  # the counter cache kept
+    assert result["after"] == {"row_cache_size": 64, "key_cache_size": 100}
 
 
 def test_live_settings_fail_when_the_node_does_not_take_a_value() -> None:
@@ -372,6 +381,8 @@ class FakeDatabase:
         self.compaction = {"kairos_app.events": STCS}
         # Cassandra's default caching, as system_schema.tables holds it for a new table.
         self.caching = {"kairos_app.events": {"keys": "ALL", "rows_per_partition": "NONE"}}
+        # system_views.caches capacity_bytes: the key cache at the 512M heap's 25MiB.
+        self.cache_capacity = {"keys": 25 * 2**20, "rows": 0, "counters": 12 * 2**20}
         self.replication = {
             "system": {"class": "org.apache.cassandra.locator.LocalStrategy"},
             "system_auth": {"class": SIMPLE, "replication_factor": "1"},
@@ -404,6 +415,8 @@ class FakeDatabase:
             return [row(release_version=self.local["release_version"])]
         if query == "SELECT name, value FROM system_views.settings":
             return [row(name=k, value=v) for k, v in self.settings.items()]
+        if query == "SELECT name, capacity_bytes FROM system_views.caches":
+            return [row(name=k, capacity_bytes=v) for k, v in self.cache_capacity.items()]
         if query.startswith("SELECT compaction, caching FROM system_schema.tables"):
             table = ".".join(params)
             cls = self.compaction.get(table)
@@ -559,6 +572,21 @@ def test_readback_names_every_key_source_and_value_that_differs(
         "heap: expected 1G, the JVM runs 512.0 MB"
     )
     assert_no_secret(failed.value.result)
+
+
+def test_readback_reads_the_caches_sizes_from_the_caches_not_the_start_up_settings(
+    cql: Any,
+) -> None:
+    # After nodetool setcachecapacity 30 0 12 on the lab (Cassandra 5.0.6), system_views.settings
+    # still said key_cache_size 25MiB while system_views.caches had the new capacity.
+    cql.cache_capacity["keys"] = 30 * 2**20
+    result = run_module("cassandra_settings_readback", cql_args(
+        settings={"key_cache_size": "30MiB", "row_cache_size": "0MiB", "concurrent_reads": 32}))
+    assert result["readback"]["running"] == {
+        "key_cache_size": "30MiB", "row_cache_size": "0MiB", "concurrent_reads": "32"}
+    with pytest.raises(ModuleFailed, match=r"running key_cache_size: expected '25MiB', "
+                       r"reads '30MiB'"):
+        run_module("cassandra_settings_readback", cql_args(settings={"key_cache_size": "25MiB"}))
 
 
 def test_readback_fails_when_the_tables_do_not_cache_rows(cql: Any) -> None:

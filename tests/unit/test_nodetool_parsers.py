@@ -66,6 +66,14 @@ def test_row_cache_resize_keeps_the_key_and_counter_caches() -> None:
     ]
 
 
+def test_key_cache_resize_keeps_the_row_and_counter_caches() -> None:
+    get_args, parse, set_args, normalise = LIVE_SETTERS["key_cache_size"]
+    assert get_args == ["info"] and parse(read("info.txt")) == 25
+    assert set_args(normalise("100MiB"), read("info.txt")) == [
+        "setcachecapacity", "100", "0", "12"
+    ]
+
+
 def test_cache_capacities_refuse_other_output() -> None:
     import pytest
 
