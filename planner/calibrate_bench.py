@@ -250,8 +250,14 @@ def parse_setting(engine: str, name: str, shown: str | None) -> Any:
     return from_settings_view(engine, name, shown)
 
 
+def address_port(host: str, port: int) -> tuple[str, int]:
+    """``address`` or ``address:port`` -> (address, port), ``port`` when none is given."""
+    name, _, own = host.rpartition(":") if ":" in host else (host, "", "")
+    return name, int(own or port)
+
+
 @contextlib.contextmanager
-def node_session(host: str, *, port: int, timeout: float = 30.0) -> Iterator[Any]:
+def node_session(host: str, port: int, *, timeout: float = 30.0) -> Iterator[Any]:
     """A CQL session that talks to ``host`` alone (virtual tables are per node).
 
     Credentials come from the environment, as for the load generator.
@@ -303,8 +309,7 @@ def read_caches(hosts: Sequence[str], *, port: int) -> dict[str, dict[str, int]]
     total = {name: dict.fromkeys(fields, 0) for name in CACHES}
     try:
         for h in hosts:
-            name, _, own = h.rpartition(":") if ":" in h else (h, "", "")
-            with node_session(name, port=int(own or port)) as session:
+            with node_session(*address_port(h, port)) as session:
                 for row in session.execute(f"SELECT name, {', '.join(fields)} "
                                            "FROM system_views.caches"):
                     if row.name in total:
@@ -359,8 +364,7 @@ def wait_for_compactions(
         try:
             sessions = {}
             for h in hosts:
-                name, _, own = h.rpartition(":") if ":" in h else (h, "", "")
-                sessions[h] = stack.enter_context(node_session(name, port=int(own or port)))
+                sessions[h] = stack.enter_context(node_session(*address_port(h, port)))
             return wait_until_quiet(
                 lambda: {h: compaction_backlog(s) for h, s in sessions.items()},
                 timeout=timeout, quiet_seconds=quiet_seconds, poll_seconds=poll_seconds,

@@ -764,6 +764,13 @@ def _caches(key_hits: int, key_requests: int, row_hits: int = 0, row_requests: i
                      "request_count": row_requests}}
 
 
+def test_node_addresses_take_the_default_port_unless_they_name_one() -> None:
+    from planner.calibrate_bench import address_port
+
+    assert address_port("127.0.0.2", 9042) == ("127.0.0.2", 9042)
+    assert address_port("127.0.0.2:9142", 9042) == ("127.0.0.2", 9142)
+
+
 def test_a_window_records_what_the_caches_did_during_it() -> None:
     window = cal.cache_window(_caches(100, 1000), _caches(1000, 2000))
     # 900 hits of the window's 1,000 requests, not the nodes' lifetime ratio (1,000/2,000)
