@@ -68,7 +68,7 @@ lab-status:  ## Show the ring and the Redis cluster
 	$(ANSIBLE_PLAYBOOK) playbooks/lab_status.yml
 
 lint: setup-python  ## ansible-lint (production profile), ruff, mypy
-	$(BIN)/ruff check planner library module_utils tests bench
+	$(BIN)/ruff check planner library module_utils plugins tests bench
 	$(BIN)/mypy
 	$(BIN)/ansible-lint
 

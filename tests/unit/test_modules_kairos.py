@@ -1,6 +1,7 @@
-"""The control host's modules' main flows: the run lock and the lab's process manager.
+"""The control host's modules' main flows: the run lock, the lab's process manager, and
+the planner run in process.
 
-Both act on local files and processes only, so the tests use real ones: a lock file in a
+They act on local files and processes only, so the tests use real ones: a lock file in a
 temporary directory, and a ``sleep`` started and stopped by kairos_process.
 """
 
@@ -183,3 +184,36 @@ def test_files_writes_only_what_differs_and_check_mode_writes_nothing(tmp_path: 
     with pytest.raises(ModuleFailed, match=r"cannot write .*/absent/x"):
         run_module("kairos_files", {"files": [{"path": str(tmp_path / "absent" / "x"),
                                                "content": ""}]})
+
+
+# ------------------------------------------------------------------- kairos_command
+def kairos(*argv: str) -> dict[str, Any]:
+    return run_module("kairos_command", {"argv": list(argv)})
+
+
+def test_kairos_command_runs_the_cli_in_process_and_returns_its_output(tmp_path: Path) -> None:
+    state = tmp_path / "lab.state.json"
+    done = kairos("rollout", "record", "--state", str(state), "--step", "s1",
+                  "--status", "failed", "--error", "cass1: the gate timed out")
+    assert done["rc"] == 0 and done["changed"] is False and done["stderr"] == ""
+    printed = json.loads(done["stdout"])
+    assert printed["status"] == "failed" and printed["error"] == "cass1: the gate timed out"
+    # What it printed is what it wrote: read back from the state file.
+    recorded = json.loads(state.read_text())["steps"]["s1"]
+    assert recorded["status"] == "failed" and recorded["error"] == printed["error"]
+    assert done["cmd"][:3] == ["kairos", "rollout", "record"]
+
+
+def test_kairos_command_fails_with_the_clis_error_and_exit_code(tmp_path: Path) -> None:
+    # A refusal (KairosError): exit 2 and the CLI's own message, as the console script.
+    message = r"^kairos rollout: error: rollout \S+nope.json: no such file"
+    with pytest.raises(ModuleFailed, match=message) as refused_run:
+        kairos("rollout", "guard", "--rollout", str(tmp_path / "nope.json"),
+               "--ring", str(tmp_path / "ring.json"), "--batch", "cass1")
+    assert refused_run.value.result["rc"] == 2 and refused_run.value.result["stdout"] == ""
+    # A usage error (argparse exits): exit 2 and its usage text, not a traceback.
+    required = "the following arguments are required: --batch"
+    with pytest.raises(ModuleFailed, match=required) as usage:
+        kairos("rollout", "guard", "--rollout", "r.json", "--ring", "ring.json")
+    assert usage.value.result["rc"] == 2 and "usage:" in usage.value.result["stderr"]
+    assert "Traceback" not in usage.value.result["stderr"]

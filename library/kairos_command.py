@@ -1,0 +1,112 @@
+#!/usr/bin/python
+"""Run a kairos planner command inside Ansible's Python on the control host."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: kairos_command
+short_description: Run a kairos command in Ansible's own Python on the control host
+description:
+  - Runs C(kairos) with I(argv) as the console script would (the same output, errors and
+    exit codes), but inside this module's interpreter instead of a new process.
+  - Under Mitogen's strategy (ansible.cfg) that interpreter lives for the whole run, so
+    the planner is imported once; as a process, each call cost 0.7-2.6 s on the busy lab
+    (bench/rollout.py), twice per restart batch.
+  - Returns rc, stdout and stderr as M(ansible.builtin.command) does, and fails when rc is
+    not 0 (judge it yourself with C(failed_when)).
+  - Runs on the control host (delegated to localhost), whose Ansible Python has Kairos
+    installed; elsewhere it fails, naming the interpreter.
+  - Meant for the rollout's short bookkeeping commands, run per batch or per node (record,
+    guard, preflight, rescue); the decision at the start of a run (prepare, adhoc) and the
+    long planning and collection runs keep their own process (the C(kairos_cli) variable).
+options:
+  argv:
+    description: The kairos arguments, without the program name (e.g. C([rollout, guard, ...])).
+    type: list
+    elements: str
+    required: true
+extends_documentation_fragment: [kairos]
+attributes:
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Refuse the batch if the nodes down now leave a replica set below the CL
+  kairos_command:
+    argv: [rollout, guard, --rollout, "{{ kairos_rollout_file }}", --ring, live-ring.json,
+           --down, "", --batch, cass1]
+  delegate_to: localhost
+  changed_when: false
+"""
+
+RETURN = r"""
+rc:
+  description: The command's exit code (2 for a refusal or bad input, as the CLI).
+  returned: always
+  type: int
+stdout:
+  description: What the command printed (JSON for the rollout commands), trailing newline stripped.
+  returned: always
+  type: str
+stderr:
+  description: Its errors; a crash's traceback, as the console script would print it.
+  returned: always
+  type: str
+cmd:
+  description: The command as it would be typed.
+  returned: always
+  type: list
+"""
+
+import contextlib
+import io
+import sys
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def run_kairos(argv):
+    """(rc, stdout, stderr) of ``kairos argv`` run in this interpreter."""
+    from planner.cli import main as kairos_main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = kairos_main(argv)
+        except SystemExit as exc:  # argparse's usage errors and --help
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:  # reported as the console script would: a traceback, rc 1
+            traceback.print_exc()
+            rc = 1
+    return rc, out.getvalue().rstrip("\r\n"), err.getvalue().rstrip("\r\n")
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(argv=dict(type="list", elements="str", required=True)),
+        supports_check_mode=False,
+    )
+    argv = module.params["argv"]
+    try:
+        import planner.cli  # noqa: F401 - only to say clearly where it is missing
+    except ImportError as exc:
+        module.fail_json(
+            msg=f"the Kairos planner cannot be imported by {sys.executable} ({exc}): run "
+            "kairos_command on the control host, in the Python Kairos is installed in"
+        )
+    rc, stdout, stderr = run_kairos(argv)
+    result = dict(rc=rc, stdout=stdout, stderr=stderr, cmd=["kairos", *argv])
+    if rc != 0:
+        module.fail_json(msg=stderr or f"kairos {' '.join(argv[:2])} exited with {rc}", **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+"""Mitogen's linear strategy, found through this repository's ansible.cfg.
+
+Mitogen (https://mitogen.networkgenomics.com/ansible_detailed.html) keeps one Python
+interpreter per target for the whole run instead of starting one per task, and caches the
+modules and module_utils it sends: on the lab it cut a rolling restart's orchestration
+overhead by about a third (docs/executor.md, bench/rollout.py). It is a Kairos dependency
+(pyproject.toml); this proxy lets ansible.cfg name it without a site-packages path.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleError
+
+try:
+    from ansible_mitogen.plugins.strategy.mitogen_linear import StrategyModule
+except ImportError as exc:  # pragma: no cover - an install without the dependency
+    raise AnsibleError(
+        "Kairos runs its playbooks with Mitogen's linear strategy (ansible.cfg: strategy): "
+        f"install the 'mitogen' package into Ansible's Python (make setup does): {exc}"
+    ) from exc
+
+__all__ = ["StrategyModule"]
