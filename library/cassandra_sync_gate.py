@@ -137,6 +137,7 @@ down:
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
@@ -379,9 +380,12 @@ def main():
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
     down_since = {}  # node -> when it was first seen down in this run of polls
+    # Every peer is asked at once: a poll (and the first, which opens each peer's session)
+    # takes as long as the slowest peer, not the sum of them.
+    pool = ThreadPoolExecutor(max_workers=max(1, len(peers)))
     try:
         while True:
-            views = {a: p.view() for a, p in peers.items()}
+            views = dict(zip(peers, pool.map(Peer.view, peers.values()), strict=True))
             conditions, unmet, down = judge(
                 views, nodes_of, generations, params["max_hint_files"], known_down
             )
@@ -418,6 +422,7 @@ def main():
                 )
             time.sleep(params["interval"])
     finally:
+        pool.shutdown(wait=True)
         for peer in peers.values():
             peer.close()
 
