@@ -11,6 +11,9 @@ and between-task time); the slowest tasks; and each node's drain in its parts (l
 the pause, the drain). With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
+
+``ANSIBLE_STRATEGY=linear`` in the environment runs the playbook with Ansible's own strategy
+instead of Mitogen's (ansible.cfg), for a comparison on the same code.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Mitogen (https://mitogen.networkgenomics.com/ansible_detailed.html) keeps one Python
 interpreter per target for the whole run instead of starting one per task, and caches the
-modules and module_utils it sends: on the lab it cut a rolling restart's orchestration
-overhead by about a third (docs/executor.md, bench/rollout.py). It is a Kairos dependency
+modules and module_utils it sends: on the lab, a rolling restart's orchestration overhead
+fell from 75-99 s to 48-51 s (docs/executor.md, bench/rollout.py). It is a Kairos dependency
 (pyproject.toml); this proxy lets ansible.cfg name it without a site-packages path.
 
 Mitogen's CPU pinning is switched off. On a machine with fewer than four CPUs it pins every
