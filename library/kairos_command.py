@@ -11,7 +11,7 @@ description:
   - Runs C(kairos) with I(argv) as the console script would (the same output, errors and
     exit codes), but inside this module's interpreter instead of a new process.
   - Under Mitogen's strategy (ansible.cfg) that interpreter lives for the whole run, so
-    the planner is imported once: a record or a guard took 0.2-0.4 s on the busy lab
+    the planner is imported once; a record or a guard took 0.2-0.4 s on the busy lab
     instead of 1.3-3.9 s as a process (bench/rollout.py, docs/executor.md).
   - Returns rc, stdout and stderr as M(ansible.builtin.command) does, and fails when rc is
     not 0 (judge it yourself with C(failed_when)).
