@@ -4,7 +4,8 @@ Mitogen (https://mitogen.networkgenomics.com/ansible_detailed.html) keeps one Py
 interpreter per target for the whole run instead of starting one per task, and caches the
 modules and module_utils it sends: on the lab, a rolling restart's orchestration overhead
 fell from 75-99 s to 48-51 s (docs/executor.md, bench/rollout.py). It is a Kairos dependency
-(pyproject.toml); this proxy lets ansible.cfg name it without a site-packages path.
+(pyproject.toml); this proxy lets ansible.cfg name it without a site-packages path. Without
+it, the playbooks run on Ansible's own linear strategy, with a warning: the same steps, slower.
 
 Mitogen's CPU pinning is switched off. On a machine with fewer than four CPUs it pins every
 worker, and every process a module starts, to one CPU: Cassandra nodes restarted by a
@@ -13,18 +14,20 @@ rollout on the 2-CPU lab ran on CPU 1 only and took 12-36 s to serve CQL instead
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
+from ansible.utils.display import Display
 
 try:
     import ansible_mitogen.affinity
     from ansible_mitogen.plugins.strategy.mitogen_linear import StrategyModule
-except ImportError as exc:  # pragma: no cover - an install without the dependency
-    raise AnsibleError(
-        "Kairos runs its playbooks with Mitogen's linear strategy (ansible.cfg: strategy): "
-        f"install the 'mitogen' package into Ansible's Python (make setup does): {exc}"
-    ) from exc
+except ImportError as exc:
+    from ansible.plugins.strategy.linear import StrategyModule
 
-# The base Policy places nothing: processes keep the CPUs they were given.
-ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
+    Display().warning(
+        f"Mitogen cannot be imported by Ansible's Python ({exc}): running on Ansible's own "
+        "linear strategy, the same steps but slower (install 'mitogen'; make setup does)"
+    )
+else:
+    # The base Policy places nothing: processes keep the CPUs they were given.
+    ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 
 __all__ = ["StrategyModule"]
