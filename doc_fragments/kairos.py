@@ -2,7 +2,8 @@
 
 ``extends_documentation_fragment: [kairos]`` on every module, with the support it gives:
 ``kairos.read_only`` (it only reads), ``kairos.check_diff`` (check mode and diff) or
-``kairos.check_only`` (check mode, no diff); a module unlike these states its own.
+``kairos.check_only`` (check mode, no diff) or ``kairos.no_check`` (neither); a module
+unlike these states its own.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ attributes:
 attributes:
   check_mode:
     support: full
+  diff_mode:
+    support: none
+"""
+
+    NO_CHECK = r"""
+attributes:
+  check_mode:
+    support: none
   diff_mode:
     support: none
 """

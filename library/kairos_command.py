@@ -26,12 +26,7 @@ options:
     type: list
     elements: str
     required: true
-extends_documentation_fragment: [kairos]
-attributes:
-  check_mode:
-    support: none
-  diff_mode:
-    support: none
+extends_documentation_fragment: [kairos, kairos.no_check]
 """
 
 EXAMPLES = r"""
@@ -70,10 +65,8 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule
 
 
-def run_kairos(argv):
-    """(rc, stdout, stderr) of ``kairos argv`` run in this interpreter."""
-    from planner.cli import main as kairos_main
-
+def run_kairos(kairos_main, argv):
+    """(rc, stdout, stderr) of ``kairos argv``, ``kairos_main`` being planner.cli.main."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -95,13 +88,13 @@ def main():
     )
     argv = module.params["argv"]
     try:
-        import planner.cli  # noqa: F401 - only to say clearly where it is missing
+        from planner.cli import main as kairos_main
     except ImportError as exc:
         module.fail_json(
             msg=f"the Kairos planner cannot be imported by {sys.executable} ({exc}): run "
             "kairos_command on the control host, in the Python Kairos is installed in"
         )
-    rc, stdout, stderr = run_kairos(argv)
+    rc, stdout, stderr = run_kairos(kairos_main, argv)
     result = dict(rc=rc, stdout=stdout, stderr=stderr, cmd=["kairos", *argv])
     if rc != 0:
         module.fail_json(msg=stderr or f"kairos {' '.join(argv[:2])} exited with {rc}", **result)

@@ -16,7 +16,7 @@ description:
     ansible-playbook process is gone (recognised at once); on another host, its
     heartbeat is older than I(stale_after) seconds.
   - C(absent) removes the lock if I(owner) holds it (or with I(force)).
-extends_documentation_fragment: [kairos]
+extends_documentation_fragment: [kairos, kairos.no_check]
 options:
   path:
     description: The lock file.
@@ -41,11 +41,6 @@ options:
     description: Release even if another owner holds it (a person clearing a stale lock).
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: none
-  diff_mode:
-    support: none
 """
 
 EXAMPLES = r"""
