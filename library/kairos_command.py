@@ -17,9 +17,10 @@ description:
     not 0 (judge it yourself with C(failed_when)).
   - Runs on the control host (delegated to localhost), whose Ansible Python has Kairos
     installed; elsewhere it fails, naming the interpreter.
-  - Meant for the rollout's short bookkeeping commands, run per batch or per node (record,
-    guard, preflight, rescue); the decision at the start of a run (prepare, adhoc) and the
-    long planning and collection runs keep their own process (the C(kairos_cli) variable).
+  - Meant for the rollout's short commands, run per batch or per node (record, guard,
+    preflight, rescue), and change_settings.yml's decision (adhoc). A plan's decision
+    (prepare) and the long planning and collection runs keep their own process (the
+    C(kairos_cli) variable, which may name another planner).
 options:
   argv:
     description: The kairos arguments, without the program name (e.g. C([rollout, guard, ...])).

@@ -134,6 +134,20 @@ class RolloutStep:
     def hosts_in_order(self) -> list[str]:
         return [h for b in self.batches for h in b]
 
+    @property
+    def live_hosts(self) -> list[str]:
+        """Hosts the live play has work on: live values to set, the tables' options (set
+        once, from any host), or the files of a step no host restarts for. The others skip
+        it (rollout.yml): a restart-only step's live play would only skip task after task."""
+        if self.table:
+            return sorted(self.nodes)
+        restarted = set(self.hosts_in_order)
+        return sorted(
+            h for h in self.nodes
+            if (self.node_live.get(h, self.live) if self.node_live else self.live)
+            or (not self.restart and h not in restarted)
+        )
+
     def batch_problem(
         self, ring: Ring, batch: Iterable[str], *, down: Iterable[str]
     ) -> str | None:
@@ -160,6 +174,7 @@ class RolloutStep:
             data[key] = list(data[key])
         data["batch_sizes"] = self.batch_sizes
         data["hosts_in_order"] = self.hosts_in_order
+        data["live_hosts"] = self.live_hosts
         return data
 
 

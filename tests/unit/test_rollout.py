@@ -679,6 +679,33 @@ def test_adhoc_redis_restart_one_node_at_a_time(tmp_path: Path) -> None:
                 consistency_level="QUORUM", state_path=tmp_path / "a.json", now=T0)
     assert got.restart == {"io-threads": 2} and got.batches == (("r1",), ("r2",))
     assert settings(got) == {"r1": {"io-threads": "2"}, "r2": {"io-threads": "2"}}
+    assert got.live_hosts == []  # restart only: the live play has nothing to do
+
+
+def test_live_hosts_are_the_hosts_the_live_play_has_work_on(tmp_path: Path) -> None:
+    kw = {"hosts": HOSTS, "ring": None, "consistency_level": "QUORUM", "now": T0}
+    # (Redis batches without a ring; the rule is the engines'.)
+    restart = adhoc(engine="redis", settings={"io-threads": 2}, state_path=tmp_path / "r.json",
+                    **kw)
+    assert restart.hosts_in_order == HOSTS and restart.live_hosts == []
+    # A host left out of the batches (verified by an earlier attempt): nothing for it either.
+    assert dataclasses.replace(restart, batches=(("cass1",), ("cass2",))).live_hosts == []
+    live_only = adhoc(engine="cassandra", settings={"concurrent_reads": 64},
+                      state_path=tmp_path / "l.json", **kw)
+    assert live_only.batches == () and live_only.live_hosts == HOSTS  # files written live
+    # A restart of every node with nothing to change: a host left out gets its files live,
+    # as every host does when nothing restarts.
+    restart_all = adhoc(engine="redis", settings={}, restart_all=True,
+                        state_path=tmp_path / "a.json", **kw)
+    assert restart_all.restart == {} and restart_all.live_hosts == []
+    assert dataclasses.replace(restart_all, batches=(("cass1",), ("cass2",))).live_hosts == [
+        "cass3"]
+    # Per-node live values: only the hosts that have some.
+    per_node = dataclasses.replace(
+        restart, node_live={"cass1": {}, "cass2": {"concurrent_reads": 48}, "cass3": {}})
+    assert per_node.live_hosts == ["cass2"]
+    table = dataclasses.replace(restart, table={"compaction": LCS})
+    assert table.live_hosts == HOSTS  # set once, from any host
 
 
 def test_redis_plan_composes_too(tmp_path: Path) -> None:
@@ -777,6 +804,7 @@ def test_cassandra_rollout_fields_as_the_playbooks_read_them(
     assert got["table"] == {"compaction": LCS} and got["tables"] == ["kairos_app.events"]
     assert got["batches"] == [["cass1", "cass2"], ["cass3"]] and got["batch_sizes"] == [2, 1]
     assert got["hosts_in_order"] == ["cass1", "cass2", "cass3"]
+    assert got["live_hosts"] == ["cass1", "cass2", "cass3"]  # live values and a table change
     assert set(got["nodes"]) == set(HOSTS)
     assert got["nodes"]["cass3"] == {
         "settings": {"concurrent_reads": 48, "memtable_flush_writers": 4},
@@ -799,6 +827,7 @@ def test_redis_rollout_fields_as_the_playbooks_read_them(
     assert got["live"] == {"hz": 20} and got["restart"] == {"io-threads": 4}
     assert got["table"] == {} and got["tables"] == [] and got["superseded"] == []
     assert got["hosts_in_order"] == ["r1", "r2"] and got["batch_sizes"] == [1, 1]
+    assert got["live_hosts"] == ["r1", "r2"]  # hz is set live on both
     assert got["nodes"] == {h: {"settings": {"hz": "20", "io-threads": "4"}, "jvm": {}}
                             for h in ("r1", "r2")}
 
