@@ -9,6 +9,7 @@ after the first, the next run is refused at pre-flight naming the dead node.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,6 +64,25 @@ def alive(pid: int) -> bool:
     return True
 
 
+def kill_run(pid: int) -> None:
+    """SIGKILL ``ansible-playbook``, its process group if it leads one, and every process
+    under it. Its process group alone is not enough: Ansible's workers run in sessions of their
+    own, and a worker caught mid-task outlived a group kill (PPID 1, idle, for ever)."""
+    pids, stack = [], [pid]
+    while stack:  # collected before the kill: orphans are re-parented at once
+        parent = stack.pop()
+        pids.append(parent)
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                stack.extend(int(c) for c in (task / "children").read_text().split())
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:  # it leads its own group (start_new_session)
+            os.killpg(pid, signal.SIGKILL)
+    for each in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
+
+
 def seen_down(session: Any, address: str) -> bool:
     """The node's failure detector has convicted ``address`` (its hints' row says DOWN)."""
     try:
@@ -111,7 +131,7 @@ def run_with_fault(plan: Path, task: str, delay: float, log: Path) -> dict[str, 
             time.sleep(0.2)
         back_at = back_at or (killed_at if not went_down else 0.0)
         if proc.poll() is None:
-            proc.kill()
+            kill_run(proc.pid)
         proc.wait()
     witness.shutdown()
     output = log.read_text()
@@ -304,7 +324,7 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
                 verified = json.loads(state_file.read_text())["steps"]["s1"].get(
                     "verified", {}) if state_file.exists() else {}
                 if "cass1" in verified:
-                    os.killpg(proc.pid, signal.SIGKILL)  # the run dies: no rescue, no release
+                    kill_run(proc.pid)  # the run dies: no rescue, no release
                     break
                 time.sleep(0.5)
             proc.wait()
