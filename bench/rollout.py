@@ -8,7 +8,9 @@ restart together); the orchestration overhead (wall minus the nodes' own time) a
 to the nodes' time; the wall time per phase (pre-flight, per-batch checks, drain, restart
 (stop, the files and start in one module run), gate, read-back, record, Ansible's own start
 and between-task time); the slowest tasks; and each node's drain in its parts (leaving gossip,
-the pause, the drain). With ``--load``, the load's operations and failures.
+the pause, the drain); the orchestration's CPU seconds (ansible-playbook and every process it
+waited for: its workers, the module runs, the nodetool JVMs), which on the lab's shared CPUs
+turn into wall time the nodes wait for. With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -58,15 +61,16 @@ def _stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def task_seconds(report: dict[str, Any]) -> list[tuple[str, float]]:
-    """(task name, seconds) for every task the JSON callback reported, in order."""
+def task_spans(report: dict[str, Any]) -> list[tuple[str, float, float]]:
+    """(task name, start stamp, seconds) for every task the JSON callback reported, in order."""
     out = []
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
             meta = task["task"]
             span = meta.get("duration") or {}
             if span.get("start") and span.get("end"):
-                out.append((meta.get("name", "?"), _stamp(span["end"]) - _stamp(span["start"])))
+                began = _stamp(span["start"])
+                out.append((meta.get("name", "?"), began, _stamp(span["end"]) - began))
     return out
 
 
@@ -83,16 +87,23 @@ def drain_parts(report: dict[str, Any]) -> dict[str, list[float]]:
     return out
 
 
-def run_rollout(cl: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_rollout(cl: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """The run, its wall time and its CPU time: ansible-playbook and every process it waited
+    for (workers, module runs, nodetool JVMs; not the nodes it started, nor the load)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    began = time.monotonic()
+    began, cpu = time.monotonic(), _children_cpu()
     proc = subprocess.run(
         ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}"],
         cwd=REPO, env=env, capture_output=True, text=True, check=False,
     )
-    return proc, time.monotonic() - began
+    return proc, time.monotonic() - began, _children_cpu() - cpu
 
 
 def summarise(wall: float, tasks: list[tuple[str, float]]) -> dict[str, Any]:
@@ -127,7 +138,8 @@ def main() -> int:
     parser.add_argument("--load", type=float, default=0.0, metavar="OPS",
                         help="run a load of OPS operations/s at the CL during the rollout")
     parser.add_argument("--tasks", type=Path, metavar="FILE",
-                        help="also write every task's name and seconds, in order, to FILE (JSON)")
+                        help="also write every task's name, start (seconds after the first "
+                             "task's) and seconds, in order, to FILE (JSON)")
     args = parser.parse_args()
     background = None
     if args.load > 0:
@@ -146,7 +158,7 @@ def main() -> int:
         ).start()
         time.sleep(3)
     try:
-        proc, wall = run_rollout(args.cl)
+        proc, wall, cpu = run_rollout(args.cl)
     finally:
         result = background.stop() if background is not None else None
     if proc.returncode != 0:
@@ -154,10 +166,15 @@ def main() -> int:
         return 1
     line: dict[str, Any] = {"case": "rolling_restart", "consistency_level": args.cl}
     report = json.loads(proc.stdout)
-    tasks = task_seconds(report)
+    spans = task_spans(report)
+    tasks = [(name, seconds) for name, _, seconds in spans]
     if args.tasks:
-        args.tasks.write_text(json.dumps([[n, round(s, 2)] for n, s in tasks], indent=0))
+        # Start offsets show which per-host entries overlapped (ran in parallel).
+        first = spans[0][1] if spans else 0.0
+        args.tasks.write_text(json.dumps(
+            [[n, round(b - first, 2), round(s, 2)] for n, b, s in spans], indent=0))
     line.update(summarise(wall, tasks))
+    line["orchestration_cpu_seconds"] = round(cpu, 1)
     line["drain_parts"] = drain_parts(report)
     if result is not None:
         line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),

@@ -111,7 +111,7 @@ def heap_mb(text):
 
 def read_cql(module, params):
     """(running settings of this node, table -> {compaction class, caching})."""
-    cluster, session = connect_one(module, params)
+    cluster, session = connect_one(module, params, metadata=False)
     try:
         rows = {row.name: row.value
                 for row in session.execute("SELECT name, value FROM system_views.settings")}

@@ -72,8 +72,12 @@ def build_cluster(
     )
 
 
-def connect_one(module, params):
-    """Connect to params['host'] only (an address or a list); return (cluster, session)."""
+def connect_one(module, params, *, metadata=True):
+    """Connect to params['host'] only (an address or a list); return (cluster, session).
+
+    ``metadata=False``: a module that only runs queries skips the driver's schema and token
+    map read (build_cluster).
+    """
     if not HAS_DRIVER:
         module.fail_json(msg="cassandra-driver is required on the host running this module")
     hosts = params["host"] if isinstance(params["host"], list) else [params["host"]]
@@ -84,6 +88,7 @@ def connect_one(module, params):
         timeout=params.get("timeout", 20),
         username=params.get("username"),
         password=params.get("password"),
+        metadata=metadata,
     )
     try:
         session = cluster.connect()

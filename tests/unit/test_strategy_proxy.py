@@ -47,3 +47,57 @@ def test_without_mitogen_the_proxy_is_ansibles_linear_strategy_and_says_so(
         proxy = load_proxy()
     assert proxy.StrategyModule is StrategyModule
     assert "running on Ansible's own linear strategy" in capsys.readouterr().err
+
+
+PROBE = '''
+import os
+import sys
+
+PRELOADED = "cassandra.cluster" in sys.modules  # before anything here imports it
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.kairos_probe_util import NAME  # custom module_utils: Mitogen forks
+
+
+def main():
+    AnsibleModule(argument_spec={}).exit_json(changed=False, preloaded=PRELOADED, name=NAME,
+                                              pid=os.getpid())
+
+
+main()
+'''
+
+
+def test_a_forked_module_on_the_control_host_finds_the_driver_imported(tmp_path: Path) -> None:
+    """A real run of Mitogen through the proxy: a module that imports a custom module_utils
+    (forked, as Kairos' CQL modules are) starts with the Cassandra driver already imported."""
+    import json
+    import os
+    import subprocess
+
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "preload_probe.py").write_text(PROBE)
+    (tmp_path / "module_utils").mkdir()
+    (tmp_path / "module_utils" / "kairos_probe_util.py").write_text('NAME = "probe"\n')
+    (tmp_path / "hosts.ini").write_text(
+        f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+    (tmp_path / "probe.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - {name: probe, preload_probe: {}}\n"
+        "    - {name: again, preload_probe: {}}\n")
+    repo = PROXY.parents[2]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"),
+               ANSIBLE_LIBRARY=str(tmp_path / "library"),
+               ANSIBLE_MODULE_UTILS=f"{tmp_path / 'module_utils'}:{repo / 'module_utils'}",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+               # A file: ANSIBLE_INVENTORY is a list of paths, and "localhost," would make
+               # "" (the working directory) a source, whose executables Ansible runs.
+               ANSIBLE_INVENTORY=str(tmp_path / "hosts.ini"))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    run = subprocess.run(["ansible-playbook", str(tmp_path / "probe.yml")], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=False, timeout=60)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    tasks = json.loads(run.stdout)["plays"][0]["tasks"]
+    first, second = (task["hosts"]["localhost"] for task in tasks)
+    assert first["name"] == "probe" and first["preloaded"] is True and second["preloaded"] is True
+    assert first["pid"] != second["pid"]  # each run forked, both from the preloaded parent
