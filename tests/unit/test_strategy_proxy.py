@@ -4,6 +4,9 @@ Ansible's own linear strategy, with a warning, where Mitogen is not installed.""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -71,10 +74,6 @@ main()
 def test_a_forked_module_on_the_control_host_finds_the_driver_imported(tmp_path: Path) -> None:
     """A real run of Mitogen through the proxy: a module that imports a custom module_utils
     (forked, as Kairos' CQL modules are) starts with the Cassandra driver already imported."""
-    import json
-    import os
-    import subprocess
-
     (tmp_path / "library").mkdir()
     (tmp_path / "library" / "preload_probe.py").write_text(PROBE)
     (tmp_path / "module_utils").mkdir()
