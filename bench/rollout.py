@@ -74,16 +74,17 @@ def task_spans(report: dict[str, Any]) -> list[tuple[str, float, float]]:
     return out
 
 
-def drain_parts(report: dict[str, Any]) -> dict[str, list[float]]:
+def drain_parts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Host -> the drain's parts in seconds (leave gossip, pause, drain), as cassandra_drain
-    returned them (the rollout's record keeps only their sum)."""
+    returned them (the rollout's record keeps only their sum), and what carried its calls
+    (the node's Jolokia agent or nodetool JVMs)."""
     out = {}
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
             if task["task"].get("name") == "cassandra : Drain the node":
                 for host, result in task.get("hosts", {}).items():
                     if result.get("phases"):
-                        out[host] = result["phases"]
+                        out[host] = {"parts": result["phases"], "via": result.get("via")}
     return out
 
 
@@ -92,7 +93,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_rollout(cl: str) -> tuple[subprocess.CompletedProcess[str], float, float]:
+def run_rollout(cl: str, extra: list[str]) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """The run, its wall time and its CPU time: ansible-playbook and every process it waited
     for (workers, module runs, nodetool JVMs; not the nodes it started, nor the load)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
@@ -100,7 +101,8 @@ def run_rollout(cl: str) -> tuple[subprocess.CompletedProcess[str], float, float
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     began, cpu = time.monotonic(), _children_cpu()
     proc = subprocess.run(
-        ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}"],
+        ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}",
+         *(arg for value in extra for arg in ("-e", value))],
         cwd=REPO, env=env, capture_output=True, text=True, check=False,
     )
     return proc, time.monotonic() - began, _children_cpu() - cpu
@@ -140,6 +142,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=Path, metavar="FILE",
                         help="also write every task's name, start (seconds after the first "
                              "task's) and seconds, in order, to FILE (JSON)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="passed to ansible-playbook, e.g. cassandra_jolokia_enabled=false "
+                             "(the nodes restart without the Jolokia agent: nodetool JVMs)")
     args = parser.parse_args()
     background = None
     if args.load > 0:
@@ -158,7 +163,7 @@ def main() -> int:
         ).start()
         time.sleep(3)
     try:
-        proc, wall, cpu = run_rollout(args.cl)
+        proc, wall, cpu = run_rollout(args.cl, args.extra_vars)
     finally:
         result = background.stop() if background is not None else None
     if proc.returncode != 0:

@@ -42,7 +42,13 @@ options:
     type: str
     default: ""
   nodetool:
-    description: The node's nodetool launcher (needed with I(heap)).
+    description: The node's nodetool launcher (needed with I(heap), unless Jolokia answers).
+    type: path
+    default: ""
+  jolokia_config:
+    description:
+      - The node's Jolokia agent properties (cassandra_drain's option): with the agent
+        listening, the heap is read over HTTP (java.lang Memory) instead of nodetool info.
     type: path
     default: ""
   tables:
@@ -83,6 +89,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
+from ansible.module_utils.kairos_jolokia import JolokiaError, listening_agent, read_attribute
 from ansible.module_utils.kairos_nodetool import run_nodetool
 from ansible.module_utils.kairos_settings import (
     CACHE_ROWS,
@@ -172,6 +179,21 @@ def read_file(module, path, keys):
     return {k: data.get(k) for k in keys}
 
 
+def max_heap_mb(module, params):
+    """The JVM's maximum heap in MiB, as nodetool info prints it (the heap's MemoryUsage
+    max): through the node's Jolokia agent when it listens, else nodetool (a JVM start)."""
+    config = listening_agent(module, params["jolokia_config"])
+    if config is not None:
+        try:
+            usage = read_attribute(config, "java.lang:type=Memory", "HeapMemoryUsage")
+        except JolokiaError as exc:
+            module.fail_json(msg=f"heap: {exc}")
+        return round(usage["max"] / 1048576, 2)
+    _, out, _, _ = run_nodetool(module, params["nodetool"], ["info"])
+    match = _HEAP.search(out)
+    return float(match.group(1)) if match else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=cql_argument_spec(
@@ -180,6 +202,7 @@ def main():
             config_file=dict(type="path", default=""),
             heap=dict(type="str", default=""),
             nodetool=dict(type="path", default=""),
+            jolokia_config=dict(type="path", default=""),
             tables=dict(type="list", elements="str", default=[]),
             compaction=dict(type="str", default=""),
             caching=dict(type="dict", default={}),
@@ -199,12 +222,9 @@ def main():
         readback["file"] = read_file(module, params["config_file"], in_file)
         problems += [f"{params['config_file']} {p}" for p in mismatches(in_file, readback["file"])]
     if params["heap"]:
-        _, out, _, _ = run_nodetool(module, params["nodetool"], ["info"])
-        match = _HEAP.search(out)
-        readback["heap_mb"] = float(match.group(1)) if match else None
+        readback["heap_mb"] = runs = max_heap_mb(module, params)
         want_mb = heap_mb(params["heap"])
-        if match is None or abs(float(match.group(1)) - want_mb) > 0.01 * want_mb:
-            runs = readback["heap_mb"]
+        if runs is None or abs(runs - want_mb) > 0.01 * want_mb:
             problems.append(f"heap: expected {params['heap']}, the JVM runs {runs} MB")
     if problems:
         module.fail_json(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import redis
+from ansible.module_utils.kairos_jolokia import JolokiaError, call, read_config
 from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import Cluster
 
@@ -140,3 +144,53 @@ def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -
             continue
         for secret in secrets:
             assert secret not in cmdline, f"a password is in the argv of pid {proc.name}"
+
+
+def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: PlaybookRun) -> None:
+    """Each node's Jolokia agent (the drain's and read-back's JMX over HTTP) answers the
+    heap read its policy allows with the login from its 0600 file, and nothing else: not
+    without the login (HTTP 401), not an attribute or command outside the policy, not a
+    client on another address (403)."""
+    heap = {"type": "read", "mbean": "java.lang:type=Memory", "attribute": "HeapMemoryUsage"}
+    for host in CASSANDRA:
+        path = REPO / ".lab" / "cassandra" / host / "conf" / "jolokia.properties"
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+        config = read_config(str(path))
+        assert config["user"] and config["password"]
+        assert call(config, heap)["max"] == 512 * 1048576  # the lab's heap
+        for forbidden, reason in (
+            ({"type": "read", "mbean": "org.apache.cassandra.db:type=StorageService",
+              "attribute": "LiveNodes"}, "forbidden"),
+            ({"type": "exec", "mbean": "org.apache.cassandra.db:type=StorageService",
+              "operation": "decommission"}, "forbidden"),
+            ({"type": "list"}, "not allowed"),
+        ):
+            with pytest.raises(JolokiaError, match=f"status 403: .*{reason}"):
+                call(config, forbidden)
+        with pytest.raises(JolokiaError, match="HTTP 401"):
+            call(dict(config, user=""), heap)
+        # The same request, with the login, from another loopback address.
+        curl = subprocess.run(
+            ["curl", "-s", "--interface", "127.0.0.9", "--netrc-file", "/dev/stdin",
+             "-X", "POST", "-d", json.dumps(heap), f"http://127.0.0.1:{config['port']}/jolokia/"],
+            input=f"machine 127.0.0.1 login {config['user']} password {config['password']}\n",
+            capture_output=True, text=True, check=True,
+        )
+        answer = json.loads(curl.stdout)
+        assert answer["status"] == 403 and "127.0.0.9" in answer["error"], answer
+
+
+def test_readback_reads_the_heap_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
+    """The read-back module on a lab node: with nodetool pointing nowhere, the heap can only
+    have come from the agent."""
+    config = REPO / ".lab" / "cassandra" / "cass2" / "conf" / "jolokia.properties"
+    args = {"host": "127.0.0.2", "heap": "512M", "nodetool": "/nonexistent/nodetool",
+            "jolokia_config": str(config)}
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "cass2", "-m", "cassandra_settings_readback",
+         "-a", json.dumps(args), "-o"],
+        cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert '"heap_mb": 512.0' in run.stdout, run.stdout

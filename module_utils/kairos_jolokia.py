@@ -1,0 +1,94 @@
+"""JMX over HTTP through a node's Jolokia agent, for the modules that would otherwise start a
+nodetool JVM per call (2 s of CPU each on the lab; seconds of wall time on a busy node).
+
+The agent reads its address, port and login from a properties file the cassandra role
+writes (jolokia.properties, 0600); a module reads the same file on the node, so the
+password never travels in a module's arguments or a command line. Only what the role's
+policy file allows can be called (docs/executor.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.kairos_net import accepts_connections
+
+STORAGE_SERVICE = "org.apache.cassandra.db:type=StorageService"
+
+
+class JolokiaError(Exception):
+    """A call that did not return a value: the agent's status and error, never the login."""
+
+
+def read_config(path):
+    """The agent's host, port, user and password from its properties file (key=value lines,
+    ``#`` comments, ``\\\\`` for a backslash). Raises OSError or ValueError naming the file."""
+    values = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise ValueError(f"{path}: not a key=value line: {key.strip()[:40]!r}")
+            values[key.strip()] = value.strip().replace("\\\\", "\\")
+    try:
+        port = int(values.get("port", ""))
+    except ValueError:
+        raise ValueError(f"{path}: port must be an integer") from None
+    return {
+        "host": values.get("host", "127.0.0.1"),
+        "port": port,
+        "user": values.get("user", ""),
+        "password": values.get("password", ""),
+    }
+
+
+def listening_agent(module, path):
+    """The agent's config from ``path`` when it is given and the agent listens (the node
+    runs with it), else None: the caller then uses nodetool. An unreadable file fails the
+    module, naming it."""
+    if not path:
+        return None
+    try:
+        config = read_config(path)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg=f"jolokia_config: cannot read {path}: {exc}")
+    return config if accepts_connections(config["host"], config["port"]) else None
+
+
+def call(config, request, timeout=30.0):
+    """POST one Jolokia request (a dict: type, mbean, attribute or operation); its value."""
+    url = f"http://{config['host']}:{config['port']}/jolokia/"
+    http = urllib.request.Request(
+        url, data=json.dumps(request).encode(), headers={"Content-Type": "application/json"}
+    )
+    if config["user"]:
+        login = f"{config['user']}:{config['password']}".encode()
+        http.add_header("Authorization", "Basic " + base64.b64encode(login).decode())
+    what = request.get("operation") or request.get("attribute") or request.get("type")
+    try:
+        with urllib.request.urlopen(http, timeout=timeout) as response:
+            answer = json.loads(response.read().decode())
+    except urllib.error.HTTPError as exc:
+        exc.close()  # its response holds the connection
+        raise JolokiaError(f"{url} {what}: HTTP {exc.code} {exc.reason}") from None
+    except (OSError, ValueError) as exc:
+        raise JolokiaError(f"{url} {what}: {exc}") from None
+    if answer.get("status") != 200:
+        raise JolokiaError(
+            f"{url} {what}: status {answer.get('status')}: {answer.get('error', 'no error given')}"
+        )
+    return answer.get("value")
+
+
+def exec_operation(config, mbean, operation, timeout=30.0):
+    return call(config, {"type": "exec", "mbean": mbean, "operation": operation}, timeout)
+
+
+def read_attribute(config, mbean, attribute, timeout=30.0):
+    return call(config, {"type": "read", "mbean": mbean, "attribute": attribute}, timeout)
