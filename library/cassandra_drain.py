@@ -16,7 +16,7 @@ description:
   - One module run instead of one task per step, as each task costs an Ansible module start.
   - With I(jolokia_config) and the node's Jolokia agent listening, the same two steps are
     JMX operations over HTTP (StorageService stopGossiping and drain), then the node's
-    operation mode is read back and must be C(DRAINED): no nodetool JVM is started (2 s
+    operation mode is read back and must be C(DRAINED); no nodetool JVM is started (2 s
     of CPU each). Without the agent (a node started before it was enabled), nodetool;
     I(via) says which.
   - Does nothing (C(drained=false)) when the node's JMX port is closed - the node is not

@@ -47,7 +47,7 @@ options:
     default: ""
   jolokia_config:
     description:
-      - The node's Jolokia agent properties (cassandra_drain's option): with the agent
+      - The node's Jolokia agent properties (as cassandra_drain takes them); with the agent
         listening, the heap is read over HTTP (java.lang Memory) instead of nodetool info.
     type: path
     default: ""
