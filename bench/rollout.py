@@ -12,7 +12,8 @@ the pause, the drain); the orchestration's CPU seconds (ansible-playbook and eve
 waited for: its workers, the module runs, the nodetool JVMs), which on the lab's shared CPUs
 turn into wall time the nodes wait for. With ``--load``, the load's operations and failures.
 
-    .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE]  # `make lab-up`
+    .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE] [--cpu-tasks FILE]
+        [-e cassandra_jolokia_enabled=false]  # `make lab-up` first
 
 ``ANSIBLE_STRATEGY=linear`` in the environment runs the playbook with Ansible's own strategy
 instead of Mitogen's (ansible.cfg), for a comparison on the same code.
@@ -93,11 +94,17 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_rollout(cl: str, extra: list[str]) -> tuple[subprocess.CompletedProcess[str], float, float]:
+def run_rollout(
+    cl: str, extra: list[str], cpu_tasks: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """The run, its wall time and its CPU time: ansible-playbook and every process it waited
     for (workers, module runs, nodetool JVMs; not the nodes it started, nor the load)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    if cpu_tasks is not None:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=str(REPO / "bench" / "callback_plugins"),
+                   ANSIBLE_CALLBACKS_ENABLED="kairos_cpu_per_task",
+                   KAIROS_CPU_TASKS_OUT=str(cpu_tasks.resolve()))
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     began, cpu = time.monotonic(), _children_cpu()
     proc = subprocess.run(
@@ -145,6 +152,9 @@ def main() -> int:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
                         help="passed to ansible-playbook, e.g. cassandra_jolokia_enabled=false "
                              "(the nodes restart without the Jolokia agent: nodetool JVMs)")
+    parser.add_argument("--cpu-tasks", type=Path, metavar="FILE",
+                        help="also write each task's CPU seconds over the controller's process "
+                             "tree (bench/callback_plugins/kairos_cpu_per_task.py) to FILE")
     args = parser.parse_args()
     background = None
     if args.load > 0:
@@ -163,7 +173,7 @@ def main() -> int:
         ).start()
         time.sleep(3)
     try:
-        proc, wall, cpu = run_rollout(args.cl, args.extra_vars)
+        proc, wall, cpu = run_rollout(args.cl, args.extra_vars, args.cpu_tasks)
     finally:
         result = background.stop() if background is not None else None
     if proc.returncode != 0:
