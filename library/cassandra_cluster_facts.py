@@ -74,6 +74,11 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 
+try:
+    from cassandra.metadata import ReplicationStrategy
+except ImportError:  # pragma: no cover - connect_one reports the missing driver
+    ReplicationStrategy = None
+
 SYSTEM_KEYSPACES = (
     "system",
     "system_auth",
@@ -83,6 +88,15 @@ SYSTEM_KEYSPACES = (
     "system_views",
     "system_virtual_schema",
 )
+
+
+def replica_map(token_map, replication):
+    """Token -> replica hosts of a keyspace with this replication (a system_schema map)."""
+    options = dict(replication)
+    strategy = ReplicationStrategy.create(options.pop("class", None), options)
+    if strategy is None:
+        return {}
+    return strategy.make_token_replica_map(token_map.token_to_host_owner, token_map.ring)
 
 
 def main():
@@ -97,7 +111,9 @@ def main():
     )
     params = module.params
     names = {str(k): str(v) for k, v in params["hosts"].items()}
-    cluster, session = connect_one(module, params)
+    # The token map without the schema: the replicas come from each keyspace's replication
+    # (read below) through the driver's own placement, as its schema read would give them.
+    cluster, session = connect_one(module, params, metadata="tokens")
     try:
         metadata = cluster.metadata
         replication = {
@@ -127,12 +143,15 @@ def main():
         ]
         token_map = metadata.token_map
         ring = sorted(token_map.ring)
+        placed = {ks: replica_map(token_map, replication[ks]) for ks in wanted}
+        unplaced = [ks for ks in wanted if not placed[ks]]
+        if unplaced:
+            raise ValueError("no replica placement for " + ", ".join(
+                f"keyspace {ks} (replication {replication[ks]})" for ks in unplaced))
         ranges = []
         for i, token in enumerate(ring):
             start = ring[i - 1].value
-            replicas = {
-                ks: [name(h.address) for h in token_map.get_replicas(ks, token)] for ks in wanted
-            }
+            replicas = {ks: [name(h.address) for h in placed[ks].get(token, ())] for ks in wanted}
             ranges.append({"start": start, "end": token.value, "replicas": replicas})
         local = session.execute("SELECT broadcast_address, schema_version FROM system.local").one()
         versions = {str(local.schema_version): [name(local.broadcast_address)]}

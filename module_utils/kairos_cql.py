@@ -49,7 +49,9 @@ def build_cluster(
     """A cassandra-driver Cluster (not connected) that sends every request to ``hosts`` only.
 
     ``metadata=False`` skips reading the schema and token map at connect (a gate polling
-    virtual tables needs neither). ``profile``: extra ExecutionProfile settings, e.g.
+    virtual tables needs neither); ``metadata="tokens"`` reads the token map only: the
+    schema (every table, column and type of every keyspace) is the costly part, and grows
+    with the cluster's tables. ``profile``: extra ExecutionProfile settings, e.g.
     consistency_level.
     """
     auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
@@ -67,8 +69,8 @@ def build_cluster(
         },
         connect_timeout=timeout,
         control_connection_timeout=timeout,
-        schema_metadata_enabled=metadata,
-        token_metadata_enabled=metadata,
+        schema_metadata_enabled=metadata is True,
+        token_metadata_enabled=bool(metadata),
     )
 
 
@@ -76,7 +78,7 @@ def connect_one(module, params, *, metadata=True):
     """Connect to params['host'] only (an address or a list); return (cluster, session).
 
     ``metadata=False``: a module that only runs queries skips the driver's schema and token
-    map read (build_cluster).
+    map read; ``"tokens"``: the token map only (build_cluster).
     """
     if not HAS_DRIVER:
         module.fail_json(msg="cassandra-driver is required on the host running this module")

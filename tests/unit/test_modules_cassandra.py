@@ -17,6 +17,7 @@ import socket
 import uuid
 from collections import namedtuple
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -24,7 +25,7 @@ import cassandra_auth_setup
 import pytest
 from ansible.module_utils import kairos_cql
 from cassandra import AuthenticationFailed
-from cassandra.metadata import Murmur3Token, SimpleStrategy
+from cassandra.metadata import Murmur3Token
 from cassandra.policies import SimpleConvictionPolicy
 from cassandra.pool import Host
 
@@ -403,8 +404,8 @@ class FakeDatabase:
             self.hosts.append(host)
             owners[Murmur3Token(token)] = host
         ring = sorted(owners)
-        replicas = SimpleStrategy({"replication_factor": "3"}).make_token_replica_map(owners, ring)
-        self.token_map = mock.Mock(ring=ring, get_replicas=lambda ks, token: replicas[token])
+        # What the driver's token map holds without the schema: the ring and its owners.
+        self.token_map = SimpleNamespace(ring=ring, token_to_host_owner=owners)
 
     def build_cluster(self, hosts: list[str], **login: Any) -> FakeCluster:
         self.logins.append(login)
@@ -728,6 +729,22 @@ def test_cluster_facts_write_the_ring_for_the_preflight(cql: Any, tmp_path: Path
     dest = tmp_path / "live-ring.json"
     result = run_module("cassandra_cluster_facts", cql_args(host=ADDRESSES, dest=str(dest)))
     assert json.loads(dest.read_text()) == result["ring"]
+
+
+def test_cluster_facts_place_replicas_from_the_keyspaces_replication(cql: Any) -> None:
+    """The driver's token map only (no schema read): the replicas come from each keyspace's
+    replication map, NetworkTopologyStrategy's per-DC factor included."""
+    cql.replication["kairos_two"] = {"class": NTS, "datacenter1": "2"}
+    result = run_module("cassandra_cluster_facts", cql_args(host=ADDRESSES))
+    assert cql.logins[0]["metadata"] == "tokens"
+    ranges = result["ring"]["token_ranges"]
+    assert all(len(r["replicas"]["kairos_two"]) == 2 for r in ranges)
+    # Each range's first replica is the node owning its end token, the next one clockwise.
+    assert [r["replicas"]["kairos_two"] for r in ranges] == [
+        ["127.0.0.1", "127.0.0.2"], ["127.0.0.2", "127.0.0.3"], ["127.0.0.3", "127.0.0.1"]]
+    cql.replication["kairos_odd"] = {"class": "com.example.OwnStrategy", "factor": "3"}
+    refused("cassandra_cluster_facts", cql_args(host=ADDRESSES),
+            "cannot read the cluster's metadata: no replica placement for keyspace kairos_odd")
 
 
 def test_cluster_facts_refuse_a_keyspace_the_cluster_lacks(cql: Any) -> None:
