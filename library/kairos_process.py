@@ -185,13 +185,26 @@ def log_tail(path, lines=15):
         return "\n".join(handle.read().decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def wait_ready(module, pid, match, progress=None):
-    """Wait until ready_port accepts connections; fail fast if the process dies."""
+def child_alive(pid):
+    """True while pid, a child this module started, has not exited (it cannot be recycled
+    before it is reaped)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] == 0
+    except ChildProcessError:
+        return False
+
+
+def wait_ready(module, pid, match, progress=None, child=False):
+    """Wait until ready_port accepts connections; fail fast if the process dies.
+
+    ``child``: pid is the process start() just began, alive as long as it has not exited,
+    whatever its command line says yet (a launcher may prepare before it execs the server).
+    """
     progress = progress or {}
     params = module.params
     began = time.monotonic()
     while time.monotonic() - began < params["ready_timeout"]:
-        if not is_ours(pid, match):
+        if not (child_alive(pid) if child else is_ours(pid, match)):
             module.fail_json(
                 msg=f"process {pid} died before {params['ready_host']}:{params['ready_port']} "
                 f"accepted connections; end of {params['log']}:\n{log_tail(params['log'])}",
@@ -259,7 +272,7 @@ def restart(module, pidfile, match, running, pid):
     result["files_written"] = True
     pid = start(module, pidfile, match, result) or 0
     if module.params["ready_port"]:
-        result["ready_seconds"] = wait_ready(module, pid, match, result)
+        result["ready_seconds"] = wait_ready(module, pid, match, result, child=True)
     module.exit_json(pid=pid, **result)
 
 
@@ -294,7 +307,7 @@ def main():
         if not running:
             pid = start(module, pidfile, match) or 0
         if module.params["ready_port"] and not module.check_mode:
-            result["ready_seconds"] = wait_ready(module, pid, match)
+            result["ready_seconds"] = wait_ready(module, pid, match, child=not running)
         module.exit_json(pid=pid, **result)
 
     if not running:

@@ -162,6 +162,39 @@ def test_process_restarted_says_whether_the_files_were_written_when_it_fails(
     assert conf.read_text() == "x: 1\n"
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
+def test_process_waits_for_a_launcher_that_prepares_before_it_execs_the_server(
+    tmp_path: Path,
+) -> None:
+    """A launcher that works before it execs (the Cassandra launcher dumping its class
+    archive): its command line does not carry MATCH yet, and it is still starting."""
+    pidfile, port = tmp_path / "node.pid", free_port()
+    server = (f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); "
+              "s.listen(); time.sleep(60)")
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(f"#!/bin/sh\nsleep 1.5\nexec {sys.executable} -c \"{server}\" {MATCH}\n")
+    launcher.chmod(0o755)
+    started = process(pidfile, command=[str(launcher)], ready_port=port, ready_timeout=20)
+    try:
+        assert started["changed"] is True and started["ready_seconds"] >= 0.5
+        # The pid is the server's now (the launcher exec'd), and it is recognised as ours.
+        assert process(pidfile, command=[str(launcher)])["was_running"] is True
+    finally:
+        os.kill(started["pid"], 9)
+    dies = tmp_path / "dies.sh"
+    dies.write_text("#!/bin/sh\nsleep 1.5\nexit 4\n")
+    dies.chmod(0o755)
+    with pytest.raises(ModuleFailed, match=r"died before 127\.0\.0\.1:\d+ accepted"):
+        process(tmp_path / "other.pid", command=[str(dies)], ready_port=free_port(),
+                ready_timeout=20)
+
+
 # ------------------------------------------------------------------ kairos_files
 def test_files_writes_only_what_differs_and_check_mode_writes_nothing(tmp_path: Path) -> None:
     conf, record = tmp_path / "cassandra.yaml", tmp_path / "kairos-applied.json"
