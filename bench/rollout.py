@@ -13,7 +13,14 @@ waited for: its workers, the module runs, the nodetool JVMs), which on the lab's
 turn into wall time the nodes wait for. With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE] [--cpu-tasks FILE]
-        [-e cassandra_jolokia_enabled=false]  # `make lab-up` first
+        [--floor] [-e cassandra_jolokia_enabled=false]  # `make lab-up` first
+
+The overhead is also split into what each batch adds (its span, from the lock's heartbeat to
+its last record, minus its slowest node's own time) and what the run costs once (everything
+outside the batches: Ansible's start, the lock, the decision, the pre-flight, the final
+record). ``--floor`` then also times bench/floor.yml under the same load: Ansible's start,
+Mitogen's start and a task on every node, with nothing decided or restarted - the part of
+the run-once cost no change to Kairos' playbooks can remove.
 
 ``ANSIBLE_STRATEGY=linear`` in the environment runs the playbook with Ansible's own strategy
 instead of Mitogen's (ansible.cfg), for a comparison on the same code.
@@ -96,9 +103,10 @@ def _children_cpu() -> float:
 
 def run_rollout(
     cl: str, extra: list[str], cpu_tasks: Path | None = None
-) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """The run, its wall time and its CPU time: ansible-playbook and every process it waited
-    for (workers, module runs, nodetool JVMs; not the nodes it started, nor the load)."""
+) -> tuple[subprocess.CompletedProcess[str], float, float, float]:
+    """The run, its wall time, its CPU time (ansible-playbook and every process it waited
+    for: workers, module runs, nodetool JVMs; not the nodes it started, nor the load) and
+    the wall-clock stamp of its launch."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     if cpu_tasks is not None:
@@ -106,22 +114,80 @@ def run_rollout(
                    ANSIBLE_CALLBACKS_ENABLED="kairos_cpu_per_task",
                    KAIROS_CPU_TASKS_OUT=str(cpu_tasks.resolve()))
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    began, cpu = time.monotonic(), _children_cpu()
+    launched, began, cpu = time.time(), time.monotonic(), _children_cpu()
     proc = subprocess.run(
         ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}",
          *(arg for value in extra for arg in ("-e", value))],
         cwd=REPO, env=env, capture_output=True, text=True, check=False,
     )
-    return proc, time.monotonic() - began, _children_cpu() - cpu
+    return proc, time.monotonic() - began, _children_cpu() - cpu, launched
 
 
-def summarise(wall: float, tasks: list[tuple[str, float]]) -> dict[str, Any]:
+def run_floor() -> tuple[float, float]:
+    """Wall and CPU seconds of bench/floor.yml (the part of a run no playbook change removes)."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    began, cpu = time.monotonic(), _children_cpu()
+    proc = subprocess.run(["ansible-playbook", "bench/floor.yml"], cwd=REPO, env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench/floor.yml failed:\n{proc.stdout[-2000:]}{proc.stderr[-1000:]}")
+    return time.monotonic() - began, _children_cpu() - cpu
+
+
+#: The first task of each batch (rollout.yml's restart play) and the last of a batch's.
+BATCH_FIRST, BATCH_RECORD = "Keep the lock's heartbeat", "Record the node verified"
+
+
+def batch_spans(spans: list[tuple[str, float, float]]) -> list[tuple[float, float]]:
+    """(start, end) stamps of each batch: from its heartbeat to the end of its last record."""
+    out: list[tuple[float, float]] = []
+    for name, began, seconds in spans:
+        if name.startswith(BATCH_FIRST):
+            out.append((began, began + seconds))
+        elif out and name.startswith(BATCH_RECORD):
+            out[-1] = (out[-1][0], max(out[-1][1], began + seconds))
+    return out
+
+
+def overhead_split(
+    spans: list[tuple[str, float, float]], launched: float, wall: float,
+    batches: list[list[str]], nodes: dict[str, dict[str, float]],
+) -> dict[str, Any]:
+    """The overhead each batch adds and the overhead the run pays once."""
+    windows = batch_spans(spans)
+    if len(windows) != len(batches):
+        return {"error": f"{len(windows)} batch spans found for {len(batches)} batches"}
+    per_batch: list[dict[str, Any]] = []
+    added = owned = 0.0
+    for (began, ended), batch in zip(windows, batches, strict=True):
+        own = max(nodes[h]["total"] for h in batch)
+        added, owned = added + ended - began - own, owned + own
+        per_batch.append({"hosts": batch, "seconds": round(ended - began, 1),
+                          "node_seconds": round(own, 1),
+                          "overhead_seconds": round(ended - began - own, 1),
+                          "overhead_ratio": round((ended - began - own) / own, 2)})
+    in_batches = sum(b - a for a, b in windows)
+    first_task = spans[0][1] if spans else launched
+    return {
+        "per_batch": per_batch,
+        "batch_overhead_ratio": round(added / owned, 2) if owned else None,
+        "once_seconds": round(wall - in_batches, 1),
+        "start_to_first_task_seconds": round(first_task - launched, 1),
+        "first_task_seconds": round(spans[0][2], 1) if spans else None,
+    }
+
+
+def summarise(
+    wall: float, spans: list[tuple[str, float, float]], launched: float
+) -> dict[str, Any]:
     rollout = json.loads((REPO / ".kairos" / "rollout-lab-cassandra.json").read_text())
     state = json.loads(Path(rollout["state"]).read_text())
     nodes = state["steps"][rollout["step_id"]]["nodes"]
     node_seconds = sum(max(nodes[h]["total"] for h in batch) for batch in rollout["batches"])
     phases: dict[str, float] = defaultdict(float)
     by_task: dict[str, float] = defaultdict(float)
+    tasks = [(name, seconds) for name, _, seconds in spans]
     for name, seconds in tasks:
         phases[phase_of(name)] += seconds
         by_task[name] += seconds
@@ -138,6 +204,7 @@ def summarise(wall: float, tasks: list[tuple[str, float]]) -> dict[str, Any]:
         "phase_seconds": {k: round(v, 1) for k, v in sorted(phases.items(), key=lambda kv: -kv[1])},
         "slowest_tasks": {k: round(v, 1) for k, v in slowest},
         "per_node": nodes,
+        "overhead_split": overhead_split(spans, launched, wall, rollout["batches"], nodes),
     }
 
 
@@ -155,6 +222,8 @@ def main() -> int:
     parser.add_argument("--cpu-tasks", type=Path, metavar="FILE",
                         help="also write each task's CPU seconds over the controller's process "
                              "tree (bench/callback_plugins/kairos_cpu_per_task.py) to FILE")
+    parser.add_argument("--floor", action="store_true",
+                        help="after the rollout, under the same load, also time bench/floor.yml")
     args = parser.parse_args()
     background = None
     if args.load > 0:
@@ -172,8 +241,11 @@ def main() -> int:
             max_seconds=1800, seed=5,
         ).start()
         time.sleep(3)
+    floor = None
     try:
-        proc, wall, cpu = run_rollout(args.cl, args.extra_vars, args.cpu_tasks)
+        proc, wall, cpu, launched = run_rollout(args.cl, args.extra_vars, args.cpu_tasks)
+        if proc.returncode == 0 and args.floor:
+            floor = run_floor()
     finally:
         result = background.stop() if background is not None else None
     if proc.returncode != 0:
@@ -182,14 +254,15 @@ def main() -> int:
     line: dict[str, Any] = {"case": "rolling_restart", "consistency_level": args.cl}
     report = json.loads(proc.stdout)
     spans = task_spans(report)
-    tasks = [(name, seconds) for name, _, seconds in spans]
     if args.tasks:
         # Start offsets show which per-host entries overlapped (ran in parallel).
         first = spans[0][1] if spans else 0.0
         args.tasks.write_text(json.dumps(
             [[n, round(b - first, 2), round(s, 2)] for n, b, s in spans], indent=0))
-    line.update(summarise(wall, tasks))
+    line.update(summarise(wall, spans, launched))
     line["orchestration_cpu_seconds"] = round(cpu, 1)
+    if floor is not None:
+        line["floor"] = {"wall_seconds": round(floor[0], 1), "cpu_seconds": round(floor[1], 1)}
     line["drain_parts"] = drain_parts(report)
     if result is not None:
         line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),
