@@ -94,7 +94,8 @@ stop_seconds:
   returned: when a process was stopped
   type: float
 ready_seconds:
-  description: Seconds until I(ready_port) accepted connections.
+  description: Seconds from the process's launch (or, when it was already running, from
+    the check) until I(ready_port) accepted connections.
   returned: when ready_port is set and the state is started or restarted
   type: float
 files_written:
@@ -116,6 +117,10 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_files import FILES_ARG, bad_modes, changes, write
 from ansible.module_utils.kairos_net import accepts_connections
+
+#: Between two connection attempts while the server starts: a refused connection costs
+#: microseconds, and every tenth of a second the server serves unseen delays the rollout.
+READY_POLL_SECONDS = 0.1
 
 
 def read_pid(pidfile):
@@ -141,16 +146,18 @@ def is_ours(pid, match):
 
 
 def start(module, pidfile, match, progress=None):
+    """Launch the process: (its pid, the monotonic moment of its launch)."""
     progress = progress or {}
     params = module.params
     if not params["command"]:
         module.fail_json(msg="kairos_process: 'command' is required when state=started")
     if module.check_mode:
-        return None
+        return None, None
     os.makedirs(os.path.dirname(pidfile) or ".", exist_ok=True)
     env = dict(os.environ)
     env.update({key: str(value) for key, value in params["environment"].items()})
     log_path = params["log"] or os.devnull
+    launched = time.monotonic()
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         # A new session so the server outlives this module and Ansible's process group.
         proc = subprocess.Popen(
@@ -173,7 +180,7 @@ def start(module, pidfile, match, progress=None):
             pid=proc.pid,
             **{"was_running": False, **progress},
         )
-    return proc.pid
+    return proc.pid, launched
 
 
 def log_tail(path, lines=15):
@@ -194,15 +201,17 @@ def child_alive(pid):
         return False
 
 
-def wait_ready(module, pid, match, progress=None, child=False):
-    """Wait until ready_port accepts connections; fail fast if the process dies.
+def wait_ready(module, pid, match, progress=None, child=False, launched=None):
+    """Wait until ready_port accepts connections; fail fast if the process dies. Returns
+    the seconds since ``launched`` (the process's launch; default now): the server's own
+    start, the launch check's half second included.
 
     ``child``: pid is the process start() just began, alive as long as it has not exited,
     whatever its command line says yet (a launcher may prepare before it execs the server).
     """
     progress = progress or {}
     params = module.params
-    began = time.monotonic()
+    began = time.monotonic() if launched is None else launched
     while time.monotonic() - began < params["ready_timeout"]:
         if not (child_alive(pid) if child else is_ours(pid, match)):
             module.fail_json(
@@ -213,7 +222,7 @@ def wait_ready(module, pid, match, progress=None, child=False):
             )
         if accepts_connections(params["ready_host"], params["ready_port"]):
             return round(time.monotonic() - began, 2)
-        time.sleep(0.5)
+        time.sleep(READY_POLL_SECONDS)
     module.fail_json(
         msg=f"{params['ready_host']}:{params['ready_port']} not accepting connections after "
         f"{params['ready_timeout']}s (process {pid} alive); end of {params['log']}:\n"
@@ -270,9 +279,10 @@ def restart(module, pidfile, match, running, pid):
         except OSError as exc:
             module.fail_json(msg=f"cannot write {item['path']}: {exc}", **result)
     result["files_written"] = True
-    pid = start(module, pidfile, match, result) or 0
+    pid, launched = start(module, pidfile, match, result)
     if module.params["ready_port"]:
-        result["ready_seconds"] = wait_ready(module, pid, match, result, child=True)
+        result["ready_seconds"] = wait_ready(module, pid, match, result, child=True,
+                                             launched=launched)
     module.exit_json(pid=pid, **result)
 
 
@@ -304,10 +314,13 @@ def main():
 
     if module.params["state"] == "started":
         result = {"changed": not running, "was_running": running}
+        launched = None
         if not running:
-            pid = start(module, pidfile, match) or 0
+            pid, launched = start(module, pidfile, match)
+            pid = pid or 0  # check mode: nothing was launched
         if module.params["ready_port"] and not module.check_mode:
-            result["ready_seconds"] = wait_ready(module, pid, match, child=not running)
+            result["ready_seconds"] = wait_ready(module, pid, match, child=not running,
+                                                 launched=launched)
         module.exit_json(pid=pid, **result)
 
     if not running:
