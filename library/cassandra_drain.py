@@ -21,6 +21,14 @@ description:
     I(via) says which.
   - Does nothing (C(drained=false)) when the node's JMX port is closed - the node is not
     running, so there is nothing to drain.
+  - With I(peers), a peer that stops answering on its storage port (its process
+    died; a host that does not answer within half a second counts too) before the drain has
+    begun stops the module. Before leaving gossip, nothing is done; after it, during the
+    pause, the node joins gossip again (StorageService startGossiping, or nodetool
+    enablegossip) and reads back that its gossip runs. Either way the node serves as before
+    and the module fails naming the peer, so a rollout's rescue leaves it running rather
+    than drain a second replica of the dead node's ranges. Once the drain has begun, it is
+    carried through (messaging is shut down; starting the node again is the way back).
 extends_documentation_fragment: [kairos, kairos.check_only, kairos_nodetool]
 options:
   jmx_port:
@@ -41,6 +49,16 @@ options:
         role writes them; empty, or an agent that does not listen, means nodetool.
     type: path
     default: ""
+  peers:
+    description:
+      - The nodes outside the batch that are up (name to address), watched until the drain
+        begins; empty watches none.
+    type: dict
+    default: {}
+  peer_port:
+    description: The peers' storage (internode) port.
+    type: int
+    default: 7000
 """
 
 EXAMPLES = r"""
@@ -64,6 +82,15 @@ via:
   description: C(jolokia) or C(nodetool), what carried the calls (absent when nothing ran).
   returned: when drained
   type: str
+peers_down:
+  description: The names of the watched peers that stopped answering before the drain began.
+  returned: when the module stopped for them (a failure)
+  type: list
+  elements: str
+rejoined:
+  description: Whether the node left gossip and joined it again (read back as running).
+  returned: when the module stopped for a peer (a failure)
+  type: bool
 """
 
 import time
@@ -80,6 +107,11 @@ from ansible.module_utils.kairos_nodetool import nodetool_module, run_nodetool
 
 # A drain flushes every memtable: minutes on a big node, like nodetool drain's own wait.
 DRAIN_TIMEOUT = 900
+#: A peer's storage port answers a connection in microseconds on a live node, and refuses
+#: at once when its process died; a host that does not answer within this counts as down.
+PEER_PROBE_TIMEOUT = 0.5
+#: How often the peers are probed during the pause.
+PEER_PROBE_EVERY = 0.2
 
 
 def timed(step):
@@ -94,6 +126,8 @@ def main():
         jmx_host=dict(type="str", default="127.0.0.1"),
         quiesce_seconds=dict(type="float", default=2),
         jolokia_config=dict(type="path", default=""),
+        peers=dict(type="dict", default={}),
+        peer_port=dict(type="int", default=7000),
     )
     params = module.params
     if not accepts_connections(params["jmx_host"], params["jmx_port"]):
@@ -118,14 +152,61 @@ def main():
             mode = read_attribute(jolokia, STORAGE_SERVICE, "OperationMode")
             if mode != "DRAINED":
                 raise JolokiaError(f"the drain returned, yet the node's operation mode is {mode}")
+
+    def peers_down():
+        return sorted(name for name, address in params["peers"].items()
+                      if not accepts_connections(address, params["peer_port"],
+                                                 timeout=PEER_PROBE_TIMEOUT))
+
+    dead = peers_down()
+    if dead:
+        module.fail_json(
+            msg=f"not drained: {', '.join(dead)} stopped answering on its storage port before "
+            "the drain began; nothing was done, the node serves as before",
+            drained=False, peers_down=dead, rejoined=False, phases=[0.0, 0.0, 0.0])
     try:
         leave = timed(leave_gossip)
-        pause = timed(lambda: time.sleep(params["quiesce_seconds"]))  # as it happened
+        began = time.monotonic()
+        deadline = began + params["quiesce_seconds"]
+        dead = peers_down()
+        while not dead and time.monotonic() < deadline:
+            time.sleep(max(0.0, min(PEER_PROBE_EVERY, deadline - time.monotonic())))
+            dead = peers_down()
+        pause = round(time.monotonic() - began, 2)  # as it happened
+        if dead:
+            rejoin(module, jolokia, dead, [leave, pause, 0.0])
         drain = timed(drain_node)
     except JolokiaError as exc:
         module.fail_json(msg=f"drain through Jolokia failed: {exc}")
     module.exit_json(changed=True, drained=True, phases=[leave, pause, drain],
                      via="nodetool" if jolokia is None else "jolokia")
+
+
+def rejoin(module, jolokia, dead, phases):
+    """A peer died while the node was out of gossip and not yet drained: join gossip again,
+    read back that it runs, and fail naming the peer (the node serves as before)."""
+    how = "nodetool enablegossip"
+    try:
+        if jolokia is None:
+            raise JolokiaError("no agent")
+        exec_operation(jolokia, STORAGE_SERVICE, "startGossiping")
+        running = read_attribute(jolokia, STORAGE_SERVICE, "GossipRunning") is True
+        how = "StorageService startGossiping"
+    except JolokiaError:  # no agent, or a policy written before it allowed startGossiping
+        run_nodetool(module, module.params["nodetool"], ["enablegossip"])
+        _, out, _, _ = run_nodetool(module, module.params["nodetool"], ["statusgossip"])
+        running = out.strip() == "running"
+    named = ", ".join(dead)
+    if not running:
+        module.fail_json(
+            msg=f"not drained: {named} stopped answering on its storage port during the "
+            f"drain's pause, and after {how} the node's gossip is NOT running: it serves no "
+            "peer; a person must look at it",
+            drained=False, peers_down=dead, rejoined=False, changed=True, phases=phases)
+    module.fail_json(
+        msg=f"not drained: {named} stopped answering on its storage port during the drain's "
+        f"pause; the node joined gossip again ({how}, read back running) and serves as before",
+        drained=False, peers_down=dead, rejoined=True, changed=True, phases=phases)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,10 @@ class FakeAgent(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.mode = "NORMAL"
         self.drained_mode = "DRAINED"  # what the node says after a drain
+        self.gossip_running = True
+        self.rejoins = True  # False: startGossiping leaves gossip stopped
+        self.allows_start = True  # False: a policy written before it allowed startGossiping
+        self.on_leave: Any = None  # called when the node leaves gossip
 
     def answer(self, request: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(request)
@@ -55,10 +59,19 @@ class FakeAgent(ThreadingHTTPServer):
             return captured("read-heap.json")
         if kind == "read" and request.get("attribute") == "OperationMode":
             return dict(captured("read-operation-mode.json"), value=self.mode)
+        if kind == "read" and request.get("attribute") == "GossipRunning" and self.allows_start:
+            return dict(captured("read-gossip-running.json"), value=self.gossip_running)
         operation = request.get("operation")
-        if kind == "exec" and mbean == STORAGE and operation in ("stopGossiping", "drain"):
+        allowed = ("stopGossiping", "drain") + (("startGossiping",) if self.allows_start else ())
+        if kind == "exec" and mbean == STORAGE and operation in allowed:
             if operation == "drain":
                 self.mode = self.drained_mode
+            if operation == "stopGossiping":
+                self.gossip_running = False
+                if self.on_leave:
+                    self.on_leave()
+            if operation == "startGossiping":
+                self.gossip_running = self.rejoins
             # An exec of a void operation: value null, status 200 (Jolokia's protocol).
             return {"request": request, "value": None, "status": 200, "timestamp": 1795612955}
         return captured("read-forbidden.json")
@@ -206,3 +219,81 @@ def test_a_request_the_policy_forbids_fails_with_the_agents_reason(agent: FakeAg
               "password": SECRET}
     with pytest.raises(kairos_jolokia.JolokiaError, match=r"status 403: .*LiveNodes is forbidden"):
         kairos_jolokia.read_attribute(config, STORAGE, "LiveNodes")
+
+
+# ----------------------------------------- a peer dies before the drain has begun
+@pytest.fixture
+def peer() -> Iterator[socket.socket]:
+    """A peer's storage port, listening on 127.0.0.2 (close it: the peer's process died)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.2", 0))
+    listener.listen()
+    yield listener
+    listener.close()
+
+
+def drain_watching(
+    config: Path, peer: socket.socket, jmx_port: int, **extra: Any
+) -> dict[str, Any]:
+    return {"nodetool": NODETOOL, "jmx_port": jmx_port, "quiesce_seconds": 1.0,
+            "jolokia_config": str(config), "peers": {"cass2": "127.0.0.2"},
+            "peer_port": peer.getsockname()[1], **extra}
+
+
+def test_peers_that_answer_throughout_do_not_stop_the_drain(
+    agent: FakeAgent, nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    config = write_config(tmp_path / "j.properties", agent.server_address[1])
+    result = run_module("cassandra_drain", drain_watching(config, peer, jmx_port))
+    assert result["drained"] is True
+    assert 1.0 <= result["phases"][1] < 2  # the whole pause, probing as it went
+
+
+def test_a_peer_dead_before_the_drain_stops_it_before_anything_is_done(
+    agent: FakeAgent, nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    config = write_config(tmp_path / "j.properties", agent.server_address[1])
+    args = drain_watching(config, peer, jmx_port)
+    peer.close()
+    result = refused("cassandra_drain", args, "cass2 stopped answering on its storage port "
+                     "before the drain began; nothing was done")
+    assert result["peers_down"] == ["cass2"] and result["drained"] is False
+    assert agent.requests == [] and nodetool.commands == []
+
+
+def test_a_peer_dying_in_the_pause_puts_the_node_back_in_gossip_and_reads_it_back(
+    agent: FakeAgent, nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    config = write_config(tmp_path / "j.properties", agent.server_address[1])
+    agent.on_leave = peer.close  # the peer dies while the node leaves gossip
+    result = refused("cassandra_drain", drain_watching(config, peer, jmx_port),
+                     "during the drain's pause; the node joined gossip again "
+                     r"\(StorageService startGossiping, read back running\)")
+    calls = [(r["type"], r.get("operation") or r.get("attribute")) for r in agent.requests]
+    assert calls == [("exec", "stopGossiping"), ("exec", "startGossiping"),
+                     ("read", "GossipRunning")]  # never drained
+    assert result["rejoined"] is True and result["peers_down"] == ["cass2"]
+    assert result["phases"][1] < 1.0  # stopped at the first probe, not after the pause
+    assert agent.gossip_running and nodetool.commands == []
+    assert_no_secret(result)
+
+
+def test_a_node_whose_gossip_does_not_come_back_says_a_person_must_look(
+    agent: FakeAgent, nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    config = write_config(tmp_path / "j.properties", agent.server_address[1])
+    agent.on_leave, agent.rejoins = peer.close, False
+    result = refused("cassandra_drain", drain_watching(config, peer, jmx_port),
+                     "the node's gossip is NOT running: it serves no peer; a person must look")
+    assert result["rejoined"] is False
+
+
+def test_a_policy_without_start_gossiping_rejoins_through_nodetool(
+    agent: FakeAgent, nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    """A node whose agent still runs an older policy (403 for startGossiping)."""
+    config = write_config(tmp_path / "j.properties", agent.server_address[1])
+    agent.on_leave, agent.allows_start = peer.close, False
+    refused("cassandra_drain", drain_watching(config, peer, jmx_port),
+            r"the node joined gossip again \(nodetool enablegossip, read back running\)")
+    assert nodetool.commands == [["enablegossip"], ["statusgossip"]]

@@ -117,8 +117,10 @@ class FakeNodetool:
             return captured(self.status)
         if verb == "describecluster":
             return captured(self.describecluster)
-        if verb in ("disablegossip", "drain"):
-            return ""  # both print nothing
+        if verb in ("disablegossip", "enablegossip", "drain"):
+            return ""  # they print nothing
+        if verb == "statusgossip":
+            return captured("statusgossip_running.txt")
         raise AssertionError(f"unexpected nodetool {args}")
 
 
