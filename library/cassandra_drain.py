@@ -193,9 +193,15 @@ def rejoin(module, jolokia, dead, phases):
         running = read_attribute(jolokia, STORAGE_SERVICE, "GossipRunning") is True
         how = "StorageService startGossiping"
     except JolokiaError:  # no agent, or a policy written before it allowed startGossiping
-        run_nodetool(module, module.params["nodetool"], ["enablegossip"])
-        _, out, _, _ = run_nodetool(module, module.params["nodetool"], ["statusgossip"])
-        running = out.strip() == "running"
+        # No check_rc: a nodetool failure must still fail below with the peers named, which
+        # the rescue counts as down.
+        nodetool = module.params["nodetool"]
+        rc, out, err, _ = run_nodetool(module, nodetool, ["enablegossip"], check_rc=False)
+        if rc == 0:
+            rc, out, err, _ = run_nodetool(module, nodetool, ["statusgossip"], check_rc=False)
+        running = rc == 0 and out.strip() == "running"
+        if rc != 0:
+            how = f"{how} (rc={rc}: {(err or out).strip()[-200:]})"
     named = ", ".join(dead)
     if not running:
         module.fail_json(

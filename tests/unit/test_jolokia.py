@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from ansible.module_utils import kairos_jolokia
@@ -297,3 +298,26 @@ def test_a_policy_without_start_gossiping_rejoins_through_nodetool(
     refused("cassandra_drain", drain_watching(config, peer, jmx_port),
             r"the node joined gossip again \(nodetool enablegossip, read back running\)")
     assert nodetool.commands == [["enablegossip"], ["statusgossip"]]
+
+
+def test_a_nodetool_that_fails_to_rejoin_still_names_the_dead_peer(
+    nodetool: Any, tmp_path: Path, jmx_port: int, peer: socket.socket
+) -> None:
+    """No agent, and nodetool enablegossip fails: the result still names the dead peer (the
+    rescue counts it as down) and says a person must look."""
+    def failing(_module: Any, argv: list[str], **_: Any) -> tuple[int, str, str]:
+        nodetool.commands.append(argv[1:])
+        if argv[1] == "disablegossip":
+            peer.close()  # the peer dies while the node leaves gossip
+            return 0, "", ""
+        return 1, "", "nodetool: Failed to connect to '127.0.0.1:7199'"
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # the agent's port, bound and not listening: nodetool
+        config = write_config(tmp_path / "j.properties", closed.getsockname()[1])
+        with mock.patch("ansible.module_utils.basic.AnsibleModule.run_command", failing):
+            result = refused("cassandra_drain", drain_watching(config, peer, jmx_port),
+                             r"after nodetool enablegossip \(rc=1: nodetool: Failed to connect"
+                             r".*NOT running.*a person must look")
+    assert result["peers_down"] == ["cass2"] and result["rejoined"] is False
+    assert nodetool.commands == [["disablegossip"], ["enablegossip"]]
