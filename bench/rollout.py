@@ -101,19 +101,25 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def ansible_env(**extra: str) -> dict[str, str]:
+    """The environment of an ansible-playbook run: this checkout's ansible.cfg, and this
+    Python's bin directory first on PATH."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), **extra)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
 def run_rollout(
     cl: str, extra: list[str], cpu_tasks: Path | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float, float, float]:
     """The run, its wall time, its CPU time (ansible-playbook and every process it waited
     for: workers, module runs, nodetool JVMs; not the nodes it started, nor the load) and
     the wall-clock stamp of its launch."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     if cpu_tasks is not None:
         env.update(ANSIBLE_CALLBACK_PLUGINS=str(REPO / "bench" / "callback_plugins"),
                    ANSIBLE_CALLBACKS_ENABLED="kairos_cpu_per_task",
                    KAIROS_CPU_TASKS_OUT=str(cpu_tasks.resolve()))
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     launched, began, cpu = time.time(), time.monotonic(), _children_cpu()
     proc = subprocess.run(
         ["ansible-playbook", "playbooks/rolling_restart.yml", "-e", f"cl={cl}",
@@ -125,10 +131,8 @@ def run_rollout(
 
 def run_floor() -> tuple[float, float]:
     """Wall and CPU seconds of bench/floor.yml (the part of a run no playbook change removes)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
-    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
     began, cpu = time.monotonic(), _children_cpu()
-    proc = subprocess.run(["ansible-playbook", "bench/floor.yml"], cwd=REPO, env=env,
+    proc = subprocess.run(["ansible-playbook", "bench/floor.yml"], cwd=REPO, env=ansible_env(),
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"bench/floor.yml failed:\n{proc.stdout[-2000:]}{proc.stderr[-1000:]}")
