@@ -51,8 +51,9 @@ options:
     default: ""
   peers:
     description:
-      - The nodes outside the batch that are up (name to address), watched until the drain
-        begins; empty watches none.
+      - The up nodes outside the batch that share a replica set with it (name to address;
+        the rollout guard's I(watch)), all probed at once until the drain begins; empty
+        watches none.
     type: dict
     default: {}
   peer_port:
@@ -102,7 +103,7 @@ from ansible.module_utils.kairos_jolokia import (
     listening_agent,
     read_attribute,
 )
-from ansible.module_utils.kairos_net import accepts_connections
+from ansible.module_utils.kairos_net import accepts_connections, not_accepting
 from ansible.module_utils.kairos_nodetool import nodetool_module, run_nodetool
 
 # A drain flushes every memtable: minutes on a big node, like nodetool drain's own wait.
@@ -154,9 +155,9 @@ def main():
                 raise JolokiaError(f"the drain returned, yet the node's operation mode is {mode}")
 
     def peers_down():
-        return sorted(name for name, address in params["peers"].items()
-                      if not accepts_connections(address, params["peer_port"],
-                                                 timeout=PEER_PROBE_TIMEOUT))
+        silent = not_accepting(params["peers"].values(), params["peer_port"],
+                               timeout=PEER_PROBE_TIMEOUT)
+        return sorted(name for name, address in params["peers"].items() if address in silent)
 
     dead = peers_down()
     if dead:

@@ -38,7 +38,7 @@ from planner import inputs
 from planner.errors import KairosError, ValidationError
 from planner.plan import Plan, Step, check_tables, load_plan
 from planner.spaces import change_kind, changes_tables, get_space, table_caching
-from planner.topology import Ring, check_batch
+from planner.topology import Ring, check_batch, replica_neighbours
 
 STATE_VERSION = 1
 #: Version of the rollout JSON the playbooks read (docs/rollout-contract.md). Raise it when
@@ -164,6 +164,11 @@ class RolloutStep:
         except KairosError as exc:
             return str(exc)
         return None
+
+    def batch_neighbours(self, ring: Ring, batch: Iterable[str]) -> list[str]:
+        """The hosts outside ``batch`` whose replica sets it shares, at this step's consistency
+        level (:func:`planner.topology.replica_neighbours`)."""
+        return replica_neighbours(ring, batch, consistency_level=self.consistency_level)
 
     def to_dict(self) -> dict[str, Any]:
         """The rollout JSON of docs/rollout-contract.md, with its ``contract`` version."""

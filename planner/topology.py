@@ -704,6 +704,32 @@ def check_batch(
         )
 
 
+def replica_neighbours(
+    ring: Ring,
+    batch: Iterable[str],
+    *,
+    consistency_level: str,
+    keyspaces: Iterable[str] | None = None,
+) -> list[str]:
+    """The hosts outside ``batch`` that share a replica set with it, within the scope the
+    consistency level counts (LOCAL_QUORUM: the same DC), in ring-description order.
+
+    Only their death can leave one of the batch's replica sets short while it is down:
+    what a draining node watches, a handful of peers on a large vnode ring rather than all.
+    """
+    index = ring._index
+    batch_idx = set()
+    for i, host in enumerate(batch):
+        if host not in ring:
+            raise ValidationError(f"batch[{i}]: unknown host {host!r}")
+        batch_idx.add(index[host])
+    near: set[int] = set()
+    for req in requirements(ring, consistency_level=consistency_level, keyspaces=keyspaces):
+        if batch_idx.intersection(req.members):
+            near.update(req.members)
+    return [ring.nodes[i].host for i in sorted(near - batch_idx)]
+
+
 # ------------------------------------------------------------------ batching
 @dataclass(frozen=True)
 class BatchPlan:

@@ -263,9 +263,12 @@ def run_guard(args: argparse.Namespace) -> int:
     from planner.topology import load_ring
 
     step = load_rollout(args.rollout)
-    batch = _hosts(args.batch)
-    guard_batch(step, load_ring(args.ring), batch=batch, down=_hosts(args.down))
-    print(json.dumps({"safe": True, "batch": batch, "down": _hosts(args.down)}))
+    ring = load_ring(args.ring)
+    batch, down = _hosts(args.batch), _hosts(args.down)
+    guard_batch(step, ring, batch=batch, down=down)
+    # The peers the batch's drain watches: the up ones whose death would cut its replica sets.
+    watch = [h for h in step.batch_neighbours(ring, batch) if h not in down]
+    print(json.dumps({"safe": True, "batch": batch, "down": down, "watch": watch}))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -124,6 +125,11 @@ def test_the_cli_prints_the_decision_and_refuses_an_unsafe_batch(
     assert main(["rollout", "guard", "--rollout", str(out), "--ring", str(ring_file),
                  "--down", "cass2", "--batch", "cass1"]) == 2
     assert "cass2 down outside the batch" in capsys.readouterr().err
+    # Safe: the up peers sharing the batch's replica sets are the drain's watch.
+    assert main(["rollout", "guard", "--rollout", str(out), "--ring", str(ring_file),
+                 "--down", "cass1", "--batch", "cass1"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "safe": True, "batch": ["cass1"], "down": ["cass1"], "watch": ["cass2", "cass3"]}
     assert main(["rollout", "rescue", "--rollout", str(out), "--ring", str(ring_file),
                  "--down", "cass2", "--node", "cass1", "--batch", "cass1",
                  "--serving", "true"]) == 0

@@ -16,6 +16,7 @@ from planner.topology import (
     UnsafeBatchError,
     check_batch,
     load_ring,
+    replica_neighbours,
     requirements,
     safe_batches,
 )
@@ -145,6 +146,35 @@ def test_check_batch_unknown_host() -> None:
     ring = Ring.from_dict(lab_ring_description())
     with pytest.raises(ValidationError, match=r"batch\[1\]: unknown host 'cass9'"):
         check_batch(ring, ["cass1", "cass9"], consistency_level="ONE")
+
+
+def test_replica_neighbours_are_the_hosts_sharing_a_replica_set_with_the_batch() -> None:
+    lab = Ring.from_dict(lab_ring_description())
+    assert replica_neighbours(lab, ["cass1"], consistency_level="QUORUM") == ["cass2", "cass3"]
+    # One token per node, RF 3: a node's ranges are replicated on its two ring successors,
+    # and it replicates its two predecessors' ranges: four neighbours of 12, whatever their
+    # number.
+    ring = Ring.synthetic(12, rf=3, seed=1)
+    hosts = list(ring.hosts)
+    near = replica_neighbours(ring, [hosts[5]], consistency_level="QUORUM")
+    assert near == sorted(near, key=hosts.index) and len(near) == 4
+    sharing = {h for rs in ring.replica_sets if hosts[5] in rs.replicas for h in rs.replicas}
+    assert set(near) == sharing - {hosts[5]}
+    # LOCAL_QUORUM counts a DC's replicas only: the other DC's are no neighbours.
+    two_dcs = Ring.synthetic(12, rf=3, dcs=2, seed=1)
+    node = two_dcs.hosts[0]
+    local = replica_neighbours(two_dcs, [node], consistency_level="LOCAL_QUORUM")
+    every = replica_neighbours(two_dcs, [node], consistency_level="QUORUM")
+    same_dc = [h for h in every if two_dcs.node(h).dc == two_dcs.node(node).dc]
+    assert local == same_dc and len(every) > len(local)
+    with pytest.raises(ValidationError, match=r"batch\[0\]: unknown host 'cass9'"):
+        replica_neighbours(lab, ["cass9"], consistency_level="QUORUM")
+
+
+def test_a_large_vnode_ring_gives_a_node_a_fraction_of_the_ring_as_neighbours() -> None:
+    ring = Ring.synthetic(1000, vnodes=16, rf=3, seed=3)
+    near = replica_neighbours(ring, [ring.hosts[0]], consistency_level="QUORUM")
+    assert 16 <= len(near) <= 4 * 16  # at most two successors and two predecessors per token
 
 
 def test_unknown_consistency_level() -> None:
