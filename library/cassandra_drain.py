@@ -186,23 +186,16 @@ def main():
 def rejoin(module, jolokia, dead, phases):
     """A peer died while the node was out of gossip and not yet drained: join gossip again,
     read back that it runs, and fail naming the peer (the node serves as before)."""
-    how = "nodetool enablegossip"
-    try:
-        if jolokia is None:
-            raise JolokiaError("no agent")
-        exec_operation(jolokia, STORAGE_SERVICE, "startGossiping")
-        running = read_attribute(jolokia, STORAGE_SERVICE, "GossipRunning") is True
-        how = "StorageService startGossiping"
-    except JolokiaError:  # no agent, or a policy written before it allowed startGossiping
-        # No check_rc: a nodetool failure must still fail below with the peers named, which
-        # the rescue counts as down.
-        nodetool = module.params["nodetool"]
-        rc, out, err, _ = run_nodetool(module, nodetool, ["enablegossip"], check_rc=False)
-        if rc == 0:
-            rc, out, err, _ = run_nodetool(module, nodetool, ["statusgossip"], check_rc=False)
-        running = rc == 0 and out.strip() == "running"
-        if rc != 0:
-            how = f"{how} (rc={rc}: {(err or out).strip()[-200:]})"
+    running, how = None, ""
+    if jolokia is not None:
+        try:
+            exec_operation(jolokia, STORAGE_SERVICE, "startGossiping")
+            running = read_attribute(jolokia, STORAGE_SERVICE, "GossipRunning") is True
+            how = "StorageService startGossiping"
+        except JolokiaError:  # a policy written before it allowed startGossiping
+            running = None
+    if running is None:
+        running, how = rejoin_through_nodetool(module)
     named = ", ".join(dead)
     if not running:
         module.fail_json(
@@ -214,6 +207,21 @@ def rejoin(module, jolokia, dead, phases):
         msg=f"not drained: {named} stopped answering on its storage port during the drain's "
         f"pause; the node joined gossip again ({how}, read back running) and serves as before",
         drained=False, peers_down=dead, rejoined=True, changed=True, phases=phases)
+
+
+def rejoin_through_nodetool(module):
+    """(gossip running, how it was asked) through nodetool enablegossip and statusgossip.
+
+    No check_rc: a nodetool failure must still fail the module with the peers named, which
+    the rescue counts as down."""
+    nodetool = module.params["nodetool"]
+    rc, out, err, _ = run_nodetool(module, nodetool, ["enablegossip"], check_rc=False)
+    if rc == 0:
+        rc, out, err, _ = run_nodetool(module, nodetool, ["statusgossip"], check_rc=False)
+    how = "nodetool enablegossip"
+    if rc != 0:
+        how = f"{how} (rc={rc}: {(err or out).strip()[-200:]})"
+    return rc == 0 and out.strip() == "running", how
 
 
 if __name__ == "__main__":
