@@ -18,7 +18,7 @@ Pure logic for ``bench/payoff.py`` (docs/payoff.md), which runs it on real serve
 * :func:`summarise`, :func:`comparisons`, :func:`summary_table` -- the table across
   repetitions (mean and spread = half the range) from the runs' result dicts;
   :func:`figures` and :func:`readback_mismatches` make one run's record,
-  :func:`render_html` the page (inline SVG with planner/report.py's chart helpers).
+  :func:`render_html` the page (inline SVG drawn with planner/charts.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from planner import charts
 from planner.errors import ValidationError
 from planner.spaces import change_kind, get_space
 
@@ -718,22 +719,20 @@ POLICY_COLOURS: dict[str, str] = {"default": "#8C8C8C", "static-best": "#0072B2"
 def series_chart(runs: Sequence[Mapping[str, Any]], shape: str, seconds: float) -> str:
     """Inline SVG: served ops/s per step of every completed run of ``shape`` (one line per
     run, coloured by policy, dashed from the second repetition on), the changes as ticks."""
-    from planner import report as rp
-
     mine = [r for r in runs if r.get("shape") == shape and r.get("series")]
     top = max([float(p["ops_per_s"]) for r in mine for p in r["series"]] + [1.0])
-    frame = rp._Frame(0.0, max(seconds, 1.0), 0.0, top * 1.1)
+    frame = charts.Frame(0.0, max(seconds, 1.0), 0.0, top * 1.1)
     n = sum(len(r["series"]) for r in mine)
-    parts = [rp._svg_open(f"payoff-{shape}", frame, f"Served ops/s per run, shape {shape}", n),
-             rp._axes(frame, time_axis=True, y_label="served ops/s (time: elapsed h:mm)")]
+    parts = [charts.svg_open(f"payoff-{shape}", frame, f"Served ops/s per run, shape {shape}", n),
+             charts.axes(frame, time_axis=True, y_label="served ops/s (time: elapsed h:mm)")]
     for r in mine:
         colour = POLICY_COLOURS.get(str(r["policy"]), "#1D2733")
         dash = ' stroke-dasharray="5 3"' if int(r.get("repetition", 1)) > 1 else ""
         xs = [float(p["t"]) for p in r["series"]]
         ys = [float(p["ops_per_s"]) for p in r["series"]]
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.8"{dash} '
-                     f'data-run="{rp._esc(r.get("run_id", ""))}" '
-                     f'points="{rp._points(frame, xs, ys)}"/>')
+                     f'data-run="{charts.esc(r.get("run_id", ""))}" '
+                     f'points="{charts.points(frame, xs, ys)}"/>')
         for c in r.get("changes") or ():
             if c.get("started") is None:
                 continue
@@ -741,30 +740,28 @@ def series_chart(runs: Sequence[Mapping[str, Any]], shape: str, seconds: float) 
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.plot_bottom}" '
                          f'y2="{frame.plot_bottom - 10}" stroke="{colour}" stroke-width="2"/>')
     present = [p for p in POLICIES if any(r["policy"] == p for r in mine)]
-    parts.append(rp._legend(frame, [("line", POLICY_COLOURS[p], p) for p in present]))
+    parts.append(charts.legend(frame, [("line", POLICY_COLOURS[p], p) for p in present]))
     parts.append("</svg>")
     return "".join(parts)
 
 
 def render_html(results: Mapping[str, Any]) -> str:
     """A self-contained page: per shape the chart of the series and the table."""
-    from planner import report as rp
-
     runs = list(results.get("runs") or ())
     summary = results.get("summary") or {}
     sections = []
     for shape, sched in (results.get("schedules") or {}).items():
         table = summary_table({shape: summary[shape]}) if shape in summary else "no run\n"
         sections.append(
-            f'<section id="{rp._esc(shape)}"><h2>Shape {rp._esc(shape)}</h2>'
-            f'<p class="lead">{rp._esc(sched.get("source", ""))}; a tick on the time axis is '
+            f'<section id="{charts.esc(shape)}"><h2>Shape {charts.esc(shape)}</h2>'
+            f'<p class="lead">{charts.esc(sched.get("source", ""))}; a tick on the time axis is '
             "a change starting (executor).</p>"
             f"{series_chart(runs, shape, float(sched['seconds']))}"
-            f"<pre>{rp._esc(table)}</pre></section>")
+            f"<pre>{charts.esc(table)}</pre></section>")
     title = "Kairos payoff experiment"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{title}</title><style>{rp._CSS}</style></head><body>"
-            f"<header><h1>{title}</h1><p>{rp._esc(results.get('created_at', ''))} — "
-            f"model {rp._esc((results.get('model') or {}).get('path', ''))}</p></header>"
+            f"<title>{title}</title><style>{charts.CSS}</style></head><body>"
+            f"<header><h1>{title}</h1><p>{charts.esc(results.get('created_at', ''))} — "
+            f"model {charts.esc((results.get('model') or {}).get('path', ''))}</p></header>"
             f"<main>{''.join(sections)}<footer><p>Made by bench/payoff.py "
             "(docs/payoff.md).</p></footer></main></body></html>\n")

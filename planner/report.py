@@ -1,7 +1,8 @@
 """``kairos report``: one self-contained HTML page about a cluster's workload and its plans.
 
-Every plot is inline SVG written here (no JavaScript, fonts, images or style sheets
-from elsewhere), so the page can be mailed, archived or opened offline. Sections:
+Every plot is inline SVG written here, drawn with :mod:`planner.charts` (no JavaScript,
+fonts, images or style sheets from elsewhere), so the page can be mailed, archived or
+opened offline. Sections:
 
 1. **Workload** — observed ops/s (from the store or a trace) and the forecast with its
    interval band; the plan's steps on the same time axis (restart steps orange, live-only
@@ -35,7 +36,6 @@ Any input may be missing: its sections then say "No data" and why.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.charts import CSS, Frame, axes, esc, fmt_num, legend, nice_ticks, points, svg_open
 from planner.workload import WorkloadSeries, classes_for
 
 # Colour-blind-safe palette (Okabe & Ito).
@@ -68,9 +69,6 @@ FORECAST_COLOUR = "#0072B2"
 RESTART_COLOUR = "#D55E00"
 LIVE_COLOUR = "#009E73"
 PHASE_ORDER = ("failover", "drain", "stop", "start", "sync")
-
-WIDTH = 960
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 
 
 @dataclass
@@ -110,28 +108,6 @@ class ReportInputs:
 
 
 # ---------------------------------------------------------------------- helpers
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _fmt_num(v: float) -> str:
-    """A compact number: 1.2k, 3.4M, 950."""
-    a = abs(v)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
-            return f"{v / div:.3g}{suffix}"
-    if a == 0:
-        return "0"
-    return f"{v:.3g}"
-
-
-def _fmt_time(ts: float, span: float) -> str:
-    dt = datetime.fromtimestamp(ts, UTC)
-    if span <= 2 * 86400:
-        return dt.strftime("%H:%M")
-    return dt.strftime("%m-%d %H:%M") if span <= 10 * 86400 else dt.strftime("%Y-%m-%d")
-
-
 def _fmt_dt(value: datetime | float | None) -> str:
     if value is None:
         return "—"
@@ -144,137 +120,8 @@ def _fmt_short(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%m-%d %H:%M")
 
 
-def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [lo]
-    raw = (hi - lo) / max(1, n)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.ceil(lo / step - 1e-9) * step
-    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
-
-
-_TIME_STEPS = (
-    1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
-    86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400,
-)
-
-
-def _time_ticks(lo: float, hi: float, n: int = 7) -> list[float]:
-    if hi <= lo:
-        return [lo]
-    step = next((s for s in _TIME_STEPS if (hi - lo) / s <= n), _TIME_STEPS[-1])
-    first = math.ceil(lo / step) * step
-    return [float(t) for t in np.arange(first, hi + 1e-9, step)]
-
-
-@dataclass
-class _Frame:
-    """A plot area: data ranges mapped onto pixel ranges."""
-
-    x0: float
-    x1: float
-    y0: float
-    y1: float
-    left: float = 64
-    right: float = 16
-    top: float = 34
-    bottom: float = 34
-    width: float = WIDTH
-    height: float = 300
-
-    def x(self, v: float) -> float:
-        span = self.x1 - self.x0 or 1.0
-        return self.left + (v - self.x0) / span * (self.width - self.left - self.right)
-
-    def y(self, v: float) -> float:
-        span = self.y1 - self.y0 or 1.0
-        return self.height - self.bottom - (v - self.y0) / span * (
-            self.height - self.top - self.bottom
-        )
-
-    @property
-    def plot_bottom(self) -> float:
-        return self.height - self.bottom
-
-
-def _points(frame: _Frame, xs: Sequence[float], ys: Sequence[float]) -> str:
-    return " ".join(f"{frame.x(x):.1f},{frame.y(y):.1f}" for x, y in zip(xs, ys, strict=True))
-
-
-def _svg_open(name: str, frame: _Frame, label: str, points: int) -> str:
-    return (
-        f'<svg class="chart" data-chart="{_esc(name)}" data-points="{points}" '
-        f'viewBox="0 0 {frame.width:.0f} {frame.height:.0f}" role="img" '
-        f'aria-label="{_esc(label)}" xmlns="http://www.w3.org/2000/svg">'
-    )
-
-
-def _tick(line_class: str, line: tuple[str, str, str, str], label_at: tuple[str, str],
-          anchor: str, label: str) -> str:
-    """One tick: its line ``(x1, x2, y1, y2)`` and its label at ``(x, y)``.
-
-    Coordinates come formatted: the grid lines keep the frame's own numbers unrounded.
-    """
-    x1, x2, y1, y2 = line
-    x, y = label_at
-    return (
-        f'<line class="{line_class}" x1="{x1}" x2="{x2}" y1="{y1}" y2="{y2}"/>'
-        f'<text class="tick" x="{x}" y="{y}" text-anchor="{anchor}">{_esc(label)}</text>'
-    )
-
-
-def _axes(frame: _Frame, *, time_axis: bool, y_label: str, y_fmt: Any = _fmt_num) -> str:
-    out = []
-    for v in _nice_ticks(frame.y0, frame.y1):
-        y = f"{frame.y(v):.1f}"
-        grid = (f"{frame.left}", f"{frame.width - frame.right}", y, y)
-        out.append(_tick("grid", grid, (f"{frame.left - 6}", f"{frame.y(v) + 4:.1f}"), "end",
-                         y_fmt(v)))
-    if time_axis:
-        span = frame.x1 - frame.x0
-        for t in _time_ticks(frame.x0, frame.x1):
-            x = f"{frame.x(t):.1f}"
-            mark = (x, x, f"{frame.plot_bottom}", f"{frame.plot_bottom + 4}")
-            out.append(_tick("tickmark", mark, (x, f"{frame.plot_bottom + 17}"), "middle",
-                             _fmt_time(t, span)))
-    out.append(
-        f'<line class="axis" x1="{frame.left}" x2="{frame.width - frame.right}" '
-        f'y1="{frame.plot_bottom}" y2="{frame.plot_bottom}"/>'
-        f'<text class="axis-label" x="{frame.left - 50}" y="{frame.top - 14}">'
-        f"{_esc(y_label)}</text>"
-    )
-    return "".join(out)
-
-
-def _legend(frame: _Frame, items: Sequence[tuple[str, str, str]]) -> str:
-    """Legend along the top right: (kind, colour, label); kind = line | dash | box | solid."""
-    out = []
-    x = frame.width - frame.right
-    y = frame.top - 18
-    for kind, colour, label in reversed(items):
-        w = 7.0 * len(label) + 8
-        x -= w
-        out.append(f'<text class="legend" x="{x:.1f}" y="{y + 4:.1f}">{_esc(label)}</text>')
-        x -= 22
-        if kind in ("box", "solid"):
-            opacity = "0.55" if kind == "box" else "1"
-            out.append(
-                f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="16" height="10" rx="2" '
-                f'fill="{colour}" fill-opacity="{opacity}"/>'
-            )
-        else:
-            dash = ' stroke-dasharray="5 3"' if kind == "dash" else ""
-            out.append(
-                f'<line x1="{x:.1f}" x2="{x + 16:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
-                f'stroke="{colour}" stroke-width="2.5"{dash}/>'
-            )
-        x -= 14
-    return "".join(out)
-
-
 def _no_data(reason: str) -> str:
-    return f'<p class="nodata">No data: {_esc(reason)}</p>'
+    return f'<p class="nodata">No data: {esc(reason)}</p>'
 
 
 # ----------------------------------------------------------------------- charts
@@ -309,16 +156,16 @@ def workload_chart(inputs: ReportInputs) -> str:
     if fc is not None:
         ymax = max(ymax, float(np.max(fc.load_upper)))
     ymax = ymax * 1.1 or 1.0
-    frame = _Frame(rng[0], rng[1], 0.0, _nice_ticks(0, ymax)[-1] if ymax else 1.0)
+    frame = Frame(rng[0], rng[1], 0.0, nice_ticks(0, ymax)[-1] if ymax else 1.0)
     if frame.y1 < ymax:
         frame.y1 = ymax
     n = (len(hist) if hist is not None else 0) + (fc.horizon if fc is not None else 0)
-    parts = [_svg_open("workload", frame, "Workload: observed and forecast operations/s", n)]
-    parts.append(_axes(frame, time_axis=True, y_label="operations / s"))
-    legend: list[tuple[str, str, str]] = []
+    parts = [svg_open("workload", frame, "Workload: observed and forecast operations/s", n)]
+    parts.append(axes(frame, time_axis=True, y_label="operations / s"))
+    keys: list[tuple[str, str, str]] = []
     if fc is not None:
         xs = [float(t) for t in fc.timestamps]
-        band = _points(frame, xs, list(fc.load_upper)) + " " + _points(
+        band = points(frame, xs, list(fc.load_upper)) + " " + points(
             frame, xs[::-1], list(fc.load_lower)[::-1]
         )
         parts.append(
@@ -326,10 +173,10 @@ def workload_chart(inputs: ReportInputs) -> str:
             f'fill="{FORECAST_COLOUR}" fill-opacity="0.18" stroke="none"/>'
         )
         parts.append(
-            f'<polyline data-series="forecast" points="{_points(frame, xs, list(fc.load_mean))}" '
+            f'<polyline data-series="forecast" points="{points(frame, xs, list(fc.load_mean))}" '
             f'fill="none" stroke="{FORECAST_COLOUR}" stroke-width="2" stroke-dasharray="6 4"/>'
         )
-        legend += [
+        keys += [
             ("dash", FORECAST_COLOUR, f"forecast ({fc.model})"),
             ("box", FORECAST_COLOUR, f"{round(fc.level * 100)}% interval"),
         ]
@@ -341,10 +188,10 @@ def workload_chart(inputs: ReportInputs) -> str:
     if hist is not None:
         xs = [float(t) for t in hist.timestamps]
         parts.append(
-            f'<polyline data-series="observed" points="{_points(frame, xs, list(hist.load))}" '
+            f'<polyline data-series="observed" points="{points(frame, xs, list(hist.load))}" '
             f'fill="none" stroke="{HISTORY_COLOUR}" stroke-width="2" stroke-linejoin="round"/>'
         )
-        legend.insert(0, ("line", HISTORY_COLOUR, "observed"))
+        keys.insert(0, ("line", HISTORY_COLOUR, "observed"))
     if plan is not None:
         for s in plan.steps:
             t = s.due.timestamp()
@@ -353,17 +200,17 @@ def workload_chart(inputs: ReportInputs) -> str:
             colour = RESTART_COLOUR if s.restart else LIVE_COLOUR
             x = frame.x(t)
             parts.append(
-                f'<g class="step" data-step="{_esc(s.id)}">'
+                f'<g class="step" data-step="{esc(s.id)}">'
                 f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top}" y2="{frame.plot_bottom}" '
                 f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="2 3"/>'
                 f'<rect x="{x - 1:.1f}" y="{frame.top - 2}" width="{8 * len(s.id) + 10}" '
                 f'height="16" rx="3" fill="{colour}"/>'
-                f'<text class="steplabel" x="{x + 4:.1f}" y="{frame.top + 10}">{_esc(s.id)}</text>'
+                f'<text class="steplabel" x="{x + 4:.1f}" y="{frame.top + 10}">{esc(s.id)}</text>'
                 "</g>"
             )
         if plan.steps:
-            legend += [("line", RESTART_COLOUR, "restart step"), ("line", LIVE_COLOUR, "live step")]
-    parts.append(_legend(frame, legend))
+            keys += [("line", RESTART_COLOUR, "restart step"), ("line", LIVE_COLOUR, "live step")]
+    parts.append(legend(frame, keys))
     parts.append("</svg>")
     if hist is None:
         why = inputs.notes.get("history") or "no store or trace given"
@@ -382,10 +229,10 @@ def mix_chart(inputs: ReportInputs) -> str:
     classes = classes_for(engine)
     rng = _time_range(inputs)
     assert rng is not None
-    frame = _Frame(rng[0], rng[1], 0.0, 1.0, height=240)
+    frame = Frame(rng[0], rng[1], 0.0, 1.0, height=240)
     n = (len(hist) if hist is not None else 0) + (fc.horizon if fc is not None else 0)
-    parts = [_svg_open("mix", frame, "Operation mix over time", n)]
-    parts.append(_axes(frame, time_axis=True, y_label="share of operations",
+    parts = [svg_open("mix", frame, "Operation mix over time", n)]
+    parts.append(axes(frame, time_axis=True, y_label="share of operations",
                        y_fmt=lambda v: f"{v:.0%}"))
 
     def stack(xs: list[float], matrix: np.ndarray, opacity: float, tag: str) -> None:
@@ -425,7 +272,7 @@ def mix_chart(inputs: ReportInputs) -> str:
                 f'y2="{frame.plot_bottom}"/>'
                 f'<text class="tick" x="{x + 4:.1f}" y="{frame.plot_bottom + 30}">forecast →</text>'
             )
-    parts.append(_legend(frame, [("box", CLASS_COLOURS[c], c) for c in classes]))
+    parts.append(legend(frame, [("box", CLASS_COLOURS[c], c) for c in classes]))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -501,11 +348,11 @@ def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]
         why = "no forecast or observed load falls inside the plan's steps"
         return _no_data(why), rows
     ymax = max(values) * 1.15 or 1.0
-    frame = _Frame(0, len(rows), 0.0, _nice_ticks(0, ymax)[-1], height=260)
+    frame = Frame(0, len(rows), 0.0, nice_ticks(0, ymax)[-1], height=260)
     frame.y1 = max(frame.y1, ymax)
-    parts = [_svg_open("expected-vs-observed", frame, "Expected vs observed load per step",
+    parts = [svg_open("expected-vs-observed", frame, "Expected vs observed load per step",
                        len(values))]
-    parts.append(_axes(frame, time_axis=False, y_label="mean operations / s"))
+    parts.append(axes(frame, time_axis=False, y_label="mean operations / s"))
     slot = (frame.width - frame.left - frame.right) / len(rows)
     bar = min(46.0, slot * 0.32)
     for i, r in enumerate(rows):
@@ -522,17 +369,17 @@ def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]
                 continue
             y = frame.y(v)
             parts.append(
-                f'<rect data-series="{key}" data-step="{_esc(r["step"])}" x="{x:.1f}" '
+                f'<rect data-series="{key}" data-step="{esc(r["step"])}" x="{x:.1f}" '
                 f'y="{y:.1f}" width="{bar:.1f}" height="{frame.plot_bottom - y:.1f}" rx="2" '
                 f'fill="{colour}" fill-opacity="{0.55 if key == "expected" else 0.9}"/>'
                 f'<text class="value" x="{x + bar / 2:.1f}" y="{y - 5:.1f}" '
-                f'text-anchor="middle">{_esc(_fmt_num(v))}</text>'
+                f'text-anchor="middle">{esc(fmt_num(v))}</text>'
             )
         parts.append(
             f'<text class="tick" x="{cx:.1f}" y="{frame.plot_bottom + 17}" '
-            f'text-anchor="middle">{_esc(r["step"])}</text>'
+            f'text-anchor="middle">{esc(r["step"])}</text>'
         )
-    parts.append(_legend(frame, [("box", FORECAST_COLOUR, "expected (forecast)"),
+    parts.append(legend(frame, [("box", FORECAST_COLOUR, "expected (forecast)"),
                                  ("box", HISTORY_COLOUR, "observed")]))
     parts.append("</svg>")
     return "".join(parts), rows
@@ -566,12 +413,12 @@ def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
     end = t or 1.0
     order = [h for b in batches for h in b]
     row_h, gap = 26, 10
-    frame = _Frame(0.0, end * 1.12, 0, 1, left=110, top=40, bottom=36,
+    frame = Frame(0.0, end * 1.12, 0, 1, left=110, top=40, bottom=36,
                    height=40 + 36 + len(order) * (row_h + gap))
     finished = entry.get("finished_at")
     label = f"Rollout of step {step_id}"
-    parts = [_svg_open(f"rollout-{step_id}", frame, label, sum(len(nodes[h]) for h in nodes))]
-    for v in _nice_ticks(0, frame.x1, 6):
+    parts = [svg_open(f"rollout-{step_id}", frame, label, sum(len(nodes[h]) for h in nodes))]
+    for v in nice_ticks(0, frame.x1, 6):
         x = frame.x(v)
         parts.append(
             f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{frame.top - 4}" '
@@ -584,7 +431,7 @@ def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
         y = frame.top + i * (row_h + gap)
         parts.append(
             f'<text class="rowlabel" x="{frame.left - 10}" y="{y + row_h / 2 + 4:.1f}" '
-            f'text-anchor="end">{_esc(h)}</text>'
+            f'text-anchor="end">{esc(h)}</text>'
         )
         x = offsets[h]
         for phase, sec in _phases(nodes[h]):
@@ -593,9 +440,9 @@ def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
                 used.append(phase)
             x0, x1 = frame.x(x), frame.x(x + sec)
             parts.append(
-                f'<rect data-series="{_esc(phase)}" data-node="{_esc(h)}" x="{x0:.1f}" '
+                f'<rect data-series="{esc(phase)}" data-node="{esc(h)}" x="{x0:.1f}" '
                 f'y="{y:.1f}" width="{max(x1 - x0, 1.0):.1f}" height="{row_h}" fill="{colour}">'
-                f"<title>{_esc(h)} {_esc(phase)}: {sec:g} s</title></rect>"
+                f"<title>{esc(h)} {esc(phase)}: {sec:g} s</title></rect>"
             )
             if x1 - x0 > 34:
                 parts.append(
@@ -607,11 +454,11 @@ def rollout_timeline(plan: Any, step_id: str, entry: Mapping[str, Any]) -> str:
             f'<text class="value" x="{frame.x(x) + 6:.1f}" y="{y + row_h / 2 + 4:.1f}">'
             f"{totals[h]:.3g} s</text>"
         )
-    parts.append(_legend(frame, [("solid", PHASE_COLOURS.get(p, "#8C8C8C"), p) for p in used]))
+    parts.append(legend(frame, [("solid", PHASE_COLOURS.get(p, "#8C8C8C"), p) for p in used]))
     if finished:
         parts.append(
             f'<text class="tick" x="{frame.left}" y="{frame.top - 22}">ended '
-            f"{_esc(finished)}</text>"
+            f"{esc(finished)}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -633,11 +480,11 @@ def rollout_timelines(inputs: ReportInputs) -> str:
         entry = _step_entry(state, sid)
         css, label = step_outcome(plan, state, sid)
         attempts = entry.get("attempts")
-        note = f' <span class="s">attempt(s): {_esc(attempts)}</span>' if attempts else ""
-        out.append(f"<h3>Step {_esc(sid)} {_badge(css, label)}{note}</h3>")
+        note = f' <span class="s">attempt(s): {esc(attempts)}</span>' if attempts else ""
+        out.append(f"<h3>Step {esc(sid)} {_badge(css, label)}{note}</h3>")
         if css == "superseded":
             by = entry.get("superseded_by") or "a later step"
-            out.append(f'<p class="note">Its changes were rolled out with {_esc(by)}.</p>')
+            out.append(f'<p class="note">Its changes were rolled out with {esc(by)}.</p>')
             continue
         nodes = {h: r["timings"] for h, r in _verified(entry).items() if r.get("timings")}
         nodes.update(entry.get("nodes") or {})
@@ -659,7 +506,7 @@ def _config_text(config: Mapping[str, Any]) -> str:
 
 
 def _badge(css: str, label: str) -> str:
-    return f'<span class="status {_esc(css)}">{_esc(label)}</span>'
+    return f'<span class="status {esc(css)}">{esc(label)}</span>'
 
 
 def _step_entry(state: Mapping[str, Any] | None, step_id: str) -> Mapping[str, Any]:
@@ -744,20 +591,20 @@ def plan_table(inputs: ReportInputs) -> str:
         css, label = step_outcome(plan, inputs.state, s.id)
         entry = _step_entry(inputs.state, s.id)
         batches = " → ".join("[" + ", ".join(b) + "]" for b in s.batches) or "—"
-        err = f'<div class="err">{_esc(entry.get("error"))}</div>' if entry.get("error") else ""
+        err = f'<div class="err">{esc(entry.get("error"))}</div>' if entry.get("error") else ""
         verified = _verified_hosts(plan, s.id, entry)
         if css == "failed" and verified:
-            err += f'<div class="note">{_esc(", ".join(verified))} verified</div>'
+            err += f'<div class="note">{esc(", ".join(verified))} verified</div>'
         rows.append(
             "<tr>"
-            f"<td><b>{_esc(s.id)}</b></td><td>{_esc(_fmt_short(s.due))}</td>"
-            f"<td>{_esc(_fmt_short(s.until))}</td>"
-            f"<td>{_esc(_change_text(s.live, cluster, s.per_node))}</td>"
-            f"<td>{_esc(_change_text(s.restart, cluster, s.per_node))}</td>"
-            f"<td>{_esc(batches)}</td>"
-            f'<td class="num">{_esc(_fmt_num(s.expected.benefit_ops))}</td>'
-            f'<td class="num">{_esc(_fmt_num(s.expected.cost_ops))}</td>'
-            f'<td class="num">{_esc(_fmt_num(s.expected.net_ops))}{_gain_note(s.expected)}</td>'
+            f"<td><b>{esc(s.id)}</b></td><td>{esc(_fmt_short(s.due))}</td>"
+            f"<td>{esc(_fmt_short(s.until))}</td>"
+            f"<td>{esc(_change_text(s.live, cluster, s.per_node))}</td>"
+            f"<td>{esc(_change_text(s.restart, cluster, s.per_node))}</td>"
+            f"<td>{esc(batches)}</td>"
+            f'<td class="num">{esc(fmt_num(s.expected.benefit_ops))}</td>'
+            f'<td class="num">{esc(fmt_num(s.expected.cost_ops))}</td>'
+            f'<td class="num">{esc(fmt_num(s.expected.net_ops))}{_gain_note(s.expected)}</td>'
             f"<td>{_badge(css, label)}{err}</td>"
             "</tr>"
         )
@@ -779,7 +626,7 @@ def _gain_note(e: Any) -> str:
                      f"{e.utilisation_after:.0%}")
     if e.p_gain is not None:
         parts.append(f"P(gain > cost) {e.p_gain:.2f}")
-    return f'<div class="note">{_esc("; ".join(parts))}</div>' if parts else ""
+    return f'<div class="note">{esc("; ".join(parts))}</div>' if parts else ""
 
 
 def _report_hosts(inputs: ReportInputs) -> list[str]:
@@ -833,19 +680,19 @@ def node_config_table(inputs: ReportInputs) -> str:
     if plan is None:
         return _no_data(inputs.notes.get("plan") or "no plan given")
     header = "<tr><th>node</th><th>before the plan</th>" + "".join(
-        f"<th>after {_esc(s.id)}</th>" for s in plan.steps
+        f"<th>after {esc(s.id)}</th>" for s in plan.steps
     ) + "</tr>"
     outcomes = [step_outcome(plan, inputs.state, s.id) for s in plan.steps]
     entries = [_step_entry(inputs.state, s.id) for s in plan.steps]
-    before = f"<td>{_esc(_config_text(plan.current_config))}</td>"
+    before = f"<td>{esc(_config_text(plan.current_config))}</td>"
     rows = []
     for h in _report_hosts(inputs):
-        cells = [f"<td><b>{_esc(h)}</b></td>", before]
+        cells = [f"<td><b>{esc(h)}</b></td>", before]
         for changed, (css, label), entry in zip(node_changes(plan, h), outcomes, entries,
                                                 strict=True):
             css, label = _node_outcome(css, label, entry, h)
             diff = _config_text(changed) if changed else "no change"
-            cells.append(f"<td>{_badge(css, label)} {_esc(diff)}</td>")
+            cells.append(f"<td>{_badge(css, label)} {esc(diff)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="data" data-table="nodes">{header}{"".join(rows)}</table>'
 
@@ -870,13 +717,13 @@ def _readback_cell(key: str, readback: Mapping[str, Any]) -> str:
     if value is None:
         return "not read"
     if not isinstance(value, Mapping):
-        return _esc(_plain(value))
+        return esc(_plain(value))
     sep = ": " if key == "tables" else "="
     lines = [
         f"{k}{sep}{'(absent)' if v is None else _plain(v)}"
         for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
     ]
-    return "<br>".join(_esc(line) for line in lines) or "—"
+    return "<br>".join(esc(line) for line in lines) or "—"
 
 
 def _fmt_stamp(value: Any) -> str:
@@ -892,7 +739,7 @@ def _readback_rows(plan: Any, step_id: str, entry: Mapping[str, Any], outcome: t
                    ) -> list[str]:
     """One row per node verified for the step; one row saying why when none was."""
     hosts = _verified_hosts(plan, step_id, entry)
-    step_cell = f"<b>{_esc(step_id)}</b> {_badge(*outcome)}"
+    step_cell = f"<b>{esc(step_id)}</b> {_badge(*outcome)}"
     if not hosts:
         css = outcome[0]
         why = {
@@ -902,8 +749,8 @@ def _readback_rows(plan: Any, step_id: str, entry: Mapping[str, Any], outcome: t
         }.get(css)
         if why is None:
             return []
-        return [f'<tr data-step="{_esc(step_id)}"><td>{step_cell}</td>'
-                f'<td colspan="{len(READBACK_COLUMNS) + 2}" class="muted">{_esc(why)}</td></tr>']
+        return [f'<tr data-step="{esc(step_id)}"><td>{step_cell}</td>'
+                f'<td colspan="{len(READBACK_COLUMNS) + 2}" class="muted">{esc(why)}</td></tr>']
     rows = []
     verified = _verified(entry)
     for i, h in enumerate(hosts):
@@ -915,8 +762,8 @@ def _readback_rows(plan: Any, step_id: str, entry: Mapping[str, Any], outcome: t
             for key, _ in READBACK_COLUMNS
         )
         rows.append(
-            f'<tr data-step="{_esc(step_id)}" data-node="{_esc(h)}">{first}'
-            f"<td><b>{_esc(h)}</b></td><td>{_esc(_fmt_stamp(verified[h].get('verified_at')))}</td>"
+            f'<tr data-step="{esc(step_id)}" data-node="{esc(h)}">{first}'
+            f"<td><b>{esc(h)}</b></td><td>{esc(_fmt_stamp(verified[h].get('verified_at')))}</td>"
             f"{cells}</tr>"
         )
     return rows
@@ -935,7 +782,7 @@ def readback_table(inputs: ReportInputs) -> str:
     if not rows:
         return _no_data("no step has been rolled out yet")
     head = "<tr><th>step</th><th>node</th><th>verified at</th>" + "".join(
-        f"<th>{_esc(title)}</th>" for _, title in READBACK_COLUMNS
+        f"<th>{esc(title)}</th>" for _, title in READBACK_COLUMNS
     ) + "</tr>"
     return f'<table class="data" data-table="readback">{head}{"".join(rows)}</table>'
 
@@ -953,14 +800,14 @@ def model_track_table(inputs: ReportInputs) -> str:
         recent = recent_error(track[: i + 1]) or 0.0
         p99 = ", ".join(f"{c} {v:.1f}" for c, v in sorted((j.get("p99_ms") or {}).items()))
         rows.append(
-            f"<tr><td><b>{_esc(j['step_id'])}</b></td>"
-            f"<td>{_esc(_fmt_dt(datetime.fromtimestamp(float(j['end']), UTC)))}</td>"
-            f"<td>{_esc(j['kind'])}</td>"
-            f'<td class="num">{_esc(_fmt_num(float(j["served_ops_per_s"])))}</td>'
-            f'<td class="num">{_esc(_fmt_num(float(j["predicted_ops_per_s"])))}</td>'
+            f"<tr><td><b>{esc(j['step_id'])}</b></td>"
+            f"<td>{esc(_fmt_dt(datetime.fromtimestamp(float(j['end']), UTC)))}</td>"
+            f"<td>{esc(j['kind'])}</td>"
+            f'<td class="num">{esc(fmt_num(float(j["served_ops_per_s"])))}</td>'
+            f'<td class="num">{esc(fmt_num(float(j["predicted_ops_per_s"])))}</td>'
             f'<td class="num">{float(j["error"]):+.1%}</td>'
             f'<td class="num">{recent:.1%}{" (hold)" if recent > ERROR_THRESHOLD else ""}</td>'
-            f"<td>{_esc(p99 or '—')}</td></tr>"
+            f"<td>{esc(p99 or '—')}</td></tr>"
         )
     head = ("<tr><th>step</th><th>window end</th><th>kind</th><th>served ops/s</th>"
             "<th>predicted ops/s</th><th>error</th><th>recent error</th><th>p99 ms</th></tr>")
@@ -972,7 +819,7 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
         return ""
     out = []
     def num(v: float | None) -> str:
-        return _esc(_fmt_num(v)) if v is not None else "—"
+        return esc(fmt_num(v)) if v is not None else "—"
 
     for r in rows:
         e, o, m = r["expected"], r["observed"], r.get("model")
@@ -982,10 +829,10 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
         bounds = int(m.get("lower_bounds", 0))
         judged = f"{int(m.get('windows', 0))} capacity, {bounds} lower bound" if m else "none"
         out.append(
-            f"<tr><td><b>{_esc(r['step'])}</b></td>"
+            f"<tr><td><b>{esc(r['step'])}</b></td>"
             f'<td class="num">{num(e)}</td><td class="num">{num(o)}</td>'
-            f'<td class="num">{_esc(err)}</td><td class="num">{num(r["net"])}</td>'
-            f"<td>{_esc(judged)}</td>"
+            f'<td class="num">{esc(err)}</td><td class="num">{num(r["net"])}</td>'
+            f"<td>{esc(judged)}</td>"
             f'<td class="num">{num(m.get("predicted"))}</td>'
             f'<td class="num">{num(m.get("served"))}</td>'
             f'<td class="num">{model_err}</td></tr>'
@@ -1000,66 +847,12 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
 
 
 # ------------------------------------------------------------------------- page
-_CSS = f"""
-:root {{ color-scheme: light; }}
-body {{ font-family: {FONT}; margin: 0; background: #F4F6F8; color: #1D2733; }}
-header {{ background: #1F3A5F; color: #fff; padding: 22px 40px 18px; }}
-header h1 {{ margin: 0 0 4px; font-size: 24px; font-weight: 600; }}
-header p {{ margin: 0; opacity: .8; font-size: 13px; }}
-main {{ max-width: 1040px; margin: 0 auto; padding: 18px 24px 40px; }}
-section {{ background: #fff; border-radius: 8px; padding: 16px 22px 18px; margin: 16px 0;
-  box-shadow: 0 1px 3px rgba(16,24,40,.08); }}
-h2 {{ font-size: 17px; margin: 0 0 4px; font-weight: 600; }}
-p.lead {{ margin: 0 0 10px; color: #5B6776; font-size: 13px; }}
-.cards {{ display: grid; grid-template-columns: repeat(4, 1fr); gap: 12px; margin-top: 6px; }}
-.card {{ background: #fff; border-radius: 8px; padding: 12px 16px;
-  box-shadow: 0 1px 3px rgba(16,24,40,.08); }}
-.card .k {{ font-size: 12px; color: #5B6776; text-transform: uppercase; letter-spacing: .04em; }}
-.card .v {{ font-size: 20px; font-weight: 600; margin-top: 2px; }}
-.card .s {{ font-size: 12px; color: #5B6776; }}
-svg.chart {{ width: 100%; height: auto; display: block; }}
-svg .grid {{ stroke: #E3E7EC; stroke-width: 1; }}
-svg .axis {{ stroke: #9AA5B1; stroke-width: 1; }}
-svg .tickmark {{ stroke: #9AA5B1; }}
-svg .now {{ stroke: #5B6776; stroke-width: 1; stroke-dasharray: 1 3; }}
-svg text {{ font-family: {FONT}; }}
-svg .tick {{ font-size: 11px; fill: #5B6776; }}
-svg .axis-label {{ font-size: 12px; fill: #3E4C5B; font-weight: 600; }}
-svg .legend {{ font-size: 12px; fill: #3E4C5B; }}
-svg .steplabel {{ font-size: 11px; fill: #fff; font-weight: 600; }}
-svg .value {{ font-size: 11px; fill: #1D2733; }}
-svg .barlabel {{ font-size: 11px; fill: #fff; font-weight: 600; }}
-svg .rowlabel {{ font-size: 12px; fill: #1D2733; font-weight: 600; }}
-table.data {{ border-collapse: collapse; width: 100%; font-size: 12.5px; }}
-table.data th {{ text-align: left; color: #5B6776; font-weight: 600;
-  border-bottom: 2px solid #E3E7EC; padding: 6px 8px; }}
-table.data td {{ border-bottom: 1px solid #EEF1F4; padding: 6px 8px; vertical-align: top; }}
-td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.status {{ display: inline-block; border-radius: 10px; padding: 1px 8px; font-size: 11px;
-  font-weight: 600; background: #E3E7EC; color: #3E4C5B; }}
-.status.applied {{ background: #D9F2E6; color: #0B6B3A; }}
-.status.failed, .status.not-applied {{ background: #FBE0D6; color: #9A2F0B; }}
-.status.planned {{ background: #E4EDF8; color: #1F4E8C; }}
-.status.superseded {{ background: #ECE6F3; color: #5B3E84; }}
-.status.interrupted {{ background: #FDF0D5; color: #8A5A00; }}
-.note {{ color: #5B6776; font-size: 12px; margin-top: 3px; }}
-td.muted {{ color: #7A8694; font-style: italic; }}
-.err {{ color: #9A2F0B; font-size: 12px; margin-top: 3px; }}
-.nodata {{ color: #7A8694; font-style: italic; background: #F7F8FA; border: 1px dashed #D5DBE1;
-  border-radius: 6px; padding: 14px; margin: 6px 0; }}
-h3 {{ font-size: 14px; margin: 14px 0 4px; }}
-h3 .s {{ font-weight: 400; color: #5B6776; font-size: 12px; margin-left: 6px; }}
-footer {{ color: #7A8694; font-size: 12px; padding: 0 4px; }}
-footer code {{ font-size: 11.5px; }}
-"""
-
-
 def _cards(inputs: ReportInputs) -> str:
     cards = []
     hist, fc, plan, state = inputs.history, inputs.forecast, inputs.plan, inputs.state
     if hist is not None:
         span = float(hist.timestamps[-1] - hist.timestamps[0])
-        cards.append(("workload", f"{_fmt_num(float(np.mean(hist.load)))} ops/s",
+        cards.append(("workload", f"{fmt_num(float(np.mean(hist.load)))} ops/s",
                       f"mean of {len(hist)} points over {span / 3600:.3g} h"))
     else:
         cards.append(("workload", "—", "no history"))
@@ -1069,7 +862,7 @@ def _cards(inputs: ReportInputs) -> str:
         cards.append(("forecast", "—", "no forecast"))
     if plan is not None:
         cards.append(("plan", f"{len(plan.steps)} step(s)",
-                      f"expected net {_fmt_num(plan.expected_net_ops)} ops"))
+                      f"expected net {fmt_num(plan.expected_net_ops)} ops"))
     else:
         cards.append(("plan", "—", "no plan"))
     steps = (state or {}).get("steps") or {}
@@ -1081,8 +874,8 @@ def _cards(inputs: ReportInputs) -> str:
     ) if steps else "none recorded"
     cards.append(("rollouts", f"{applied} applied", detail))
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
-        f'<div class="s">{_esc(s)}</div></div>'
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'
+        f'<div class="s">{esc(s)}</div></div>'
         for k, v, s in cards
     ) + "</div>"
 
@@ -1105,7 +898,7 @@ def render(inputs: ReportInputs) -> str:
     )
     eo_svg, eo_rows = expected_vs_observed(inputs)
     sources = "".join(
-        f"<li>{_esc(k)}: <code>{_esc(v)}</code></li>"
+        f"<li>{esc(k)}: <code>{esc(v)}</code></li>"
         for k, v in inputs.sources.items() if k != "cluster"
     )
     sections = [
@@ -1137,15 +930,15 @@ def render(inputs: ReportInputs) -> str:
          "back to back, ending when the step finished.", rollout_timelines(inputs)),
     ]
     body = "".join(
-        f'<section id="{sid}"><h2>{_esc(title)}</h2><p class="lead">{_esc(lead)}</p>{content}'
+        f'<section id="{sid}"><h2>{esc(title)}</h2><p class="lead">{esc(lead)}</p>{content}'
         "</section>"
         for sid, title, lead, content in sections
     )
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_esc(inputs.title)}</title><style>{_CSS}</style></head><body>"
-        f"<header><h1>{_esc(inputs.title)}</h1><p>{_esc(subtitle)}</p></header>"
+        f"<title>{esc(inputs.title)}</title><style>{CSS}</style></head><body>"
+        f"<header><h1>{esc(inputs.title)}</h1><p>{esc(subtitle)}</p></header>"
         f"<main>{_cards(inputs)}{body}"
         f"<footer><p>Inputs:</p><ul>{sources or '<li>none</li>'}</ul>"
         "<p>Made by <code>kairos report</code>; self-contained (inline SVG, no external "
