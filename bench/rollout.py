@@ -13,7 +13,7 @@ waited for: its workers, the module runs, the nodetool JVMs), which on the lab's
 turn into wall time the nodes wait for. With ``--load``, the load's operations and failures.
 
     .venv/bin/python bench/rollout.py [--cl QUORUM] [--load 300] [--tasks FILE] [--cpu-tasks FILE]
-        [--floor] [-e cassandra_jolokia_enabled=false]  # `make lab-up` first
+        [--floor] [--watch-hints] [-e cassandra_jolokia_enabled=false]  # `make lab-up` first
 
 The overhead is also split into what each batch adds (its span, from the lock's heartbeat to
 its last record, minus its slowest node's own time) and what the run costs once (everything
@@ -22,6 +22,10 @@ record). ``--floor`` then also times bench/floor.yml under the same load: Ansibl
 Mitogen's start and a task on every node, with nothing decided or restarted - the part of
 the run-once cost no change to Kairos' playbooks can remove.
 
+``--watch-hints`` polls every node's ``system_views.pending_hints`` during the rollout and
+prints, per batch, which nodes still held hint files for the batch's nodes after its sync gate
+had judged them delivered, and until when (``hints_after_gate``).
+
 ``ANSIBLE_STRATEGY=linear`` in the environment runs the playbook with Ansible's own strategy
 instead of Mitogen's (ansible.cfg), for a comparison on the same code.
 """
@@ -29,6 +33,7 @@ instead of Mitogen's (ansible.cfg), for a comparison on the same code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -182,6 +187,75 @@ def overhead_split(
     }
 
 
+#: The sync gate's first task, once per batch (its end: the gate said the hints were delivered).
+GATE = "cassandra : Sync gate - every peer sees the batch back"
+LAB_NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
+
+
+def hints_after_gate(
+    spans: list[tuple[str, float, float]], batches: list[list[str]],
+    samples: list[tuple[float, str, str, int]],
+) -> list[dict[str, Any]]:
+    """Per batch: the hint files for its nodes that any node still listed after the batch's
+    sync gate had passed. ``samples``: (stamp, node holding the hints, node they are for,
+    files) from each node's system_views.pending_hints. A gate that judged the hints
+    delivered should leave none; the seconds say how long after it they were still held."""
+    gates = [began + seconds for name, began, seconds in spans if name.startswith(GATE)]
+    out: list[dict[str, Any]] = []
+    for passed, batch in zip(gates, batches, strict=False):
+        late = [(t, holder, target) for t, holder, target, files in samples
+                if target in batch and files > 0 and t > passed]
+        out.append({"hosts": batch, "held_by": sorted({h for _, h, _ in late}),
+                    "held_until_s_after_gate": round(max(t for t, _, _ in late) - passed, 1)
+                    if late else None})
+    return out
+
+
+class HintWatch:
+    """Polls every lab node's system_views.pending_hints every 0.5 s in a thread, while a
+    rollout runs: (stamp, holder, target, files) for every row seen (node names)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: list[tuple[float, str, str, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HintWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        sys.path.insert(0, str(REPO / "module_utils"))
+        from kairos_cql import build_cluster
+
+        names = {a: n for n, a in LAB_NODES.items()}
+        login = {"username": os.environ.get("KAIROS_CASSANDRA_USERNAME"),
+                 "password": os.environ.get("KAIROS_CASSANDRA_PASSWORD")}
+        sessions: dict[str, Any] = {}
+        while not self._stop.wait(0.5):
+            for name, address in LAB_NODES.items():
+                try:
+                    if name not in sessions:
+                        cluster = build_cluster([address], timeout=2, metadata=False, **login)
+                        sessions[name] = (cluster, cluster.connect())
+                    rows = sessions[name][1].execute(
+                        "SELECT address, files FROM system_views.pending_hints", timeout=2)
+                    stamp = time.time()
+                    self.samples.extend((stamp, name, names.get(str(r.address), str(r.address)),
+                                         int(r.files)) for r in rows)
+                except Exception:  # a node restarting: a new session next round
+                    if name in sessions:
+                        sessions.pop(name)[0].shutdown()
+        for cluster, _ in sessions.values():
+            cluster.shutdown()
+
+
 def summarise(
     wall: float, spans: list[tuple[str, float, float]], launched: float
 ) -> dict[str, Any]:
@@ -228,16 +302,18 @@ def main() -> int:
                              "tree (bench/callback_plugins/kairos_cpu_per_task.py) to FILE")
     parser.add_argument("--floor", action="store_true",
                         help="after the rollout, under the same load, also time bench/floor.yml")
+    parser.add_argument("--watch-hints", action="store_true",
+                        help="poll every node's pending hints during the rollout and print, per "
+                             "batch, who still held hint files for its nodes after its sync gate")
     args = parser.parse_args()
     background = None
+    # The lab's login, through the environment as for `kairos load` (never argv).
+    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
+    if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
+        os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
+        os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
     if args.load > 0:
         from planner.loadgen import BackgroundLoad
-
-        # The lab's login, through the environment as for `kairos load` (never argv).
-        secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-        if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
-            os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
-            os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
 
         background = BackgroundLoad(
             engine="cassandra", contact_points=["127.0.0.1", "127.0.0.2", "127.0.0.3"],
@@ -247,7 +323,8 @@ def main() -> int:
         time.sleep(3)
     floor = None
     try:
-        proc, wall, cpu, launched = run_rollout(args.cl, args.extra_vars, args.cpu_tasks)
+        with HintWatch() if args.watch_hints else contextlib.nullcontext() as watch:
+            proc, wall, cpu, launched = run_rollout(args.cl, args.extra_vars, args.cpu_tasks)
         if proc.returncode == 0 and args.floor:
             floor = run_floor()
     finally:
@@ -268,6 +345,9 @@ def main() -> int:
     if floor is not None:
         line["floor"] = {"wall_seconds": round(floor[0], 1), "cpu_seconds": round(floor[1], 1)}
     line["drain_parts"] = drain_parts(report)
+    if watch is not None:
+        rollout = json.loads((REPO / ".kairos" / "rollout-lab-cassandra.json").read_text())
+        line["hints_after_gate"] = hints_after_gate(spans, rollout["batches"], watch.samples)
     if result is not None:
         line["load"] = {"ops": result.ops, "ops_per_s": round(result.ops_per_s),
                         "failures": dict(result.failures),

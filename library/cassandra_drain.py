@@ -6,13 +6,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: cassandra_drain
-short_description: Leave gossip, pause, then drain a Cassandra node (the process stays up)
+short_description: Leave gossip, then drain a Cassandra node (the process stays up)
 description:
-  - C(nodetool drain) leaves gossip and shuts messaging down at once, so a read a peer sent
-    just before it heard the news is never answered (a ReadTimeout at QUORUM under load).
-    This module first runs C(nodetool disablegossip) so peers route around the node, waits
-    I(quiesce_seconds) for requests already sent to finish, then runs C(nodetool drain)
-    (clients' connections close, memtables flush).
+  - C(nodetool drain) announces the node's shutdown, waits 2 s and shuts messaging down, but
+    the peers flip a node back UP within a second of its first shutdown announce, so a peer
+    could send it a read its messaging shutdown then cut (a ReadTimeout at QUORUM under
+    load). This module first runs C(nodetool disablegossip), which takes that first
+    announce, waits I(quiesce_seconds) (none by default), then runs C(nodetool drain),
+    whose announce then holds for its wait (clients' connections close, memtables flush).
   - One module run instead of one task per step, as each task costs an Ansible module start.
   - With I(jolokia_config) and the node's Jolokia agent listening, the same two steps are
     JMX operations over HTTP (StorageService stopGossiping and drain), then the node's
@@ -40,9 +41,9 @@ options:
     type: str
     default: 127.0.0.1
   quiesce_seconds:
-    description: Seconds between leaving gossip and draining.
+    description: Seconds between leaving gossip and draining (the peers are watched meanwhile).
     type: float
-    default: 2
+    default: 0
   jolokia_config:
     description:
       - The node's Jolokia agent properties (host, port, user, password), as the cassandra
@@ -125,7 +126,7 @@ def main():
     module = nodetool_module(
         jmx_port=dict(type="int", required=True),
         jmx_host=dict(type="str", default="127.0.0.1"),
-        quiesce_seconds=dict(type="float", default=2),
+        quiesce_seconds=dict(type="float", default=0),
         jolokia_config=dict(type="path", default=""),
         peers=dict(type="dict", default={}),
         peer_port=dict(type="int", default=7000),

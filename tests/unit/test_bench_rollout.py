@@ -53,3 +53,20 @@ def test_a_run_whose_batches_cannot_be_found_says_so_instead_of_a_figure() -> No
     split = bench.overhead_split(without_first, RUN["launched"], RUN["wall"], RUN["batches"],
                                  RUN["per_node"])
     assert split == {"error": "2 batch spans found for 3 batches"}
+
+
+def test_hints_held_after_a_gate_are_named_with_how_long_after_it() -> None:
+    gate = "cassandra : Sync gate - every peer sees the batch back, schemas agree, hints delivered"
+    spans = [(gate, 100.0, 1.0), (gate, 130.0, 0.5)]  # gates passed at 101 and 130.5
+    samples = [
+        (100.5, "cass2", "cass1", 1),  # before cass1's gate passed: not late
+        (104.0, "cass2", "cass1", 1),
+        (109.0, "cass3", "cass1", 2),
+        (112.0, "cass2", "cass1", 0),  # a row with no file left does not count
+        (129.0, "cass1", "cass2", 1),  # before cass2's gate
+    ]
+    judged = bench.hints_after_gate(spans, [["cass1"], ["cass2"]], samples)
+    assert judged == [
+        {"hosts": ["cass1"], "held_by": ["cass2", "cass3"], "held_until_s_after_gate": 8.0},
+        {"hosts": ["cass2"], "held_by": [], "held_until_s_after_gate": None},
+    ]
