@@ -187,8 +187,9 @@ def overhead_split(
     }
 
 
-#: The sync gate's first task, once per batch (its end: the gate said the hints were delivered).
-GATE = "cassandra : Sync gate - every peer sees the batch back"
+#: The sync gate's tasks, each batch's (the end of its last: the gate said the hints were
+#: delivered).
+GATE = "cassandra : Sync gate"
 LAB_NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
 
 
@@ -200,7 +201,8 @@ def hints_after_gate(
     sync gate had passed. ``samples``: (stamp, node holding the hints, node they are for,
     files) from each node's system_views.pending_hints. A gate that judged the hints
     delivered should leave none; the seconds say how long after it they were still held."""
-    gates = [began + seconds for name, began, seconds in spans if name.startswith(GATE)]
+    gates = [max((b + d for n, b, d in spans if n.startswith(GATE) and first <= b <= last),
+                 default=last) for first, last in batch_spans(spans)]
     out: list[dict[str, Any]] = []
     for passed, batch in zip(gates, batches, strict=False):
         late = [(t, holder, target) for t, holder, target, files in samples

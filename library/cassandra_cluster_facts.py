@@ -61,6 +61,10 @@ generations:
   description: Listen address -> gossip generation of each node, as the node asked knows it.
   returned: success
   type: dict
+host_ids:
+  description: Listen address -> host ID of each node (its hint files' names begin with it).
+  returned: success
+  type: dict
 down:
   description: Inventory names of the nodes the driver sees down.
   returned: success
@@ -138,6 +142,7 @@ def main():
                 "dc": h.datacenter,
                 "rack": h.rack,
                 "up": bool(h.is_up),
+                "host_id": str(h.host_id) if h.host_id else None,
             }
             for h in sorted(all_hosts, key=lambda h: str(h.address))
         ]
@@ -193,6 +198,7 @@ def main():
         schema_versions=versions,
         schema_agreement=len(live_versions) == 1,
         generations=generations,
+        host_ids={n["address"]: n["host_id"] for n in nodes if n["host_id"]},
     )
 
 

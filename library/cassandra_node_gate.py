@@ -15,7 +15,13 @@ description:
   - C(schema) the peer's C(nodetool describecluster) lists one schema version and no
     unreachable node.
   - C(hints) the peer holds at most I(max_hint_files) hint files for the node in
-    I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted).
+    I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted). The
+    directory shows the file a peer is still writing, which its C(pending_hints) table does
+    not list (it lists closed files only), so this is the check that hints were delivered.
+    With I(settle_until), not before then either - hints still in the peer's memory buffer
+    reach a file only at its next flush (C(hints_flush_period), 10 s by default).
+  - With I(checks) C([hints]) alone and I(host_ids) given, no nodetool runs, and the
+    peer's liveness is its storage port (I(peer_port)).
   - Fails fast, without waiting for I(timeout), when a node outside the batch is down for
     I(down_grace) seconds in a row - at once when it is the peer itself (it does not answer),
     else as soon as the peer sees the node UN (another node is DN, not I(node), not in
@@ -34,6 +40,23 @@ options:
     description: The peer's hints_directory; empty skips the hints condition.
     type: path
     default: ""
+  host_ids:
+    description:
+      - Host IDs whose hint files count (the batch's nodes); empty, the node's host ID as
+        the peer's nodetool status shows it.
+    type: list
+    elements: str
+    default: []
+  settle_until:
+    description:
+      - Seconds since the epoch before which the hints condition is not met (the moment the
+        batch was seen up, plus the peer's hints_flush_period); 0 for none.
+    type: float
+    default: 0
+  peer_port:
+    description: The peer's storage port, probed for its liveness when no nodetool runs.
+    type: int
+    default: 7000
   max_hint_files:
     description: Hint files for the node the peer may still hold.
     type: int
@@ -101,6 +124,7 @@ import glob
 import os
 import time
 
+from ansible.module_utils.kairos_net import not_accepting
 from ansible.module_utils.kairos_nodetool import (
     nodetool_module,
     parse_schema_versions,
@@ -117,6 +141,10 @@ def check(module, params):
     """
     node = params["node"]
     conditions, details = {}, {}
+    if params["checks"] == ["hints"] and params["host_ids"]:
+        conditions["hints"], details["hints"] = hints_held(params, params["host_ids"])
+        silent = params["peer"] and not_accepting([params["peer"]], params["peer_port"])
+        return conditions, details, [params["peer"]] if silent else []
     rc, out, err, _ = run_nodetool(module, params["nodetool"], ["status"], check_rc=False)
     nodes = {n["address"]: n for n in parse_status(out)} if rc == 0 else {}
     expected = set(params["expected_down"]) | {node}
@@ -139,21 +167,33 @@ def check(module, params):
         details["schema"] = versions if rc == 0 else (err or out).strip()[-200:]
 
     if params["hints_directory"] and "hints" in params["checks"]:
-        host_id = (seen or {}).get("host_id")
-        files = (
-            glob.glob(os.path.join(params["hints_directory"], f"{host_id}-*.hints"))
-            if host_id
-            else []
-        )
-        conditions["hints"] = host_id is not None and len(files) <= params["max_hint_files"]
-        details["hints"] = f"{len(files)} hint file(s) for {node}" if host_id else "host id unknown"
+        host_id = params["host_ids"] or [(seen or {}).get("host_id")]
+        if None in host_id:
+            conditions["hints"], details["hints"] = False, "host id unknown"
+        else:
+            conditions["hints"], details["hints"] = hints_held(params, host_id)
     return conditions, details, down
+
+
+def hints_held(params, host_ids):
+    """(met, detail) of the hints condition: the peer's hint files for ``host_ids``, the one
+    it still writes included, at most max_hint_files, and settle_until passed."""
+    files = [f for h in host_ids
+             for f in glob.glob(os.path.join(params["hints_directory"], f"{h}-*.hints"))]
+    settling = params["settle_until"] - time.time()
+    if settling > 0:
+        return False, (f"{len(files)} hint file(s) for {params['node']}; its memory buffer "
+                       f"is flushed within {settling:.1f}s more")
+    return len(files) <= params["max_hint_files"], f"{len(files)} hint file(s) for {params['node']}"
 
 
 def main():
     module = nodetool_module(
         node=dict(type="str", required=True),
         hints_directory=dict(type="path", default=""),
+        host_ids=dict(type="list", elements="str", default=[]),
+        settle_until=dict(type="float", default=0),
+        peer_port=dict(type="int", default=7000),
         max_hint_files=dict(type="int", default=0),
         peer=dict(type="str", default=""),
         expected_down=dict(type="list", elements="str", default=[]),

@@ -129,6 +129,12 @@ failure_detector:
   description: How the failure detector was judged, or why it was not asked.
   returned: always
   type: str
+passed_at:
+  description:
+    - When the gate passed (seconds since the epoch). From then on no peer counts the batch
+      down, so no peer writes new hints for it.
+  returned: success
+  type: float
 down:
   description: Addresses of nodes outside the batch seen down (set when the gate failed fast).
   returned: failure
@@ -409,6 +415,7 @@ def main():
                 module.exit_json(
                     changed=False, waited_seconds=elapsed, conditions=conditions, unmet={},
                     failure_detector_confirmed=confirmed, failure_detector=how,
+                    passed_at=time.time(),
                 )
             if elapsed >= params["timeout"]:
                 said = "; ".join(

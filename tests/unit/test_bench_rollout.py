@@ -57,7 +57,11 @@ def test_a_run_whose_batches_cannot_be_found_says_so_instead_of_a_figure() -> No
 
 def test_hints_held_after_a_gate_are_named_with_how_long_after_it() -> None:
     gate = "cassandra : Sync gate - every peer sees the batch back, schemas agree, hints delivered"
-    spans = [(gate, 100.0, 1.0), (gate, 130.0, 0.5)]  # gates passed at 101 and 130.5
+    hints = "cassandra : Sync gate - no peer holds hints for the batch, the file it still writes"
+    beat, record = "Keep the lock's heartbeat", "Record the node verified"
+    spans = [(beat, 90.0, 0.1), (gate, 100.0, 0.5), (hints, 100.5, 0.5), (record, 101.2, 0.1),
+             (beat, 120.0, 0.1), (gate, 130.0, 0.5), (record, 130.6, 0.1)]
+    # The gates passed at 101 (its last gate, the hints') and 130.5.
     samples = [
         (100.5, "cass2", "cass1", 1),  # before cass1's gate passed: not late
         (104.0, "cass2", "cass1", 1),

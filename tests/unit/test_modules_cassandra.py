@@ -272,6 +272,63 @@ def test_node_gate_names_every_unmet_condition(tmp_path: Path) -> None:
     assert "up_normal: DN" in str(failed.value) and "1 hint file(s)" in str(failed.value)
 
 
+HOST_ID = "9abbe137-7e2c-48ab-9b43-88c091e8600e"
+
+
+@pytest.fixture
+def live_peer() -> Any:
+    """The peer's storage port, answering (the peer's Cassandra is alive)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.2", 0))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+def hints_gate(tmp_path: Path, peer_port: int, **extra: Any) -> dict[str, Any]:
+    return {"nodetool": NODETOOL, "node": "127.0.0.3", "peer": "127.0.0.2",
+            "peer_port": peer_port, "hints_directory": str(tmp_path), "host_ids": [HOST_ID],
+            "checks": ["hints"], "timeout": 5, "interval": 0.05, **extra}
+
+
+def test_hints_gate_waits_for_the_file_the_peer_still_writes_and_runs_no_nodetool(
+    nodetool: Any, tmp_path: Path, live_peer: int
+) -> None:
+    """A file the peer still writes (pending_hints does not list it) holds the gate until
+    the peer delivers and deletes it."""
+    import threading
+
+    held = tmp_path / f"{HOST_ID}-1795309138000-2.hints"
+    held.write_text("")
+    (tmp_path / "another-node-1795309138000-2.hints").write_text("")  # not the batch's
+    threading.Timer(0.3, held.unlink).start()
+    result = run_module("cassandra_node_gate", hints_gate(tmp_path, live_peer))
+    assert result["conditions"] == {"hints": True} and result["waited_seconds"] >= 0.3
+    assert nodetool.commands == []
+
+
+def test_hints_gate_waits_until_the_memory_buffer_is_flushed(
+    nodetool: Any, tmp_path: Path, live_peer: int
+) -> None:
+    import time
+
+    result = run_module("cassandra_node_gate",
+                        hints_gate(tmp_path, live_peer, settle_until=time.time() + 0.4))
+    assert result["conditions"] == {"hints": True} and result["waited_seconds"] >= 0.4
+    with pytest.raises(ModuleFailed, match=r"not caught up .*flushed within"):
+        run_module("cassandra_node_gate", hints_gate(
+            tmp_path, live_peer, settle_until=time.time() + 60, timeout=0))
+
+
+def test_hints_gate_fails_fast_when_the_peer_itself_dies(nodetool: Any, tmp_path: Path) -> None:
+    (tmp_path / f"{HOST_ID}-1795309138000-2.hints").write_text("")  # never delivered now
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.2", 0))  # bound, not listening: refuses
+        port = closed.getsockname()[1]
+        with pytest.raises(ModuleFailed, match=r"127\.0\.0\.2 down outside the batch") as dead:
+            run_module("cassandra_node_gate", hints_gate(tmp_path, port, down_grace=0.2))
+    assert dead.value.result["down"] == ["127.0.0.2"] and nodetool.commands == []
+
+
 @pytest.fixture
 def jmx_port() -> Any:
     """A port that accepts connections, as a running node's JMX port does."""
@@ -401,7 +458,8 @@ class FakeDatabase:
         owners = {}
         self.hosts = []
         for address, token in zip(ADDRESSES, TOKENS, strict=True):
-            host = Host(address, SimpleConvictionPolicy, datacenter="datacenter1", rack="rack1")
+            host = Host(address, SimpleConvictionPolicy, datacenter="datacenter1", rack="rack1",
+                        host_id=uuid.uuid5(uuid.NAMESPACE_DNS, address))
             host.is_up = True
             self.hosts.append(host)
             owners[Murmur3Token(token)] = host
@@ -724,6 +782,8 @@ def test_cluster_facts_read_the_ring_and_write_nothing_in_check_mode(
     assert result["schema_agreement"] is True and result["down"] == []
     assert result["generations"] == {
         r["address"]: r["generation"] for r in GOSSIP["system_views.gossip_info"]}
+    # Each node's host ID, which the hint files held for it are named after.
+    assert result["host_ids"] == {a: str(uuid.uuid5(uuid.NAMESPACE_DNS, a)) for a in ADDRESSES}
     assert_no_secret(result)
 
 
