@@ -193,8 +193,8 @@ def rejoin(module, jolokia, dead, phases):
             exec_operation(jolokia, STORAGE_SERVICE, "startGossiping")
             running = read_attribute(jolokia, STORAGE_SERVICE, "GossipRunning") is True
             how = "StorageService startGossiping"
-        except JolokiaError:  # a policy written before it allowed startGossiping
-            running = None
+        except JolokiaError:  # a policy written before it allowed startGossiping: nodetool
+            pass
     if running is None:
         running, how = rejoin_through_nodetool(module)
     named = ", ".join(dead)

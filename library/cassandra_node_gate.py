@@ -167,11 +167,11 @@ def check(module, params):
         details["schema"] = versions if rc == 0 else (err or out).strip()[-200:]
 
     if params["hints_directory"] and "hints" in params["checks"]:
-        host_id = params["host_ids"] or [(seen or {}).get("host_id")]
-        if None in host_id:
+        host_ids = params["host_ids"] or [(seen or {}).get("host_id")]
+        if None in host_ids:
             conditions["hints"], details["hints"] = False, "host id unknown"
         else:
-            conditions["hints"], details["hints"] = hints_held(params, host_id)
+            conditions["hints"], details["hints"] = hints_held(params, host_ids)
     return conditions, details, down
 
 
