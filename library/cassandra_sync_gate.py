@@ -135,6 +135,14 @@ passed_at:
       down, so no peer writes new hints for it.
   returned: success
   type: float
+hints_flush_seconds:
+  description:
+    - The longest C(hints_flush_period) among the peers that answered, in seconds, read from
+      their C(system_views.settings) - hints a peer still holds
+      in its memory buffer reach a file within this long of I(passed_at). Cassandra's
+      default (10) when no peer showed it.
+  returned: success
+  type: float
 down:
   description: Addresses of nodes outside the batch seen down (set when the gate failed fast).
   returned: failure
@@ -142,6 +150,7 @@ down:
   elements: str
 """
 
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -165,6 +174,13 @@ DISPATCH = (
     "WHERE name = 'HintsDispatcher'"
 )
 LOCAL_SCHEMA = "SELECT schema_version FROM system.local"
+FLUSH_PERIOD = "SELECT value FROM system_views.settings WHERE name = 'hints_flush_period'"
+#: Cassandra's hints_flush_period when no peer shows its own.
+DEFAULT_FLUSH_SECONDS = 10.0
+#: cassandra.yaml duration units (DurationSpec) -> seconds.
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+                   "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zµ]+)\s*$", re.IGNORECASE)
 #: Seconds a single CQL request or connection attempt may take within the gate.
 REQUEST_SECONDS = 5.0
 
@@ -255,6 +271,14 @@ def judge(views, nodes, generations, max_hint_files, expected=()):
     return conditions, unmet, sorted(down)
 
 
+def duration_seconds(text):
+    """``10s``, ``2000ms`` (a cassandra.yaml duration as the settings table shows it) in
+    seconds; None when ``text`` is not one."""
+    match = _DURATION.match(str(text or ""))
+    unit = match and _DURATION_UNITS.get(match.group(2).lower())
+    return float(match.group(1)) * unit if unit else None
+
+
 def _first(rows):
     """The first row as a dict, or None (an older Cassandra without the pool's row)."""
     for row in rows:
@@ -271,6 +295,7 @@ class Peer:
         self.probe_nodes = probe_nodes
         self.probe_error = None  # why this peer cannot be asked about its failure detector
         self.tokens = None
+        self.flush_seconds = None  # the peer's hints_flush_period, read once
         self.cluster = self.session = None
 
     def view(self):
@@ -286,6 +311,10 @@ class Peer:
                     metadata=False,
                 )
                 self.session = self.cluster.connect()
+            if self.flush_seconds is None:
+                self.flush_seconds = duration_seconds(
+                    getattr(self.session.execute(FLUSH_PERIOD).one(), "value", None)
+                )
             view = {
                 "gossip": [r._asdict() for r in self.session.execute(GOSSIP)],
                 "hints": [r._asdict() for r in self.session.execute(HINTS)],
@@ -412,10 +441,12 @@ def main():
                 )
             if all(conditions.values()):
                 confirmed, how = failure_detector_verdict(why_not, peers, conditions)
+                flush = [p.flush_seconds for p in peers.values() if p.flush_seconds is not None]
                 module.exit_json(
                     changed=False, waited_seconds=elapsed, conditions=conditions, unmet={},
                     failure_detector_confirmed=confirmed, failure_detector=how,
                     passed_at=time.time(),
+                    hints_flush_seconds=max(flush, default=DEFAULT_FLUSH_SECONDS),
                 )
             if elapsed >= params["timeout"]:
                 said = "; ".join(

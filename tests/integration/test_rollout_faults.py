@@ -176,16 +176,19 @@ DISPATCH_QUERY = ("SELECT active_tasks, pending_tasks FROM system_views.thread_p
                   "WHERE name = 'HintsDispatcher'")
 
 
-def replay_state(session: Any, address: str) -> tuple[int, int] | None:
-    """(hint files held for ``address``, HintsDispatcher tasks active or queued) on the node
-    behind ``session``; None when it does not answer."""
+def replay_state(session: Any, address: str, hints_dir: Path,
+                 host_id: str) -> tuple[int, int, int] | None:
+    """(hint files pending_hints lists for ``address``, HintsDispatcher tasks active or
+    queued, hint files for ``host_id`` in ``hints_dir`` - the one still written included) on
+    the node behind ``session``; None when it does not answer."""
     try:
         files = sum(int(r.files) for r in session.execute(HINTS_QUERY, timeout=2)
                     if r.address == address)
         pool = session.execute(DISPATCH_QUERY, timeout=2).one()
     except Exception:  # draining, or busy: no reading this round
         return None
-    return files, int(pool.active_tasks) + int(pool.pending_tasks)
+    on_disk = len(list(hints_dir.glob(f"{host_id}-*.hints")))
+    return files, int(pool.active_tasks) + int(pool.pending_tasks), on_disk
 
 
 def leave_hints_for_victim(rows: int) -> None:
@@ -324,8 +327,12 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
     leave_hints_for_victim(HINT_ROWS)
     replayers = {h: cql_node_cluster(HOSTS[h]) for h in ("cass1", "cass2")}
     sessions = {h: c.connect() for h, c in replayers.items()}
-    # Per poll while cass1 serves: (files held for the victim, dispatch tasks) on each peer.
-    readings: list[dict[str, tuple[int, int] | None]] = []
+    victim_id = str(sessions["cass1"].execute(
+        "SELECT host_id FROM system.peers_v2 WHERE peer = %s", [HOSTS[VICTIM]]).one().host_id)
+    hints_dirs = {h: REPO / ".lab" / "cassandra" / h / "hints" for h in sessions}
+    # Per poll while cass1 serves, on each peer: (files pending_hints lists for the victim,
+    # dispatch tasks, the victim's files in the hints directory).
+    readings: list[dict[str, tuple[int, int, int] | None]] = []
     try:
         with log.open("w") as out:
             proc = subprocess.Popen(
@@ -337,7 +344,8 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
             cass1_down = False
             while proc.poll() is None and time.monotonic() < deadline:
                 if not cass1_down:
-                    reading = {h: replay_state(s, HOSTS[VICTIM]) for h, s in sessions.items()}
+                    reading = {h: replay_state(s, HOSTS[VICTIM], hints_dirs[h], victim_id)
+                               for h, s in sessions.items()}
                     cass1_down = not cql_open(HOSTS["cass1"])
                     if not cass1_down:
                         readings.append(reading)
@@ -357,14 +365,17 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
     assert "cass1" in verified, log.read_text()[-3000:]
     replaying = [r for r in readings if any(v and any(v) for v in r.values())]
     in_dispatch_only = [r for r in replaying if any(v and v[0] == 0 and v[1] for v in r.values())]
-    print(f"\nreplay to {VICTIM} (files, dispatch tasks): {len(replaying)} of {len(readings)} "
-          f"polls while cass1 served saw it, {len(in_dispatch_only)} only as a dispatch; "
+    on_disk_only = [r for r in replaying if any(v and v[:2] == (0, 0) and v[2] for v in r.values())]
+    print(f"\nreplay to {VICTIM} (files listed, dispatch tasks, files on disk): "
+          f"{len(replaying)} of {len(readings)} polls while cass1 served saw it, "
+          f"{len(in_dispatch_only)} only as a dispatch, {len(on_disk_only)} only on disk; "
           f"first {readings[:1]}, last {readings[-1:]}")
     assert replaying, "the peers had delivered their hints before the run began"
-    # The last answers before cass1's drain, cass1's and cass2's: nothing held or in dispatch.
+    # The last answers before cass1's drain, cass1's and cass2's: nothing held, on disk (the
+    # file still written included) or in dispatch.
     last = {h: next((r[h] for r in reversed(readings) if r[h] is not None), None)
             for h in sessions}
-    assert last == {"cass1": (0, 0), "cass2": (0, 0)}, readings[-5:]
+    assert last == {"cass1": (0, 0, 0), "cass2": (0, 0, 0)}, readings[-5:]
     assert LOCK.exists(), "the killed run had the lock"
     pids_before = {h: node_pid(h) for h in HOSTS}
 

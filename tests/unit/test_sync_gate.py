@@ -58,7 +58,7 @@ def _rows(rows: list[dict[str, Any]]) -> list[Any]:
 
 class Result(list[Any]):
     def one(self) -> Any:
-        return self[0]
+        return self[0] if self else None  # as the driver's ResultSet.one()
 
 
 class FakePeers:
@@ -95,6 +95,9 @@ class FakePeers:
                     return Result(_rows(seen["hints"]))
                 if "thread_pools" in query:
                     return Result(_rows(seen.get("dispatch", [IDLE])))
+                if "system_views.settings" in query:  # the lab shows '10s' unless set
+                    flush = seen.get("flush_period", "10s")
+                    return Result(_rows([{"value": flush}] if flush else []))
                 return Result([namedtuple("Row", "schema_version")(seen["schema"])])
 
         class Cluster:
@@ -340,3 +343,29 @@ def test_the_cross_check_asks_every_peer_about_every_other(no_sleep: None) -> No
 def test_the_cross_check_is_refused_with_batch_nodes() -> None:
     with pytest.raises(ModuleFailed, match="cross_check is for the gate before the first batch"):
         gate(FakePeers({CASS2: [view()]}), cross_check=True)
+
+
+def test_it_returns_the_longest_hints_flush_period_of_the_peers(no_sleep: None) -> None:
+    """The hint gate waits this long after the pass: each peer flushes on its own period."""
+    peers = FakePeers({
+        CASS2: [{**view(cass1=RESTARTED), "flush_period": "1500ms"}],
+        CASS3: [{**view(cass1=RESTARTED), "flush_period": "2s"}],
+    })
+    assert gate(peers)["hints_flush_seconds"] == 2.0
+
+
+def test_without_a_peer_showing_its_flush_period_it_returns_cassandras_default(
+    no_sleep: None,
+) -> None:
+    peers = FakePeers({CASS2: [{**view(cass1=RESTARTED), "flush_period": None}]})
+    assert gate(peers)["hints_flush_seconds"] == 10.0
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("10s", 10.0), ("2000ms", 2.0), ("1m", 60.0), ("500us", 0.0005), (" 3 S ", 3.0),
+    ("10000", None), ("", None), (None, None), ("2 fortnights", None),
+])
+def test_duration_seconds_reads_cassandra_yaml_durations(
+    text: str | None, seconds: float | None,
+) -> None:
+    assert cassandra_sync_gate.duration_seconds(text) == seconds
