@@ -18,8 +18,8 @@ description:
     I(hints_directory) (files C(<host id>-*.hints); delivered hints are deleted). The
     directory shows the file a peer is still writing, which its C(pending_hints) table does
     not list (it lists closed files only), so this is the check that hints were delivered.
-    With I(settle_until), not before then either - hints still in the peer's memory buffer
-    reach a file only at its next flush (C(hints_flush_period), 10 s by default).
+    Hints still in the peer's memory buffer reach a file only at its next flush
+    (C(hints_flush_period)), so run it after M(cassandra_sync_gate) with I(settle_flush).
   - With I(checks) C([hints]) alone and I(host_ids) given, no nodetool runs, and the
     peer's liveness is its storage port (I(peer_port)).
   - Fails fast, without waiting for I(timeout), when a node outside the batch is down for
@@ -47,12 +47,6 @@ options:
     type: list
     elements: str
     default: []
-  settle_until:
-    description:
-      - Seconds since the epoch before which the hints condition is not met (the moment the
-        batch was seen up, plus the peer's hints_flush_period); 0 for none.
-    type: float
-    default: 0
   peer_port:
     description: The peer's storage port, probed for its liveness when no nodetool runs.
     type: int
@@ -177,13 +171,9 @@ def check(module, params):
 
 def hints_held(params, host_ids):
     """(met, detail) of the hints condition: the peer's hint files for ``host_ids``, the one
-    it still writes included, at most max_hint_files, and settle_until passed."""
+    it still writes included, at most max_hint_files."""
     files = [f for h in host_ids
              for f in glob.glob(os.path.join(params["hints_directory"], f"{h}-*.hints"))]
-    settling = params["settle_until"] - time.time()
-    if settling > 0:
-        return False, (f"{len(files)} hint file(s) for {params['node']}; its memory buffer "
-                       f"is flushed within {settling:.1f}s more")
     return len(files) <= params["max_hint_files"], f"{len(files)} hint file(s) for {params['node']}"
 
 
@@ -192,7 +182,6 @@ def main():
         node=dict(type="str", required=True),
         hints_directory=dict(type="path", default=""),
         host_ids=dict(type="list", elements="str", default=[]),
-        settle_until=dict(type="float", default=0),
         peer_port=dict(type="int", default=7000),
         max_hint_files=dict(type="int", default=0),
         peer=dict(type="str", default=""),

@@ -82,6 +82,15 @@ options:
     description: Hint files a peer may still hold for any one node outside I(expected_down).
     type: int
     default: 0
+  settle_flush:
+    description:
+      - Once every condition holds, go on polling for the peers' longest
+        C(hints_flush_period) (C(hints_flush_seconds)) before passing - hints a peer still
+        held in its memory buffer when the batch was seen back are then in a file, where
+        M(cassandra_node_gate) sees them. Timed on the control host alone, so no node's clock
+        is compared with it.
+    type: bool
+    default: false
   down_grace:
     description: Seconds a node outside the batch may look down before the gate fails fast.
     type: float
@@ -131,16 +140,16 @@ failure_detector:
   type: str
 passed_at:
   description:
-    - When the gate passed (seconds since the epoch). From then on no peer counts the batch
-      down, so no peer writes new hints for it.
+    - When every condition first held (seconds since the epoch). From then on no peer counts
+      the batch down, so no peer writes new hints for it.
   returned: success
   type: float
 hints_flush_seconds:
   description:
     - The longest C(hints_flush_period) among the peers that answered, in seconds, read from
       their C(system_views.settings) - hints a peer still holds
-      in its memory buffer reach a file within this long of I(passed_at). Cassandra's
-      default (10) when no peer showed it.
+      in its memory buffer reach a file within this long of I(passed_at) (what
+      I(settle_flush) waits out). Cassandra's default (10) when no peer showed it.
   returned: success
   type: float
 down:
@@ -388,6 +397,7 @@ def main():
             cross_check=dict(type="bool", default=False),
             expected_down=dict(type="list", elements="str", default=[]),
             max_hint_files=dict(type="int", default=0),
+            settle_flush=dict(type="bool", default=False),
             down_grace=dict(type="float", default=5),
             timeout=dict(type="float", default=180),
             interval=dict(type="float", default=0.5),
@@ -414,6 +424,7 @@ def main():
     peers = {a: Peer(h, params, () if why_not else nodes_of[a]) for a, h in hosts.items()}
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
+    held_since = None  # (monotonic, epoch) when every condition first held
     down_since = {}  # node -> when it was first seen down in this run of polls
     # Every peer is asked at once: a poll (and the first, which opens each peer's session)
     # takes as long as the slowest peer, not the sum of them.
@@ -439,14 +450,17 @@ def main():
                     f"{', '.join(params['nodes']) or 'the hints to be delivered'}",
                     waited_seconds=elapsed, conditions=conditions, unmet=unmet, down=dead,
                 )
-            if all(conditions.values()):
+            held = all(conditions.values())
+            if held and held_since is None:
+                held_since = (now, time.time())
+            flush = max((p.flush_seconds for p in peers.values() if p.flush_seconds is not None),
+                        default=DEFAULT_FLUSH_SECONDS)
+            if held and (not params["settle_flush"] or now - held_since[0] >= flush):
                 confirmed, how = failure_detector_verdict(why_not, peers, conditions)
-                flush = [p.flush_seconds for p in peers.values() if p.flush_seconds is not None]
                 module.exit_json(
                     changed=False, waited_seconds=elapsed, conditions=conditions, unmet={},
                     failure_detector_confirmed=confirmed, failure_detector=how,
-                    passed_at=time.time(),
-                    hints_flush_seconds=max(flush, default=DEFAULT_FLUSH_SECONDS),
+                    passed_at=held_since[1], hints_flush_seconds=flush,
                 )
             if elapsed >= params["timeout"]:
                 said = "; ".join(

@@ -306,19 +306,6 @@ def test_hints_gate_waits_for_the_file_the_peer_still_writes_and_runs_no_nodetoo
     assert nodetool.commands == []
 
 
-def test_hints_gate_waits_until_the_memory_buffer_is_flushed(
-    nodetool: Any, tmp_path: Path, live_peer: int
-) -> None:
-    import time
-
-    result = run_module("cassandra_node_gate",
-                        hints_gate(tmp_path, live_peer, settle_until=time.time() + 0.4))
-    assert result["conditions"] == {"hints": True} and result["waited_seconds"] >= 0.4
-    with pytest.raises(ModuleFailed, match=r"not caught up .*flushed within"):
-        run_module("cassandra_node_gate", hints_gate(
-            tmp_path, live_peer, settle_until=time.time() + 60, timeout=0))
-
-
 def test_hints_gate_fails_fast_when_the_peer_itself_dies(nodetool: Any, tmp_path: Path) -> None:
     (tmp_path / f"{HOST_ID}-1795309138000-2.hints").write_text("")  # never delivered now
     with socket.socket() as closed:

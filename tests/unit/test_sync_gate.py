@@ -369,3 +369,21 @@ def test_duration_seconds_reads_cassandra_yaml_durations(
     text: str | None, seconds: float | None,
 ) -> None:
     assert cassandra_sync_gate.duration_seconds(text) == seconds
+
+
+def test_settle_flush_polls_on_for_the_peers_flush_period_after_every_condition_held(
+    no_sleep: None,
+) -> None:
+    """Hints a peer held in its memory buffer when the batch was seen back are in a file a
+    flush period later; the wait is timed on the control host, never against a node's clock."""
+    import time
+
+    peers = FakePeers({CASS2: [{**view(cass1=RESTARTED), "flush_period": "300ms"}]})
+    before = time.time()
+    result = gate(peers, settle_flush=True)
+    after = time.time()
+    assert result["waited_seconds"] >= 0.3 and result["hints_flush_seconds"] == 0.3
+    assert before <= result["passed_at"] <= after - 0.3  # when the conditions first held
+    assert peers.polls[CASS2] > 1  # it went on polling meanwhile
+    assert gate(FakePeers({CASS2: [{**view(cass1=RESTARTED), "flush_period": "300ms"}]})
+                )["waited_seconds"] < 0.3  # without settle_flush it passes at once
