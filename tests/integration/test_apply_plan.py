@@ -350,3 +350,28 @@ def test_rolling_restart_batches_on_the_live_ring_and_would_change_no_file() -> 
     assert "--- before: " not in run.output, run.output[-4000:]
     assert pids() == before
     assert files == {h: (LAB / h / "conf" / "cassandra.yaml").read_text() for h in HOSTS}
+
+
+def test_a_hint_file_a_node_still_holds_refuses_the_pre_flight() -> None:
+    """pending_hints lists closed hint files only: a file in a node's hints directory that
+    is not delivered refuses the rollout before any node, naming the node holding it."""
+    cluster = cql_cluster([HOSTS["cass1"]])
+    try:
+        cass2_id = cluster.connect().execute(
+            "SELECT host_id FROM system.peers_v2 WHERE peer = %s", [HOSTS["cass2"]]).one().host_id
+    finally:
+        cluster.shutdown()
+    # Written behind Cassandra's back, it is in no hints store: never delivered nor listed.
+    held = LAB / "cass1" / "hints" / f"{cass2_id}-1795700000000-2.hints"
+    held.touch()
+    try:
+        run = run_playbook("playbooks/rolling_restart.yml", "--check",
+                           "-e", "kairos_sync_timeout=3")
+    finally:
+        held.unlink()
+    print(f"\nrolling_restart.yml --check with a held hint file rc={run.rc} in {run.seconds:.1f} s")
+    assert run.rc != 0
+    assert ("pre-flight refused, nothing was touched: cass1: node cass2, cass3 not caught up"
+            in run.output), run.output[-4000:]
+    assert "1 hint file(s) for cass2, cass3" in run.output
+    assert not (REPO / ".kairos" / "lab-cassandra.lock").exists()
