@@ -16,6 +16,7 @@ import re
 import socket
 import uuid
 from collections import namedtuple
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -275,13 +276,18 @@ def test_node_gate_names_every_unmet_condition(tmp_path: Path) -> None:
 HOST_ID = "9abbe137-7e2c-48ab-9b43-88c091e8600e"
 
 
-@pytest.fixture
-def live_peer() -> Any:
-    """The peer's storage port, answering (the peer's Cassandra is alive)."""
+def listening_port(address: str) -> Iterator[int]:
+    """A port on ``address`` that accepts connections, as a running node's does."""
     with socket.socket() as listener:
-        listener.bind(("127.0.0.2", 0))
+        listener.bind((address, 0))
         listener.listen()
         yield listener.getsockname()[1]
+
+
+@pytest.fixture
+def live_peer() -> Iterator[int]:
+    """The peer's storage port, answering (the peer's Cassandra is alive)."""
+    yield from listening_port("127.0.0.2")
 
 
 def hints_gate(tmp_path: Path, peer_port: int, **extra: Any) -> dict[str, Any]:
@@ -317,12 +323,9 @@ def test_hints_gate_fails_fast_when_the_peer_itself_dies(nodetool: Any, tmp_path
 
 
 @pytest.fixture
-def jmx_port() -> Any:
+def jmx_port() -> Iterator[int]:
     """A port that accepts connections, as a running node's JMX port does."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        yield listener.getsockname()[1]
+    yield from listening_port("127.0.0.1")
 
 
 def test_node_gate_up_normal_alone_runs_one_nodetool_call(nodetool: Any) -> None:
