@@ -371,7 +371,11 @@ def test_a_hint_file_a_node_still_holds_refuses_the_pre_flight() -> None:
         held.unlink()
     print(f"\nrolling_restart.yml --check with a held hint file rc={run.rc} in {run.seconds:.1f} s")
     assert run.rc != 0
+    preflight = run.output[run.output.find("Wait until no node holds hints"):][:3000]
     assert ("pre-flight refused, nothing was touched: cass1: node cass2, cass3 not caught up"
-            in run.output), run.output[-4000:]
+            in run.output), preflight
     assert "1 hint file(s) for cass2, cass3" in run.output
+    # The refusal of one node stops every node: no batch begins, not even in check mode.
+    assert "TASK [cassandra : Drain the node]" not in run.output, run.output[-4000:]
+    assert run.output.count("pre-flight refused, nothing was touched") >= 3  # each node's
     assert not (REPO / ".kairos" / "lab-cassandra.lock").exists()
