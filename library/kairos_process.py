@@ -63,6 +63,35 @@ options:
     description: Seconds to wait for I(ready_port).
     type: int
     default: 120
+  envelope:
+    description:
+      - The process's resource envelope (docs/envelopes.md), held by cgroups nested under
+        the starter's own. The process joins it before it execs, at every start and restart,
+        so all its memory, page cache included, is charged there. The limits are set again
+        at every run, live on a running process.
+      - Where cgroups cannot be used, the process runs without one and I(envelope.applied)
+        says why; a limit the kernel refuses fails the task.
+    type: dict
+    suboptions:
+      name:
+        description: The envelope's name, unique on the machine (the lab uses cluster-host).
+        type: str
+        required: true
+      cpu:
+        description: CPU quota in cores (0.5 is half a core).
+        type: float
+      memory:
+        description: Memory cap, page cache included, as bytes or a size such as C(1536M).
+        type: str
+      read_iops:
+        description: Read operations per second on the disk holding I(device_path).
+        type: int
+      read_bps:
+        description: Read bytes per second on that disk, as bytes or a size such as C(64M).
+        type: str
+      device_path:
+        description: A path on the disk whose reads are capped (default I(chdir)).
+        type: path
 """
 
 EXAMPLES = r"""
@@ -107,6 +136,13 @@ files_changed:
   returned: state restarted
   type: list
   elements: str
+envelope:
+  description:
+    - The envelope read back from the kernel after the start - C(applied), C(limits),
+      C(usage) (see kairos_envelope), C(pids) and C(inside) (the process is in it) - or
+      C(applied=false) with the C(reason) it could not be used.
+  returned: when envelope is set, not in check mode, and the state is started or restarted
+  type: dict
 """
 
 import os
@@ -114,6 +150,7 @@ import signal
 import subprocess
 import time
 
+from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_files import FILES_ARG, bad_modes, changes, write
 from ansible.module_utils.kairos_net import accepts_connections
@@ -145,8 +182,9 @@ def is_ours(pid, match):
     return state != "Z" and match in cmdline
 
 
-def start(module, pidfile, match, progress=None):
-    """Launch the process: (its pid, the monotonic moment of its launch)."""
+def start(module, pidfile, match, progress=None, envelope=None):
+    """Launch the process: (its pid, the monotonic moment of its launch). ``envelope``: the
+    cgroup dirs the child joins before it execs the command."""
     progress = progress or {}
     params = module.params
     if not params["command"]:
@@ -169,6 +207,7 @@ def start(module, pidfile, match, progress=None):
             env=env,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=(lambda: cgroup.join(envelope)) if envelope else None,
         )
     with open(pidfile, "w", encoding="ascii") as handle:
         handle.write(f"{proc.pid}\n")
@@ -257,6 +296,41 @@ def stop(module, pid, match):
     return None
 
 
+def prepare_envelope(module):
+    """Make the envelope (limits set) before a start: (its cgroup dirs or None, the result
+    to report when it cannot be used). Fails the task on a limit the kernel refuses."""
+    spec = module.params["envelope"]
+    if not spec or module.check_mode:
+        return None, None
+    kind, folders = cgroup.layout()
+    if kind is None:
+        return None, {"applied": False, "reason": folders}
+    limits = {k: spec.get(k) for k in cgroup.LIMIT_KEYS}
+    try:
+        limits = cgroup.check_limits(limits)
+        device = None
+        if limits["read_iops"] or limits["read_bps"]:
+            device = cgroup.block_device(spec.get("device_path") or module.params["chdir"] or "/")
+        return cgroup.apply(kind, folders, spec["name"], limits, device), None
+    except cgroup.EnvelopeError as exc:
+        module.fail_json(msg=f"envelope {spec['name']}: {exc}")
+    return None, None
+
+
+def envelope_result(module, dirs, unusable, pid):
+    """The envelope as read back after the start, and whether the process is inside it."""
+    if unusable is not None or dirs is None:
+        return unusable
+    kind, folders = cgroup.layout()
+    state = cgroup.read(kind, folders, module.params["envelope"]["name"]) or {}
+    inside = bool(pid) and pid in state.get("pids", [])
+    if not inside:
+        module.fail_json(msg=f"process {pid} is not inside its envelope "
+                         f"{module.params['envelope']['name']}: it was started without it; "
+                         "stop it and start it again (make lab-down lab-up)", pid=pid)
+    return {"applied": True, "inside": inside, **state}
+
+
 def restart(module, pidfile, match, running, pid):
     """Stop, write the files, start and wait: the result of state=restarted."""
     bad = bad_modes(module.params["files"])
@@ -279,10 +353,13 @@ def restart(module, pidfile, match, running, pid):
         except OSError as exc:
             module.fail_json(msg=f"cannot write {item['path']}: {exc}", **result)
     result["files_written"] = True
-    pid, launched = start(module, pidfile, match, result)
+    dirs, unusable = prepare_envelope(module)
+    pid, launched = start(module, pidfile, match, result, envelope=dirs)
     if module.params["ready_port"]:
         result["ready_seconds"] = wait_ready(module, pid, match, result, child=True,
                                              launched=launched)
+    if module.params["envelope"]:
+        result["envelope"] = envelope_result(module, dirs, unusable, pid)
     module.exit_json(pid=pid, **result)
 
 
@@ -300,6 +377,14 @@ def main():
             ready_port=dict(type="int"),
             ready_host=dict(type="str", default="127.0.0.1"),
             ready_timeout=dict(type="int", default=120),
+            envelope=dict(type="dict", options=dict(
+                name=dict(type="str", required=True),
+                cpu=dict(type="float"),
+                memory=dict(type="str"),
+                read_iops=dict(type="int"),
+                read_bps=dict(type="str"),
+                device_path=dict(type="path"),
+            )),
             **FILES_ARG,
         ),
         supports_check_mode=True,
@@ -315,12 +400,16 @@ def main():
     if module.params["state"] == "started":
         result = {"changed": not running, "was_running": running}
         launched = None
+        # A running process's envelope gets its limits set again, live.
+        dirs, unusable = prepare_envelope(module)
         if not running:
-            pid, launched = start(module, pidfile, match)
+            pid, launched = start(module, pidfile, match, envelope=dirs)
             pid = pid or 0  # check mode: nothing was launched
         if module.params["ready_port"] and not module.check_mode:
             result["ready_seconds"] = wait_ready(module, pid, match, child=not running,
                                                  launched=launched)
+        if module.params["envelope"] and not module.check_mode:
+            result["envelope"] = envelope_result(module, dirs, unusable, pid)
         module.exit_json(pid=pid, **result)
 
     if not running:
