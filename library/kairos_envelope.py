@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: kairos_envelope
-short_description: Read back or remove a resource envelope (cgroups) that kairos_process made
+short_description: Make, read back or remove a resource envelope (cgroups)
 description:
   - A lab node's envelope caps its CPU, memory (page cache included) and read I/O, like the
     machine it stands in for (docs/envelopes.md). kairos_process makes it and starts the node
@@ -15,6 +15,9 @@ description:
     I(sample_seconds), the CPU used in cores, the read IOPS and the throttled share.
   - C(probe) says whether envelopes can be made on this machine, and if not, why.
   - C(absent) removes the envelope's groups; it fails while a process is still inside.
+  - C(present) makes an envelope with I(limits) that no process joins yet, and returns its
+    I(groups): the lab's load client and control host join theirs by writing their pid to
+    each group's C(cgroup.procs) (planner/envelope.py).
 extends_documentation_fragment: [kairos, kairos.check_only]
 options:
   name:
@@ -23,8 +26,18 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [read, probe, absent]
+    choices: [read, probe, absent, present]
     default: read
+  limits:
+    description:
+      - For C(present) - cpu (cores), cpu_weight (1 to 10000, 100 the default), memory,
+        read_iops, read_bps; a limit left out is lifted.
+    type: dict
+    default: {}
+  device_path:
+    description: For C(present) with read_iops or read_bps, a path on the disk to cap.
+    type: path
+    default: /
   sample_seconds:
     description: For C(read), the window over which rates are measured (0 for none).
     type: float
@@ -57,6 +70,11 @@ reason:
   description: Why envelopes cannot be made here.
   returned: when not usable
   type: str
+groups:
+  description: The envelope's cgroup directories (C(present), C(read)).
+  returned: state present or read, when the envelope exists
+  type: list
+  elements: str
 exists:
   description: Whether the envelope's groups exist (C(read)), or existed (C(absent)).
   returned: state read or absent
@@ -68,7 +86,8 @@ limits:
   type: dict
 usage:
   description: Counters - memory_bytes, memory_peak_bytes, page_cache_bytes, rss_bytes,
-    oom_kills, throttled_periods, throttled_seconds, read_ios, read_bytes, cpu_seconds.
+    oom_kills, limit_hits (times the usage met the memory limit), throttled_periods,
+    throttled_seconds, read_ios, read_bytes, cpu_seconds.
   returned: state read, when the envelope exists
   type: dict
 rates:
@@ -95,14 +114,25 @@ from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.basic import AnsibleModule
 
 
+def _differ(held, wanted):
+    """Whether the kernel's limits differ from the wanted ones (None: not capped)."""
+    return any(held.get(k) != wanted.get(k) for k in ("cpu", "memory", "read_iops", "read_bps")) \
+        or (held.get("cpu_weight") or cgroup.DEFAULT_CPU_WEIGHT) != (
+            wanted.get("cpu_weight") or cgroup.DEFAULT_CPU_WEIGHT)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str"),
-            state=dict(type="str", choices=["read", "probe", "absent"], default="read"),
+            state=dict(type="str", choices=["read", "probe", "absent", "present"],
+                       default="read"),
+            limits=dict(type="dict", default={}),
+            device_path=dict(type="path", default="/"),
             sample_seconds=dict(type="float", default=1.0),
         ),
-        required_if=[("state", "read", ["name"]), ("state", "absent", ["name"])],
+        required_if=[("state", "read", ["name"]), ("state", "absent", ["name"]),
+                     ("state", "present", ["name"])],
         supports_check_mode=True,
     )
     params = module.params
@@ -112,6 +142,22 @@ def main():
         module.exit_json(changed=False, usable=False, reason=folders, exists=False)
     if params["state"] == "probe":
         module.exit_json(changed=False, usable=True, cgroup=kind)
+    if params["state"] == "present":
+        before = cgroup.read(kind, folders, params["name"])
+        try:
+            limits = cgroup.check_limits(params["limits"])
+            if module.check_mode:
+                module.exit_json(changed=before is None or _differ(before["limits"], limits),
+                                 usable=True, cgroup=kind, exists=before is not None)
+            device = (cgroup.block_device(params["device_path"])
+                      if limits["read_iops"] or limits["read_bps"] else None)
+            dirs = cgroup.apply(kind, folders, params["name"], limits, device)
+        except cgroup.EnvelopeError as exc:
+            module.fail_json(msg=f"envelope {params['name']}: {exc}")
+        after = cgroup.read(kind, folders, params["name"])
+        module.exit_json(changed=before is None or before["limits"] != after["limits"],
+                         usable=True, cgroup=kind, exists=True, groups=sorted(dirs.values()),
+                         limits=after["limits"], summary=cgroup.describe(after["limits"]))
     if params["state"] == "absent":
         exists = cgroup.read(kind, folders, params["name"]) is not None
         if exists and not module.check_mode:

@@ -80,6 +80,9 @@ options:
       cpu:
         description: CPU quota in cores (0.5 is half a core).
         type: float
+      cpu_weight:
+        description: CPU weight under contention, 1 to 10000 (100, the default, is 1024 v1 shares).
+        type: int
       memory:
         description: Memory cap, page cache included, as bytes or a size such as C(1536M).
         type: str
@@ -380,6 +383,7 @@ def main():
             envelope=dict(type="dict", options=dict(
                 name=dict(type="str", required=True),
                 cpu=dict(type="float"),
+                cpu_weight=dict(type="int"),
                 memory=dict(type="str"),
                 read_iops=dict(type="int"),
                 read_bps=dict(type="str"),

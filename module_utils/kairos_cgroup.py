@@ -25,7 +25,9 @@ FOLDER = "kairos"
 CPU_PERIOD_US = 100000
 V1_CONTROLLERS = ("cpu", "memory", "blkio")
 V2_CONTROLLERS = ("cpu", "memory", "io")
-LIMIT_KEYS = ("cpu", "memory", "read_iops", "read_bps")
+LIMIT_KEYS = ("cpu", "cpu_weight", "memory", "read_iops", "read_bps")
+#: cgroup v2's default cpu.weight; v1's cpu.shares is weight * 1024 / 100.
+DEFAULT_CPU_WEIGHT = 100
 
 
 class EnvelopeError(Exception):
@@ -131,6 +133,9 @@ def check_limits(limits):
         if key == "cpu" and number * CPU_PERIOD_US < 1000:
             raise EnvelopeError(f"envelope field cpu: {value!r} cores is below the kernel's "
                                 "1 ms quota minimum (0.01 cores)")
+        if key == "cpu_weight" and number > 10000:
+            raise EnvelopeError(f"envelope field cpu_weight: {value!r} is above 10000 "
+                                "(the scale is 1 to 10000, 100 the default)")
         checked[key] = number
     return checked
 
@@ -160,10 +165,9 @@ def apply(kind, folders, name, limits, device):
         _enable_v2(folders[""])
     for directory in dirs.values():
         _mkdir(directory)
-    if limits.get("read_iops") or limits.get("read_bps"):
-        if device is None:
-            raise EnvelopeError("envelope read_iops/read_bps: the data directory is not on a "
-                                "block device (tmpfs or overlay?), so its reads cannot be capped")
+    if (limits.get("read_iops") or limits.get("read_bps")) and device is None:
+        raise EnvelopeError("envelope read_iops/read_bps: the data directory is not on a "
+                            "block device (tmpfs or overlay?), so its reads cannot be capped")
     if kind == "v1":
         _apply_v1(dirs, limits, device)
     else:
@@ -196,9 +200,11 @@ def _enable_v2(folder):
 
 def _apply_v1(dirs, limits, device):
     cpu = limits.get("cpu")
+    weight = limits.get("cpu_weight") or DEFAULT_CPU_WEIGHT
+    _write(os.path.join(dirs["cpu"], "cpu.shares"), max(2, int(weight * 1024 / 100)))
     _write(os.path.join(dirs["cpu"], "cpu.cfs_period_us"), CPU_PERIOD_US)
     _write(os.path.join(dirs["cpu"], "cpu.cfs_quota_us"),
-           int(round(cpu * CPU_PERIOD_US)) if cpu else -1)
+           round(cpu * CPU_PERIOD_US) if cpu else -1)
     memory = limits.get("memory")
     _write(os.path.join(dirs["memory"], "memory.limit_in_bytes"), int(memory) if memory else -1)
     for key, file in (("read_iops", "blkio.throttle.read_iops_device"),
@@ -214,8 +220,10 @@ def _apply_v1(dirs, limits, device):
 
 def _apply_v2(directory, limits, device):
     cpu = limits.get("cpu")
+    _write(os.path.join(directory, "cpu.weight"), int(limits.get("cpu_weight") or
+                                                      DEFAULT_CPU_WEIGHT))
     _write(os.path.join(directory, "cpu.max"),
-           f"{int(round(cpu * CPU_PERIOD_US))} {CPU_PERIOD_US}" if cpu else f"max {CPU_PERIOD_US}")
+           f"{round(cpu * CPU_PERIOD_US)} {CPU_PERIOD_US}" if cpu else f"max {CPU_PERIOD_US}")
     memory = limits.get("memory")
     _write(os.path.join(directory, "memory.max"), int(memory) if memory else "max")
     if device is not None:
@@ -276,8 +284,10 @@ def read(kind, folders, name):
         bps_rules = _read(os.path.join(dirs["blkio"], "blkio.throttle.read_bps_device"), "")
         serviced = _read(os.path.join(dirs["blkio"], "blkio.throttle.io_serviced"), "")
         served_bytes = _read(os.path.join(dirs["blkio"], "blkio.throttle.io_service_bytes"), "")
+        shares = int(_read(os.path.join(dirs["cpu"], "cpu.shares"), "1024"))
         limits = {
             "cpu": round(quota / period, 3) if quota > 0 else None,
+            "cpu_weight": round(shares * 100 / 1024),
             # The kernel's "no limit" is a page-rounded LONG_MAX.
             "memory": mem_limit if 0 < mem_limit < 1 << 62 else None,
             "read_iops": _first_rule(iops_rules),
@@ -290,6 +300,8 @@ def read(kind, folders, name):
             "page_cache_bytes": mstat.get("total_cache", mstat.get("cache", 0)),
             "rss_bytes": mstat.get("total_rss", mstat.get("rss", 0)),
             "oom_kills": oom.get("oom_kill", 0),
+            # How often the usage met the limit (the kernel then reclaims page cache first).
+            "limit_hits": int(_read(os.path.join(dirs["memory"], "memory.failcnt"), "0")),
             "throttled_periods": cstat.get("nr_throttled", 0),
             "throttled_seconds": round(cstat.get("throttled_time", 0) / 1e9, 3),
             "read_ios": _sum_ops(serviced, "Read"),
@@ -306,6 +318,7 @@ def read(kind, folders, name):
         io_stat = _read(os.path.join(directory, "io.stat"), "") or ""
         limits = {
             "cpu": round(int(cpu_max[0]) / int(cpu_max[1]), 3) if cpu_max[0] != "max" else None,
+            "cpu_weight": int(_read(os.path.join(directory, "cpu.weight"), "100")),
             "memory": int(mem_max) if mem_max and mem_max != "max" else None,
             "read_iops": _io_field(io_max, "riops"),
             "read_bps": _io_field(io_max, "rbps"),
@@ -316,6 +329,7 @@ def read(kind, folders, name):
             "page_cache_bytes": mstat.get("file", 0),
             "rss_bytes": mstat.get("anon", 0),
             "oom_kills": events.get("oom_kill", 0),
+            "limit_hits": events.get("max", 0),
             "throttled_periods": cstat.get("nr_throttled", 0),
             "throttled_seconds": round(cstat.get("throttled_usec", 0) / 1e6, 3),
             "read_ios": sum(_io_field(line, "rios") or 0 for line in io_stat.splitlines()),
@@ -396,6 +410,8 @@ def describe(limits):
     parts = []
     if limits.get("cpu"):
         parts.append(f"{limits['cpu']:g} CPU")
+    if limits.get("cpu_weight") not in (None, DEFAULT_CPU_WEIGHT):
+        parts.append(f"CPU weight {limits['cpu_weight']}")
     if limits.get("memory"):
         parts.append(f"{limits['memory'] / (1 << 30):.2f} GiB".replace(".00 GiB", " GiB"))
     if limits.get("read_iops"):

@@ -20,6 +20,7 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
+from planner import envelope
 from planner.errors import KairosError
 from planner.loadgen_check import LoadResult, aggregate
 from planner.loadgen_clients import _CassandraWorker, _Plan, _RedisWorker
@@ -34,6 +35,8 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     worker: _CassandraWorker | _RedisWorker | None = None
     try:
+        # Before the driver allocates anything: its memory is charged where it runs.
+        envelope.join_from_env()
         if config.engine == "cassandra":
             worker = _CassandraWorker(config, index, tag, stop)
         else:

@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 
+from planner import envelope
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # The lab's random passwords (inventories/local/group_vars/all.yml makes them on first use).
 SECRETS = REPO / ".lab" / "secrets"
+# Where `make lab-up` records the load client's and the control host's envelopes.
+LAB_ENVELOPES = REPO / ".lab" / "envelopes.json"
 CQL_USER = "kairos"
 
 
@@ -136,7 +140,11 @@ def lab_processes() -> list[str]:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[PlaybookRun]:
-    """The running lab. Started once per session; stopped at the end if this session started it."""
+    """The running lab. Started once per session; stopped at the end if this session started it.
+
+    The session runs in the lab's control envelope and its loads in the load envelope
+    (docs/envelopes.md): neither takes the nodes' CPU.
+    """
     started_here = not lab_processes()
     run = run_playbook("playbooks/lab_up.yml")
     print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
@@ -146,7 +154,16 @@ def lab() -> Iterator[PlaybookRun]:
     # The `kairos` commands the tests run log in through the environment, never argv.
     os.environ["KAIROS_CASSANDRA_USERNAME"] = CQL_USER
     os.environ["KAIROS_CASSANDRA_PASSWORD"] = lab_secret("cassandra-cql-password")
-    yield run
+    sides = envelope.lab_envelopes(str(LAB_ENVELOPES))
+    if sides:
+        envelope.join(sides["control"])
+        os.environ[envelope.ENV] = os.pathsep.join(sides["load"])
+    try:
+        yield run
+    finally:
+        if sides:
+            envelope.leave(sides["control"])
+            os.environ.pop(envelope.ENV, None)
     if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
         down = run_playbook("playbooks/lab_down.yml")
         assert down.rc == 0, down.output[-3000:]

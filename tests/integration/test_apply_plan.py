@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 
 from planner.loadgen import BackgroundLoad, LoadResult
@@ -40,6 +41,16 @@ def nodetool(host: str, *args: str) -> str:
     return subprocess.run(
         [str(LAB / host / "bin" / "nodetool"), *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+def node_envelope(host: str) -> dict[str, Any] | None:
+    """The node's envelope as the kernel holds it; None on a machine without envelopes."""
+    kind, folders = cgroup.layout()
+    if kind is None:
+        return None
+    held = cgroup.read(kind, folders, f"lab-{host}")
+    assert held is not None, f"{host} runs without its envelope"
+    return held
 
 
 def up_normal(host: str) -> set[str]:
@@ -225,6 +236,7 @@ def test_restart_change_under_load_loses_nothing(tmp_path: Path) -> None:
     assert len(batches) == expected_batches
     plan, writers = flush_writers_plan(tmp_path / f"restart-{cl}.yml", batches, cl=cl)
     before = pids()
+    envelope_before = {h: node_envelope(h) for h in HOSTS}
     timeline = Timeline()
     with load(cl, timeline) as background:
         time.sleep(3)
@@ -239,6 +251,10 @@ def test_restart_change_under_load_loses_nothing(tmp_path: Path) -> None:
     assert result.lost_acknowledged_writes == 0 and result.verified
     after = pids()
     assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
+    for host in HOSTS:  # each restarted node is back inside its envelope, limits unchanged
+        held = node_envelope(host)
+        assert held is None or (held["pids"] == [after[host]]
+                                and held["limits"] == envelope_before[host]["limits"]), held
     assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)
     timings = state(plan)["steps"]["s1"]["nodes"]
     assert set(timings) == set(HOSTS)
