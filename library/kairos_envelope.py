@@ -11,12 +11,12 @@ description:
   - A lab node's envelope caps its CPU, memory (page cache included) and read I/O, like the
     machine it stands in for (docs/envelopes.md). kairos_process makes it and starts the node
     inside it; this module reads it back from the kernel or removes it.
-  - C(read) returns the limits and counters as the kernel holds them and, over
+  - State C(read) returns the limits and counters as the kernel holds them and, over
     I(sample_seconds), the CPU used in cores, the read IOPS and the throttled share.
-  - C(probe) says whether envelopes can be made on this machine, and if not, why.
-  - C(absent) removes the envelope's groups; it fails while a process is still inside.
-  - C(present) makes an envelope with I(limits) that no process joins yet, and returns its
-    I(groups): the lab's load client and control host join theirs by writing their pid to
+  - State C(probe) says whether envelopes can be made on this machine, and if not, why.
+  - State C(absent) removes the envelope's groups; it fails while a process is still inside.
+  - State C(present) makes an envelope with I(limits) that no process joins yet, and returns its
+    I(groups); the lab's load client and control host join theirs by writing their pid to
     each group's C(cgroup.procs) (planner/envelope.py).
 extends_documentation_fragment: [kairos, kairos.check_only]
 options:
