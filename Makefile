@@ -64,7 +64,7 @@ lab-down:  ## Stop every lab process by its pid
 	@if [ -x $(ANSIBLE_PLAYBOOK) ]; then $(ANSIBLE_PLAYBOOK) playbooks/lab_down.yml; fi
 	@bash tests/lab_leftovers.sh && echo "lab-down: no lab process left"
 
-lab-status:  ## Show the ring and the Redis cluster
+lab-status:  ## Show the ring, the Redis cluster and each node's envelope (limits and use)
 	$(ANSIBLE_PLAYBOOK) playbooks/lab_status.yml
 
 lint: setup-python  ## ansible-lint (production profile), ruff, mypy

@@ -38,6 +38,12 @@ options:
     description: For C(present) with read_iops or read_bps, a path on the disk to cap.
     type: path
     default: /
+  evict:
+    description:
+      - For C(absent), move the processes still inside to the cgroups the envelope is nested
+        under first, instead of failing. For the side envelopes, which only weigh CPU.
+    type: bool
+    default: false
   sample_seconds:
     description: For C(read), the window over which rates are measured (0 for none).
     type: float
@@ -129,6 +135,7 @@ def main():
                        default="read"),
             limits=dict(type="dict", default={}),
             device_path=dict(type="path", default="/"),
+            evict=dict(type="bool", default=False),
             sample_seconds=dict(type="float", default=1.0),
         ),
         required_if=[("state", "read", ["name"]), ("state", "absent", ["name"]),
@@ -162,7 +169,7 @@ def main():
         exists = cgroup.read(kind, folders, params["name"]) is not None
         if exists and not module.check_mode:
             try:
-                cgroup.remove(kind, folders, params["name"])
+                cgroup.remove(kind, folders, params["name"], evict=params["evict"])
             except cgroup.EnvelopeError as exc:
                 module.fail_json(msg=f"envelope {params['name']}: {exc}")
         module.exit_json(changed=exists, usable=True, cgroup=kind, exists=exists)

@@ -385,11 +385,21 @@ def rates(kind, folders, name, seconds):
     return second
 
 
-def remove(kind, folders, name, timeout=10.0):
+def remove(kind, folders, name, timeout=10.0, evict=False):
     """Remove the envelope's groups once no process is left in them. Returns whether they
-    existed. Raises EnvelopeError while a process is still inside."""
+    existed. Raises EnvelopeError while a process is still inside; with ``evict``, moves
+    the processes still inside to the groups the envelope is nested under first (for an
+    envelope that only weighs CPU, such as the load client's)."""
     dirs = group_dirs(kind, folders, name)
     existed = any(os.path.isdir(d) for d in dirs.values())
+    if evict:
+        for controller, directory in dirs.items():
+            parent = os.path.dirname(folders[controller])
+            for pid in pids({"": directory}) if os.path.isdir(directory) else []:
+                try:
+                    join({"": parent}, pid)
+                except EnvelopeError:
+                    pass  # exited meanwhile: the rmdir below tells if it is still there
     deadline = time.monotonic() + timeout
     for directory in dirs.values():
         while os.path.isdir(directory):
