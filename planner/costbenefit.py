@@ -100,6 +100,10 @@ class ReconfigModel:
     batch_seconds
         Seconds each batch is out of service, in batch order (the slowest measured node of
         the batch: its nodes restart together); None: ``restart_seconds`` for every batch.
+    warmup_seconds
+        Seconds of full capacity a rolling restart loses to its nodes coming back cold
+        (JIT, caches), measured by bench/restart_cost.py (planner/restart_impact.py);
+        default 0.
     """
 
     restart_seconds: float
@@ -107,6 +111,7 @@ class ReconfigModel:
     survivor_penalty: float = 0.0
     live_seconds: float = 0.0
     batch_seconds: tuple[float, ...] | None = None
+    warmup_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.restart_seconds) or self.restart_seconds < 0:
@@ -126,6 +131,9 @@ class ReconfigModel:
             )
         if self.live_seconds < 0:
             raise ValidationError(f"live_seconds: must be >= 0, got {self.live_seconds!r}")
+        if not math.isfinite(self.warmup_seconds) or self.warmup_seconds < 0:
+            raise ValidationError(
+                f"warmup_seconds: must be a finite number >= 0, got {self.warmup_seconds!r}")
         if self.batch_seconds is not None:
             bs = tuple(float(x) for x in self.batch_seconds)
             if len(bs) != len(self.batch_fractions) or not all(
@@ -146,6 +154,7 @@ class ReconfigModel:
         survivor_penalty: float = 0.0,
         live_seconds: float = 0.0,
         node_seconds: Mapping[str, float] | None = None,
+        warmup_seconds: float = 0.0,
     ) -> ReconfigModel:
         """Model for host batches of a homogeneous cluster (share = batch size / nodes).
 
@@ -167,6 +176,7 @@ class ReconfigModel:
             survivor_penalty=survivor_penalty,
             live_seconds=live_seconds,
             batch_seconds=per_batch,
+            warmup_seconds=warmup_seconds,
         )
 
     @property
@@ -269,8 +279,8 @@ def transition_costs(
     hw = headroom_weight if served == "work" else 0.0
     n_k = cap.shape[1]
     costs = np.where(rst[None, :, :], _rolling_costs(cap, model, step_seconds, ld, hw), 0.0)
-    extra = np.full((n_k, n_k), model.live_seconds)
-    extra = np.where(rst, 0.0, extra)  # the uniform live cost applies to all-live changes
+    # All-live changes cost live_seconds; a restart, the warm-up of its cold nodes.
+    extra = np.where(rst, model.warmup_seconds, model.live_seconds)
     if change_seconds is not None:
         cs = np.asarray(change_seconds, dtype=float)
         if cs.shape != (n_k, n_k) or np.any(cs < 0):

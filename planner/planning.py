@@ -41,6 +41,7 @@ from planner.costbenefit import (
 )
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
+from planner.restart_impact import RestartImpact, load_restart_impact
 from planner.spaces import change_kind, changes_tables, get_space, row_cache_enabled
 from planner.topology import Ring, load_ring, safe_batches
 
@@ -418,6 +419,10 @@ class PlanRequest:
         A state directory, plan, state file or store whose recorded rollouts give T_r
         per node (:mod:`planner.measured_costs`); ``restart_seconds`` is then the fallback
         until a restart is measured.
+    restart_costs
+        A file bench/restart_cost.py wrote (:mod:`planner.restart_impact`): its measured
+        survivor penalty replaces ``survivor_penalty``, and its warm-up seconds are charged
+        to every restart (none without it).
     headroom_weight
         With ``served="work"``: the weight of the headroom term ``load x (1 - utilisation)``
         below saturation (0: served work only).
@@ -464,6 +469,7 @@ class PlanRequest:
     compaction_seconds: float = DEFAULT_CHANGE_SECONDS["compaction"]
     served: Served = "work"
     restart_seconds_from: PathLike | None = None
+    restart_costs: PathLike | None = None
     headroom_weight: float = DEFAULT_HEADROOM_WEIGHT
     confidence: float = rk.DEFAULT_CONFIDENCE
     scenarios: int = rk.DEFAULT_SCENARIOS
@@ -735,6 +741,25 @@ def _restarts(req: PlanRequest) -> MeasuredRestarts:
                              engine=req.engine, default=req.restart_seconds)
 
 
+def _impact(req: PlanRequest) -> RestartImpact | None:
+    """The measured restart impact of ``req.restart_costs`` (None when not given)."""
+    return load_restart_impact(req.restart_costs) if req.restart_costs is not None else None
+
+
+def _impact_provenance(req: PlanRequest) -> dict[str, Any]:
+    """The cost model's survivor penalty and warm-up, and where they come from."""
+    impact = _impact(req)
+    if impact is None:
+        return {"survivor_penalty": req.survivor_penalty,
+                "survivor_penalty_source": "given (--survivor-penalty, default 0.05)",
+                "warmup_seconds": 0.0,
+                "warmup_seconds_source": "not measured: no --restart-costs"}
+    where = (f"measured: {req.restart_costs} ({impact.environment.get('command', 'bench')}"
+             f", {impact.environment.get('measured_at', 'undated')})")
+    return {"survivor_penalty": impact.survivor_penalty, "survivor_penalty_source": where,
+            "warmup_seconds": impact.warmup_seconds, "warmup_seconds_source": where}
+
+
 def _switch_costs(
     req: PlanRequest,
     candidates: Sequence[Mapping[str, Any]],
@@ -744,9 +769,12 @@ def _switch_costs(
 ) -> SwitchCosts:
     """The cost model of the request over the candidates (T_r per node when measured)."""
     tr = restarts or _restarts(req)
+    impact = _impact(req)
     reconfig = ReconfigModel.from_batches(
-        batches, restart_seconds=tr.seconds, survivor_penalty=req.survivor_penalty,
+        batches, restart_seconds=tr.seconds,
+        survivor_penalty=impact.survivor_penalty if impact else req.survivor_penalty,
         node_seconds=tr.node_seconds or None,
+        warmup_seconds=impact.warmup_seconds if impact else 0.0,
     )
     change = change_seconds_matrix(
         req.engine, candidates, {"compaction": req.compaction_seconds}
@@ -921,7 +949,7 @@ def _provenance(
                        "live_seconds": 0.0,
                        "live_seconds_source": "live changes take no node out of service",
                        "compaction_seconds": req.compaction_seconds,
-                       "survivor_penalty": req.survivor_penalty, "served": req.served,
+                       **_impact_provenance(req), "served": req.served,
                        "batches": n_batches},
         "objective": objective,
         **({"restart_hold": req.hold_restarts} if req.hold_restarts else {}),

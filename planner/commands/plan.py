@@ -71,7 +71,11 @@ def register(subparsers: Any) -> None:
         f"default {DEFAULT_RESTART_SECONDS:g})",
     )
     p.add_argument("--survivor-penalty", type=inputs.SURVIVOR_PENALTY, default=0.05,
-                   help="capacity the up nodes lose to extra load while a batch is down")
+                   help="capacity the up nodes lose to extra load while a batch is down "
+                   "(assumed; --restart-costs replaces it with a measured one)")
+    p.add_argument("--restart-costs", metavar="FILE",
+                   help="measured restart impact (bench/restart_cost.py --out): its survivor "
+                   "penalty, and its warm-up seconds charged to every restart")
     p.add_argument("--compaction-seconds", type=inputs.DURATION, default=120.0,
                    help="seconds of full throughput a compaction strategy change costs "
                    "(SSTable rewrite; default 120)")
@@ -148,7 +152,8 @@ def request_from_args(args: argparse.Namespace) -> Any:
         tolerate=args.tolerate, aggressive=args.aggressive,
         restart_seconds=args.restart_seconds, survivor_penalty=args.survivor_penalty,
         compaction_seconds=args.compaction_seconds, served=args.served,
-        restart_seconds_from=args.restart_seconds_from, headroom_weight=args.headroom_weight,
+        restart_seconds_from=args.restart_seconds_from, restart_costs=args.restart_costs,
+        headroom_weight=args.headroom_weight,
         confidence=args.confidence, scenarios=args.scenarios, risk=args.risk,
         horizon=args.horizon, forecast_model=args.forecast_model,
         season_length=args.season_length, samples=args.samples,

@@ -66,6 +66,19 @@ def test_survivor_penalty_adds_to_the_cost() -> None:
     assert cost == pytest.approx(10.0 * ((60_000 - a1) + (60_000 - a2) + (60_000 - a3)))
 
 
+def test_a_measured_warm_up_adds_full_capacity_seconds_to_restarts_only() -> None:
+    cold = ReconfigModel(restart_seconds=10.0, batch_fractions=(0.5, 0.5), warmup_seconds=7.0)
+    plain = ReconfigModel(restart_seconds=10.0, batch_fractions=(0.5, 0.5))
+    cap = np.array([[30_000.0, 60_000.0]])
+    with_warmup = transition_costs(cap, restart=RESTART, model=cold, step_seconds=100.0)
+    without = transition_costs(cap, restart=RESTART, model=plain, step_seconds=100.0)
+    # The new configuration's full capacity, for the seconds the cold nodes lose.
+    assert with_warmup[0, 0, 1] - without[0, 0, 1] == pytest.approx(7.0 * 60_000)
+    assert np.all(transition_costs(cap, restart=LIVE, model=cold, step_seconds=100.0) == 0)
+    with pytest.raises(ValidationError, match="warmup_seconds: must be a finite number >= 0"):
+        ReconfigModel(restart_seconds=1.0, batch_fractions=(1.0,), warmup_seconds=-1.0)
+
+
 def test_live_changes_cost_nothing_by_default() -> None:
     model = ReconfigModel(restart_seconds=60.0, batch_fractions=(0.5, 0.5))
     cap = np.array([[40_000.0, 50_000.0]])
