@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What a rolling restart costs on the enveloped lab, measured (a script, not a test).
 
-Under a saturating closed-loop load (``--concurrency`` in flight, no rate limit, ``--cl``),
+Under a saturating closed-loop load (``--processes`` x ``--concurrency`` in flight, no rate
+limit, ``--cl``),
 after ``--warmup`` unmeasured and ``--baseline`` measured seconds, the executor restarts
 every node (playbooks/rolling_restart.yml, batches from the live ring for ``--cl``); the
 load runs on ``--after`` seconds past the last node's return. A watcher polls every node's
@@ -82,7 +83,10 @@ def lab_environment() -> dict[str, Any]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cl", default="QUORUM")
-    p.add_argument("--concurrency", type=int, default=32)
+    # 2 x 128 in flight saturates the enveloped nodes (bench/envelope_probe.py): a loop that
+    # does not would measure its own latency, not the capacity left while a node is down.
+    p.add_argument("--concurrency", type=int, default=128)
+    p.add_argument("--processes", type=int, default=2)
     p.add_argument("--mix", default="read=0.5,update=0.5")
     p.add_argument("--keys", type=int, default=20_000)
     p.add_argument("--warmup", type=float, default=30.0)
@@ -108,6 +112,7 @@ def main() -> int:
     load = BackgroundLoad(
         engine="cassandra", contact_points=list(NODES.values()), cl=args.cl,
         keyspace="kairos_restart_cost", keys=args.keys, mix=mix, concurrency=args.concurrency,
+        processes=args.processes,
         max_seconds=1800, seed=11, on_progress=progress, preload=True,
     )
     watch = PortWatch()
@@ -141,8 +146,8 @@ def main() -> int:
     share = max(len(b) for b in batches) / sum(len(b) for b in batches)
     environment = {
         **lab_environment(),
-        "load": {"cl": args.cl, "concurrency": args.concurrency, "mix": mix, "keys": args.keys,
-                 "closed_loop": True},
+        "load": {"cl": args.cl, "concurrency": args.concurrency, "processes": args.processes,
+                 "mix": mix, "keys": args.keys, "closed_loop": True},
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "bench/restart_cost.py " + " ".join(sys.argv[1:]),
         "rollout_seconds": round(rollout_seconds, 1),
