@@ -15,6 +15,7 @@ inside its own caps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -396,10 +397,9 @@ def remove(kind, folders, name, timeout=10.0, evict=False):
         for controller, directory in dirs.items():
             parent = os.path.dirname(folders[controller])
             for pid in pids({"": directory}) if os.path.isdir(directory) else []:
-                try:
+                # Exited meanwhile: the rmdir below tells if it is still there.
+                with contextlib.suppress(EnvelopeError):
                     join({"": parent}, pid)
-                except EnvelopeError:
-                    pass  # exited meanwhile: the rmdir below tells if it is still there
     deadline = time.monotonic() + timeout
     for directory in dirs.values():
         while os.path.isdir(directory):
