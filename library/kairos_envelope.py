@@ -44,6 +44,10 @@ options:
         under first, instead of failing. For the side envelopes, which only weigh CPU.
     type: bool
     default: false
+  timeout:
+    description: For C(absent), seconds to wait for the processes inside to exit.
+    type: float
+    default: 10.0
   sample_seconds:
     description: For C(read), the window over which rates are measured (0 for none).
     type: float
@@ -136,6 +140,7 @@ def main():
             limits=dict(type="dict", default={}),
             device_path=dict(type="path", default="/"),
             evict=dict(type="bool", default=False),
+            timeout=dict(type="float", default=10.0),
             sample_seconds=dict(type="float", default=1.0),
         ),
         required_if=[("state", "read", ["name"]), ("state", "absent", ["name"]),
@@ -169,7 +174,8 @@ def main():
         exists = cgroup.read(kind, folders, params["name"]) is not None
         if exists and not module.check_mode:
             try:
-                cgroup.remove(kind, folders, params["name"], evict=params["evict"])
+                cgroup.remove(kind, folders, params["name"], timeout=params["timeout"],
+                              evict=params["evict"])
             except cgroup.EnvelopeError as exc:
                 module.fail_json(msg=f"envelope {params['name']}: {exc}")
         module.exit_json(changed=exists, usable=True, cgroup=kind, exists=exists)

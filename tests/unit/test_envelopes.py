@@ -172,3 +172,28 @@ def test_a_side_envelope_is_made_joined_left_and_removed() -> None:
             os.waitpid(child, 0)
     finally:
         assert run_module("kairos_envelope", {"name": label, "state": "absent"})["changed"]
+
+
+@needs_cgroups
+def test_removing_a_side_envelope_with_evict_moves_what_is_left_out_first() -> None:
+    label = name("evict")
+    made = run_module("kairos_envelope", {"name": label, "state": "present",
+                                          "limits": {"cpu_weight": 10}})
+    child = os.fork()
+    if child == 0:  # a load still draining when the lab goes down
+        envelope.join(made["groups"])
+        time.sleep(30)
+        os._exit(0)
+    try:
+        for _ in range(50):
+            if cgroup.read(KIND, FOLDERS, label)["pids"] == [child]:
+                break
+            time.sleep(0.05)
+        with pytest.raises(ModuleFailed, match=r"processes still inside"):
+            run_module("kairos_envelope", {"name": label, "state": "absent", "timeout": 0.5})
+        gone = run_module("kairos_envelope", {"name": label, "state": "absent", "evict": True})
+        assert gone["changed"] is True and cgroup.read(KIND, FOLDERS, label) is None
+        assert os.waitpid(child, os.WNOHANG) == (0, 0), "evicted, not killed"
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
