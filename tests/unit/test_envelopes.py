@@ -7,9 +7,11 @@ Each test makes its own envelope, named after the test and its pid, and removes 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +145,26 @@ def test_a_process_starts_inside_its_envelope_and_the_limits_read_back(tmp_path:
     assert run_module("kairos_envelope", {"name": label, "state": "absent"})["changed"] is False
 
 
+@contextlib.contextmanager
+def joined_child(groups: list[str], label: str) -> Iterator[int]:
+    """A forked child that joins ``groups`` like a load worker and waits; killed after."""
+    child = os.fork()
+    if child == 0:
+        envelope.join(groups)
+        time.sleep(30)
+        os._exit(0)
+    try:
+        for _ in range(50):
+            if cgroup.read(KIND, FOLDERS, label)["pids"] == [child]:
+                break
+            time.sleep(0.05)
+        assert cgroup.read(KIND, FOLDERS, label)["pids"] == [child]
+        yield child
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+
+
 @needs_cgroups
 def test_a_side_envelope_is_made_joined_left_and_removed() -> None:
     label = name("side")
@@ -154,22 +176,9 @@ def test_a_side_envelope_is_made_joined_left_and_removed() -> None:
         again = run_module("kairos_envelope", {"name": label, "state": "present",
                                                "limits": {"cpu_weight": 10}})
         assert again["changed"] is False and again["groups"] == made["groups"]
-        child = os.fork()
-        if child == 0:  # joins like a load worker, then waits to be read
-            envelope.join(made["groups"])
-            time.sleep(30)
-            os._exit(0)
-        try:
-            for _ in range(50):
-                if cgroup.read(KIND, FOLDERS, label)["pids"] == [child]:
-                    break
-                time.sleep(0.05)
-            assert cgroup.read(KIND, FOLDERS, label)["pids"] == [child]
+        with joined_child(made["groups"], label) as child:
             envelope.leave(made["groups"], child)
             assert cgroup.read(KIND, FOLDERS, label)["pids"] == []
-        finally:
-            os.kill(child, 9)
-            os.waitpid(child, 0)
     finally:
         assert run_module("kairos_envelope", {"name": label, "state": "absent"})["changed"]
 
@@ -179,21 +188,9 @@ def test_removing_a_side_envelope_with_evict_moves_what_is_left_out_first() -> N
     label = name("evict")
     made = run_module("kairos_envelope", {"name": label, "state": "present",
                                           "limits": {"cpu_weight": 10}})
-    child = os.fork()
-    if child == 0:  # a load still draining when the lab goes down
-        envelope.join(made["groups"])
-        time.sleep(30)
-        os._exit(0)
-    try:
-        for _ in range(50):
-            if cgroup.read(KIND, FOLDERS, label)["pids"] == [child]:
-                break
-            time.sleep(0.05)
+    with joined_child(made["groups"], label) as child:  # a load draining at lab-down
         with pytest.raises(ModuleFailed, match=r"processes still inside"):
             run_module("kairos_envelope", {"name": label, "state": "absent", "timeout": 0.5})
         gone = run_module("kairos_envelope", {"name": label, "state": "absent", "evict": True})
         assert gone["changed"] is True and cgroup.read(KIND, FOLDERS, label) is None
         assert os.waitpid(child, os.WNOHANG) == (0, 0), "evicted, not killed"
-    finally:
-        os.kill(child, 9)
-        os.waitpid(child, 0)
