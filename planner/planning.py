@@ -746,9 +746,8 @@ def _impact(req: PlanRequest) -> RestartImpact | None:
     return load_restart_impact(req.restart_costs) if req.restart_costs is not None else None
 
 
-def _impact_provenance(req: PlanRequest) -> dict[str, Any]:
+def _impact_provenance(req: PlanRequest, impact: RestartImpact | None) -> dict[str, Any]:
     """The cost model's survivor penalty and warm-up, and where they come from."""
-    impact = _impact(req)
     if impact is None:
         return {"survivor_penalty": req.survivor_penalty,
                 "survivor_penalty_source": "given (--survivor-penalty, default 0.05)",
@@ -766,10 +765,12 @@ def _switch_costs(
     batches: Sequence[Sequence[str]],
     step_seconds: float,
     restarts: MeasuredRestarts | None = None,
+    impact: RestartImpact | None = None,
 ) -> SwitchCosts:
-    """The cost model of the request over the candidates (T_r per node when measured)."""
+    """The cost model of the request over the candidates (T_r per node when measured; the
+    survivor penalty and warm-up of ``impact``, the request's ``restart_costs`` read once)."""
     tr = restarts or _restarts(req)
-    impact = _impact(req)
+    impact = impact or _impact(req)
     reconfig = ReconfigModel.from_batches(
         batches, restart_seconds=tr.seconds,
         survivor_penalty=impact.survivor_penalty if impact else req.survivor_penalty,
@@ -917,7 +918,7 @@ def _uncertainty(
 def _provenance(
     req: PlanRequest, *, fc: Forecast, source: str, perf: Any, model_file: str,
     decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
-    uncertainty: Mapping[str, Any], utilisation: np.ndarray,
+    impact: RestartImpact | None, uncertainty: Mapping[str, Any], utilisation: np.ndarray,
     batching: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the plan was made from, as the plan file records it.
@@ -949,7 +950,7 @@ def _provenance(
                        "live_seconds": 0.0,
                        "live_seconds_source": "live changes take no node out of service",
                        "compaction_seconds": req.compaction_seconds,
-                       **_impact_provenance(req), "served": req.served,
+                       **_impact_provenance(req, impact), "served": req.served,
                        "batches": n_batches},
         "objective": objective,
         **({"restart_hold": req.hold_restarts} if req.hold_restarts else {}),
@@ -1008,14 +1009,15 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     step = float(fc.step_seconds)
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
-    costs = _switch_costs(request, candidates, batches, step, restarts)
+    impact = _impact(request)
+    costs = _switch_costs(request, candidates, batches, step, restarts, impact)
     decision = _decide(request, fc=fc, perf=perf, candidates=candidates, costs=costs,
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
     pcap, pload = (cap.mean(axis=0), loads.mean(axis=0)) if cap.ndim == 3 else (cap, loads)
     prov = _provenance(
         request, fc=fc, source=source, perf=perf, model_file=model_file,
-        decision=decision, n_batches=len(batches), restarts=restarts,
+        decision=decision, n_batches=len(batches), restarts=restarts, impact=impact,
         uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
                                  candidates=candidates, start=start, step=step),
         utilisation=pload / pcap[:, 0], batching=batching,

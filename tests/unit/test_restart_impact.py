@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.planning import PlanRequest, _impact_provenance
+from planner.planning import PlanRequest, _impact, _impact_provenance
 from planner.restart_impact import load_restart_impact, restart_impact
 
 
@@ -77,10 +77,12 @@ def test_the_file_round_trips_and_the_plan_says_where_its_figures_come_from(
     path = tmp_path / "restart-costs.json"
     path.write_text(json.dumps(impact.to_json()))
     assert load_restart_impact(path) == impact
-    given = _impact_provenance(PlanRequest(restart_costs=path))
+    request = PlanRequest(restart_costs=path)
+    given = _impact_provenance(request, _impact(request))
     assert given["survivor_penalty"] == impact.survivor_penalty == pytest.approx(0.1, abs=1e-3)
     assert given["survivor_penalty_source"].startswith(f"measured: {path} (bench/restart_cost")
-    assert _impact_provenance(PlanRequest())["warmup_seconds_source"].startswith("not measured")
+    assert _impact_provenance(PlanRequest(), None)["warmup_seconds_source"].startswith(
+        "not measured")
 
 
 def test_a_bad_file_is_refused_naming_it_and_the_field(tmp_path: Path) -> None:
