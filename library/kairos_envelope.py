@@ -157,13 +157,12 @@ def main():
     if params["state"] == "present":
         before = cgroup.read(kind, folders, params["name"])
         try:
-            limits = cgroup.check_limits(params["limits"])
             if module.check_mode:
+                limits = cgroup.check_limits(params["limits"])
                 module.exit_json(changed=before is None or _differ(before["limits"], limits),
                                  usable=True, cgroup=kind, exists=before is not None)
-            device = (cgroup.block_device(params["device_path"])
-                      if limits["read_iops"] or limits["read_bps"] else None)
-            dirs = cgroup.apply(kind, folders, params["name"], limits, device)
+            dirs = cgroup.make(kind, folders, params["name"], params["limits"],
+                               params["device_path"])
         except cgroup.EnvelopeError as exc:
             module.fail_json(msg=f"envelope {params['name']}: {exc}")
         after = cgroup.read(kind, folders, params["name"])

@@ -308,13 +308,10 @@ def prepare_envelope(module):
     kind, folders = cgroup.layout()
     if kind is None:
         return None, {"applied": False, "reason": folders}
-    limits = {k: spec.get(k) for k in cgroup.LIMIT_KEYS}
     try:
-        limits = cgroup.check_limits(limits)
-        device = None
-        if limits["read_iops"] or limits["read_bps"]:
-            device = cgroup.block_device(spec.get("device_path") or module.params["chdir"] or "/")
-        return cgroup.apply(kind, folders, spec["name"], limits, device), None
+        return cgroup.make(kind, folders, spec["name"],
+                           {k: spec.get(k) for k in cgroup.LIMIT_KEYS},
+                           spec.get("device_path") or module.params["chdir"]), None
     except cgroup.EnvelopeError as exc:
         module.fail_json(msg=f"envelope {spec['name']}: {exc}")
     return None, None

@@ -152,6 +152,16 @@ def parse_bytes(value):
     return int(text)
 
 
+def make(kind, folders, name, limits, device_path):
+    """Validate ``limits`` and create the envelope ``name`` with them (idempotent); the
+    read caps apply to the disk holding ``device_path``. Returns {controller: group dir}.
+    Raises EnvelopeError, naming the field or the file."""
+    checked = check_limits(limits)
+    device = (block_device(device_path or "/")
+              if checked["read_iops"] or checked["read_bps"] else None)
+    return apply(kind, folders, name, checked, device)
+
+
 def group_dirs(kind, folders, name):
     return {c: os.path.join(f, name) for c, f in folders.items()}
 
@@ -412,6 +422,10 @@ def remove(kind, folders, name, timeout=10.0, evict=False):
                         f"cannot remove {directory}: {exc.strerror or exc}"
                         + (f" (processes still inside: {left})" if left else "")) from exc
                 time.sleep(0.2)
+    # The last envelope out removes the Kairos folder too; another one still in it keeps it.
+    for folder in folders.values():
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
     return existed
 
 
