@@ -54,10 +54,7 @@ def main() -> int:
     secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
     os.environ.setdefault("KAIROS_CASSANDRA_USERNAME", "kairos")
     os.environ.setdefault("KAIROS_CASSANDRA_PASSWORD", secret.read_text().strip())
-    sides = envelope.lab_envelopes(str(REPO / ".lab" / "envelopes.json"))
-    if sides:
-        envelope.join(sides["control"])
-        os.environ[envelope.ENV] = os.pathsep.join(sides["load"])
+    envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))
     mix = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
     served: list[tuple[float, int]] = []
     load = BackgroundLoad(

@@ -100,10 +100,8 @@ def main() -> int:
     if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
         os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
         os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
-    sides = envelope.lab_envelopes(str(REPO / ".lab" / "envelopes.json"))
-    if sides:  # this script is the control host, its load the application's machines
-        envelope.join(sides["control"])
-        os.environ[envelope.ENV] = os.pathsep.join(sides["load"])
+    # This script is the control host, its load the application's machines.
+    envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))
     points: list[tuple[float, float]] = []
 
     def progress(_elapsed: float, ops: int, failures: int) -> None:

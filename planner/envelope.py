@@ -58,6 +58,24 @@ def leave(dirs: list[str], pid: int = 0) -> None:
     join([d.rsplit(f"{os.sep}kairos{os.sep}", 1)[0] for d in dirs], pid)
 
 
+def enter_lab(path: str, pid: int = 0) -> dict[str, list[str]]:
+    """Run as the lab's control host: move ``pid`` (0: this process) into the control
+    envelope and name the load envelope in ``KAIROS_LOAD_CGROUPS`` for the loads started
+    from here. Returns the lab's side envelopes (empty, and nothing done, without them)."""
+    sides = lab_envelopes(path)
+    if sides:
+        join(sides["control"], pid)
+        os.environ[ENV] = os.pathsep.join(sides["load"])
+    return sides
+
+
+def leave_lab(sides: dict[str, list[str]], pid: int = 0) -> None:
+    """Undo :func:`enter_lab`, so that ``make lab-down`` can remove the envelopes."""
+    if sides:
+        leave(sides["control"], pid)
+        os.environ.pop(ENV, None)
+
+
 def lab_envelopes(path: str) -> dict[str, list[str]]:
     """The lab's side envelopes, {"load": dirs, "control": dirs}, from the file ``make
     lab-up`` writes; empty when there is none (a lab without envelopes)."""

@@ -35,8 +35,7 @@ say() { printf '\n[demo %4ds] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 cleanup() {
   # Only the processes this script started, by their pid (never the lab).
   for pid in "${LOADS[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
-  # Out of the control envelope, so that `make lab-down` can remove it.
-  if declare -F envelope >/dev/null; then envelope leave control || true; fi
+  if declare -F leave_lab >/dev/null; then leave_lab || true; fi
 }
 trap cleanup EXIT
 
@@ -95,15 +94,13 @@ export KAIROS_CASSANDRA_PASSWORD
 # The demo is the control host and its loads the application's machines: each in its own
 # envelope, so neither takes the nodes' CPU (docs/envelopes.md). Without envelopes, nothing.
 ENVELOPES=.lab/envelopes.json
-envelope() {  # envelope join|leave SIDE: move this script's shell into or out of an envelope
-  python -c 'import sys; from planner import envelope as e
-dirs = e.lab_envelopes(sys.argv[3]).get(sys.argv[2])
-if dirs: (e.join if sys.argv[1] == "join" else e.leave)(dirs, int(sys.argv[4]))' "$1" "$2" "$ENVELOPES" "$$"
-}
-envelope join control
 KAIROS_LOAD_CGROUPS="$(python -c 'import os, sys; from planner import envelope as e
-print(os.pathsep.join(e.lab_envelopes(sys.argv[1]).get("load", [])))' "$ENVELOPES")"
+e.enter_lab(sys.argv[1], int(sys.argv[2])); print(os.environ.get(e.ENV, ""))' "$ENVELOPES" "$$")"
 export KAIROS_LOAD_CGROUPS
+leave_lab() {  # out of the control envelope, so that `make lab-down` can remove it
+  python -c 'import sys; from planner import envelope as e
+e.leave_lab(e.lab_envelopes(sys.argv[1]), int(sys.argv[2]))' "$ENVELOPES" "$$"
+}
 
 rm -rf "$DEMO" && mkdir -p "$DEMO"
 cat > "$DEMO/current.yml" <<'EOF'

@@ -154,16 +154,11 @@ def lab() -> Iterator[PlaybookRun]:
     # The `kairos` commands the tests run log in through the environment, never argv.
     os.environ["KAIROS_CASSANDRA_USERNAME"] = CQL_USER
     os.environ["KAIROS_CASSANDRA_PASSWORD"] = lab_secret("cassandra-cql-password")
-    sides = envelope.lab_envelopes(str(LAB_ENVELOPES))
-    if sides:
-        envelope.join(sides["control"])
-        os.environ[envelope.ENV] = os.pathsep.join(sides["load"])
+    sides = envelope.enter_lab(str(LAB_ENVELOPES))
     try:
         yield run
     finally:
-        if sides:
-            envelope.leave(sides["control"])
-            os.environ.pop(envelope.ENV, None)
+        envelope.leave_lab(sides)
     if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
         down = run_playbook("playbooks/lab_down.yml")
         assert down.rc == 0, down.output[-3000:]

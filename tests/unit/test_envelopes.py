@@ -8,6 +8,7 @@ Each test makes its own envelope, named after the test and its pid, and removes 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -194,3 +195,30 @@ def test_removing_a_side_envelope_with_evict_moves_what_is_left_out_first() -> N
         gone = run_module("kairos_envelope", {"name": label, "state": "absent", "evict": True})
         assert gone["changed"] is True and cgroup.read(KIND, FOLDERS, label) is None
         assert os.waitpid(child, os.WNOHANG) == (0, 0), "evicted, not killed"
+
+
+@needs_cgroups
+def test_entering_the_lab_joins_control_and_names_the_load_envelope(tmp_path: Path) -> None:
+    sides = {side: run_module("kairos_envelope", {"name": name(side), "state": "present",
+                                                  "limits": {"cpu_weight": 10}})["groups"]
+             for side in ("control", "load")}
+    path = tmp_path / "envelopes.json"
+    path.write_text(json.dumps(sides))
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        assert envelope.enter_lab(str(path), child) == sides
+        assert cgroup.read(KIND, FOLDERS, name("control"))["pids"] == [child]
+        assert envelope.cgroup_dirs() == sides["load"]
+        envelope.leave_lab(sides, child)
+        assert cgroup.read(KIND, FOLDERS, name("control"))["pids"] == []
+        assert envelope.ENV not in os.environ
+        assert envelope.enter_lab(str(tmp_path / "none.json")) == {}  # a lab without them
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        os.environ.pop(envelope.ENV, None)
+        for side in sides:
+            run_module("kairos_envelope", {"name": name(side), "state": "absent"})
