@@ -39,7 +39,6 @@ import contextlib
 import csv
 import json
 import shlex
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -52,7 +51,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from planner import payoff as po  # noqa: E402
-from planner.errors import KairosError, ValidationError  # noqa: E402
+from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
 from planner.spaces import get_space  # noqa: E402
 from planner.workload import classes_for  # noqa: E402
 
@@ -436,11 +435,6 @@ def write_outputs(out: Path, results: dict[str, Any]) -> None:
     (out / "payoff.html").write_text(po.render_html(results))
 
 
-def _interrupt(_signum: int, _frame: Any) -> None:
-    """SIGTERM unwinds like Ctrl-C: the load is stopped, the default restored."""
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -473,11 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "order": [{"shape": s, "repetition": r, "policy": p} for s, r, p in setup.order],
         "runs": [],
     }
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    # SIGTERM unwinds like Ctrl-C: the load is stopped, the default restored.
+    with sigterm_as_interrupt():
         return _experiment(args, setup, out, results)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _experiment(args: argparse.Namespace, setup: Setup, out: Path,

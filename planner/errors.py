@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+from typing import Any
+
 
 class KairosError(Exception):
     """Base class: a problem a person can fix, with a message that names it."""
@@ -21,3 +26,23 @@ def at_least(owner: object, **minimums: float) -> None:
         value = getattr(owner, name)
         if value is not None and value < minimum:
             raise ValidationError(f"{name}: must be >= {minimum}, got {value}")
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the block SIGTERM unwinds like Ctrl-C (KeyboardInterrupt).
+
+    A long command that `kill` or a service manager stops then stops the load it started and
+    restores what it changed, as on Ctrl-C; unhandled, SIGTERM ends the process at once and
+    leaves its load workers running. A background job of a non-interactive shell ignores
+    SIGINT, so SIGTERM is what stops it.
+    """
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner import inputs
 from planner.commands.load import CLS
+from planner.errors import sigterm_as_interrupt
 
 if TYPE_CHECKING:  # the modules themselves load only when the command runs
     from planner.calibrate import Budget, CalibrationState
@@ -249,6 +250,8 @@ def _effect_lines(fit: dict[str, Any]) -> list[str]:
 
 
 def _summary(report: dict[str, Any]) -> str:
+    from planner.calibrate_importance import importance_lines
+
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.1%}"
 
@@ -266,6 +269,7 @@ def _summary(report: dict[str, Any]) -> str:
             f"{pct(fit['baseline_heldout_mape'])}"
         )
         lines.extend(_effect_lines(fit))
+        lines.extend(importance_lines(fit))
         if fit.get("repeat_spread") is not None:
             lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
     drift_all = report.get("sweep_drift")
@@ -305,7 +309,9 @@ def run_command(args: argparse.Namespace) -> int:
     # Everything is checked here, before any node is touched.
     run = _checked_run(args)
     state = _open_state(args, run, paths)
-    return _calibrate(args, run, state, paths)
+    # `kill` stops it as Ctrl-C does: the load stopped, everything measured kept.
+    with sigterm_as_interrupt():
+        return _calibrate(args, run, state, paths)
 
 
 @dataclasses.dataclass(frozen=True)
