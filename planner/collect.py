@@ -56,6 +56,14 @@ mostly did not (bench/saturation.sh). Redis: the worst p99 of the class's comman
 ``INFO latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible),
 and the main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation``
 (Redis serves commands on one thread: near 1 it is saturated).
+
+Resource use
+------------
+The collectors ask the nodes' servers, which cannot say what the machine gave them. Each
+node's CPU (throttled time included), memory and page cache, and read I/O are read from its
+envelope on its own host (kairos_envelope, delegated by playbooks/tasks/collect_resources.yml)
+and handed to ``kairos collect --resources``, which adds them to the node's sample
+(:mod:`planner.collect_resources`).
 """
 
 from __future__ import annotations
@@ -71,6 +79,8 @@ from typing import Any
 from planner.errors import KairosError, ValidationError
 from planner.store import CounterSample
 
+#: Each engine's client port, for a node given without one.
+DEFAULT_PORTS: dict[str, int] = {"cassandra": 9042, "redis": 6379}
 #: Environment variables read (in order) for the Redis password.
 REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
 CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
@@ -365,7 +375,7 @@ def collect_redis(
     """One round over Redis nodes (``[name=]address:port``, default port 6379)."""
     import redis
 
-    targets = parse_targets(hosts, default_port=6379)
+    targets = parse_targets(hosts, default_port=DEFAULT_PORTS["redis"])
     secret = password if password is not None else redis_password()
     result = CollectResult("redis", time.time())
     for t in targets:
@@ -482,7 +492,7 @@ def collect_cassandra(
     timeout: float = 10.0,
 ) -> CollectResult:
     """One round over Cassandra nodes (``[name=]address[:port]``, default port 9042)."""
-    targets = parse_targets(hosts, default_port=9042)
+    targets = parse_targets(hosts, default_port=DEFAULT_PORTS["cassandra"])
     ports = {t.port for t in targets}
     if len(ports) != 1:
         raise ValidationError("hosts: Cassandra nodes must share one CQL port")

@@ -91,16 +91,35 @@ RAW_COUNTERS: dict[str, tuple[str, ...]] = {
     # INFO commandstats calls summed per class; "ignored" = connection/introspection plumbing.
     "redis": ("read", "write", "other", "ignored"),
 }
+#: Every engine's per-node resource use, read from the node's envelope where it runs
+#: (``kairos collect --resources``; docs/envelopes.md): CPU seconds (the node's processes)
+#: and throttled seconds (its cgroup), memory in use and the page cache within it, read
+#: I/Os (cumulative except the two memory readings), and the envelope's limits.
+RESOURCE_GAUGES: tuple[str, ...] = (
+    "cpu_seconds", "cpu_throttled_seconds", "memory_bytes", "page_cache_bytes", "read_ios",
+    "cpu_limit_cores", "memory_limit_bytes", "read_iops_limit",
+)
 #: The gauges each collector stores beside its counters (readings, not counts): the p99
-#: latency per class in ms, and a saturation signal (docs/collect-and-report.md).
+#: latency per class in ms, a saturation signal (docs/collect-and-report.md), and the
+#: node's resource use (:data:`RESOURCE_GAUGES`).
 GAUGES: dict[str, tuple[str, ...]] = {
     # p99th_ms of system_views.coordinator_*_latency (a decaying reservoir: the last minutes),
     # the worst of the application's tables; the request stages' pending and blocked tasks.
     "cassandra": ("p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks", "blocked_tasks",
-                  "active_requests"),
+                  "active_requests", *RESOURCE_GAUGES),
     # INFO latencystats (since the start or CONFIG RESETSTAT), the worst command of the
     # class; the main thread's CPU seconds (cumulative: its rate is the thread's utilisation).
-    "redis": ("p99_ms_read", "p99_ms_write", "p99_ms_other", "cpu_main_seconds"),
+    "redis": ("p99_ms_read", "p99_ms_write", "p99_ms_other", "cpu_main_seconds",
+              *RESOURCE_GAUGES),
+}
+#: Cumulative gauges -> the rate per second a node's consecutive samples give
+#: (:meth:`Store.node_gauges`): cores used, throttled seconds per second, read IOPS, and
+#: Redis's main-thread utilisation.
+GAUGE_RATES: dict[str, str] = {
+    "cpu_seconds": "cpu_cores",
+    "cpu_throttled_seconds": "cpu_throttled_share",
+    "read_ios": "read_iops",
+    "cpu_main_seconds": "cpu_main_utilisation",
 }
 
 _SCHEMA = """
@@ -178,6 +197,15 @@ class GaugeRound(NamedTuple):
     """The cluster's gauges at one collection round (:meth:`Store.gauge_rounds`)."""
 
     ts: float
+    values: Mapping[str, float]
+
+
+class NodeGauges(NamedTuple):
+    """One node's gauges at one collection round (:meth:`Store.node_gauges`): its readings,
+    and the rates of its cumulative gauges (:data:`GAUGE_RATES`) where it has them."""
+
+    ts: float
+    node: str
     values: Mapping[str, float]
 
 
@@ -753,6 +781,42 @@ class Store:
                         )
                     previous[node] = (float(ts), instance, float(v))
         return [GaugeRound(ts=t, values=v) for t, v in sorted(rounds.items())]
+
+    def node_gauges(
+        self, engine: str, cluster: str, *, since: float | None = None
+    ) -> list[NodeGauges]:
+        """Each node's gauges per collection round, oldest first, then by node (rounds in
+        which a node gave none are left out).
+
+        Readings are as stored; each cumulative gauge (:data:`GAUGE_RATES`) also gives its
+        rate per second since the node's previous sample that had it: ``cpu_seconds`` ->
+        ``cpu_cores``, ``cpu_throttled_seconds`` -> ``cpu_throttled_share``, ``read_ios`` ->
+        ``read_iops``, ``cpu_main_seconds`` -> ``cpu_main_utilisation``. A rate needs the
+        same instance (a restart starts the process's CPU count again), a later time and a
+        count that did not go down; otherwise the round has the reading and no rate, never
+        a zero. With ``since``, from the round before it (so its first round has rates).
+        """
+        rows = self._db.execute(
+            "SELECT round_ts, node, ts, instance, gauges FROM counter_samples "
+            "WHERE engine = ? AND cluster = ? AND scope = 'node' AND gauges IS NOT NULL "
+            "AND round_ts >= ? ORDER BY round_ts, node",
+            (engine, cluster, self._lower_bound(engine, cluster, since)),
+        )
+        out: list[NodeGauges] = []
+        previous: dict[tuple[str, str], tuple[float, str | None, float]] = {}
+        for round_ts, node, ts, instance, text in rows:
+            values = {k: float(v) for k, v in json.loads(text).items()}
+            for counter, rate in GAUGE_RATES.items():
+                if counter not in values:
+                    continue
+                before = previous.get((node, counter))
+                now = (float(ts), instance, values[counter])
+                if before is not None and before[1] == instance and now[0] > before[0] \
+                        and now[2] >= before[2]:
+                    values[rate] = (now[2] - before[2]) / (now[0] - before[0])
+                previous[(node, counter)] = now
+            out.append(NodeGauges(ts=float(round_ts), node=node, values=values))
+        return out
 
     def _lower_bound(self, engine: str, cluster: str, since: float | None) -> float:
         """The first round to read for ``since``: the last round before it (or -inf)."""

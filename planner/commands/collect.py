@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
         "leaving out intervals where a node restarted without a known start time or its "
         "counters were reset. With --export, write the derived cluster series as a trace "
         "file that `kairos forecast` reads. Redis password: KAIROS_REDIS_PASSWORD or "
-        "REDISCLI_AUTH; Cassandra: KAIROS_CASSANDRA_USERNAME/KAIROS_CASSANDRA_PASSWORD.",
+        "REDISCLI_AUTH; Cassandra: KAIROS_CASSANDRA_USERNAME/KAIROS_CASSANDRA_PASSWORD. "
+        "With --resources, each node's resource use (CPU, throttling, memory and page "
+        "cache, read I/O) read from its envelope is stored with the round.",
     )
     p.add_argument("--engine", required=True, choices=["cassandra", "redis"])
     p.add_argument(
@@ -43,6 +45,11 @@ def register(subparsers: Any) -> None:
         "--per-table", action="store_true", help="Cassandra: keep one sample per table"
     )
     p.add_argument("--keyspaces", help="Cassandra: only these keyspaces (comma-separated)")
+    p.add_argument(
+        "--resources", metavar="FILE",
+        help="JSON {node: kairos_envelope read result}: store each node's resource use with "
+        "this round (one round; playbooks/collect.yml writes it)",
+    )
     p.add_argument("--export", metavar="TRACE", help="write the derived series (.csv or .json)")
     p.add_argument(
         "--since", help="export from: epoch seconds, ISO 8601, or an age like 90m, 6h, 7d"
@@ -108,6 +115,7 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
     from planner import collect as collectors
 
     keyspaces = [k.strip() for k in args.keyspaces.split(",")] if args.keyspaces else None
+    resources = _resources(args)
     rc = 0
     for n in range(args.count):
         if n:
@@ -121,12 +129,20 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
         )
         for node, err in sorted(result.errors.items()):
             print(f"kairos collect: {node}: {err}", file=sys.stderr)
+        if resources is not None and resources.missing:
+            print(f"kairos collect: no resource use for {resources.missing_text()}",
+                  file=sys.stderr)
         if not result.samples:
             print("kairos collect: no node answered this round", file=sys.stderr)
             rc = 1
             continue
+        samples = result.samples
+        if resources is not None:
+            from planner.collect_resources import with_resources
+
+            samples = with_resources(samples, resources)
         added = store.append_counters(
-            args.engine, args.cluster, result.samples, round_ts=result.round_ts
+            args.engine, args.cluster, samples, round_ts=result.round_ts
         )
         stamp = datetime.fromtimestamp(result.round_ts, UTC).isoformat(timespec="seconds")
         line = (
@@ -135,8 +151,41 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
         )
         rounds = store.rounds(args.engine, args.cluster)
         line += _latest_rate(store, args, rounds) + _latest_gauges(store, args, rounds)
+        if resources is not None:
+            line += _latest_resources(store, args, rounds)
         print(line, flush=True)
     return rc
+
+
+def _resources(args: argparse.Namespace) -> Any:
+    """The round's resource file (``--resources``), checked before any node is asked."""
+    if not args.resources:
+        return None
+    from planner import collect as collectors
+    from planner.collect_resources import load_resources
+
+    if args.count != 1:
+        raise ValidationError(
+            f"--resources: one reading of each node, for one round; got --count {args.count}"
+        )
+    if args.per_table:
+        raise ValidationError(
+            "--resources: the resource gauges go on the node's own sample, which --per-table "
+            "does not keep"
+        )
+    port = collectors.DEFAULT_PORTS[args.engine]
+    nodes = [t.name for t in collectors.parse_targets(args.hosts, default_port=port)]
+    return load_resources(args.resources, nodes=nodes)
+
+
+def _latest_resources(store: Any, args: argparse.Namespace, rounds: list[float]) -> str:
+    """Each node's resource use at this round (store.node_gauges), on a line of its own."""
+    from planner.collect_resources import describe
+
+    latest = [g for g in store.node_gauges(args.engine, args.cluster, since=rounds[-1])
+              if g.ts == rounds[-1]]
+    parts = [f"{g.node} {text}" for g in latest if (text := describe(g.values))]
+    return "\n  resources: " + "; ".join(parts) if parts else ""
 
 
 def _latest_gauges(store: Any, args: argparse.Namespace, rounds: list[float]) -> str:

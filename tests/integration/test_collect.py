@@ -5,6 +5,8 @@ commandstats`` exactly as a restart would, but keeps its run_id: the store must 
 interval out. The Cassandra restart is real: one node is stopped and started with the
 role's entry points (drain, stop; converge, start) while a load runs, and its counters
 start again from zero: the store must see a restart, never a negative rate or a spike.
+playbooks/collect.yml also reads each node's envelope where it runs: every Cassandra node's
+resource use is stored with the round.
 """
 
 from __future__ import annotations
@@ -91,6 +93,39 @@ def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
         assert {"p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks",
                 "blocked_tasks"} <= set(g.values), g
         assert all(0 < g.values[f"p99_ms_{c}"] < 10_000 for c in ("read", "write", "scan")), g
+
+
+@pytest.mark.cassandra
+def test_collect_playbook_records_each_nodes_resource_use(lab: object, tmp_path: Path) -> None:
+    """playbooks/collect.yml reads each Cassandra node's envelope on its own host and stores
+    its resource use with the round: over two rounds each node has a CPU rate within its
+    quota, and its page cache stays within its memory cap (the envelope holds it)."""
+    db = tmp_path / "k.db"
+    args = ("-e", f"kairos_store={db}", "-e", '{"kairos_collect_engines": ["cassandra"]}')
+    with _load("cassandra", mix={"read": 0.8, "update": 0.2}, keys=200, rate=60.0,
+               concurrency=4, seed=11, max_seconds=90):  # fmt: skip
+        time.sleep(2)
+        runs = [run_playbook("playbooks/collect.yml", *args, timeout=120)]
+        time.sleep(5)
+        runs.append(run_playbook("playbooks/collect.yml", *args, timeout=120))
+    for run in runs:
+        print(run.output[-3000:])
+        assert run.rc == 0, run.output[-3000:]
+        assert "no resource use" not in run.output  # every lab node has its envelope
+    assert "resources: cass1 " in runs[1].output
+    with Store(db) as store:
+        latest = store.rounds("cassandra", "lab")[-1]
+        nodes = {g.node: g.values for g in store.node_gauges("cassandra", "lab")
+                 if g.ts == latest}
+    print("resources", nodes)
+    assert set(nodes) == {"cass1", "cass2", "cass3"}
+    for node, v in nodes.items():
+        assert v["memory_limit_bytes"] == 1536 * 2**20, (node, v)  # the inventory's envelope
+        # The rate runs over the counters' read times, about a second after the envelope's.
+        assert 0 < v["cpu_cores"] <= v["cpu_limit_cores"] * 1.25, (node, v)
+        assert 0 <= v["page_cache_bytes"] <= v["memory_limit_bytes"], (node, v)
+        assert v["page_cache_bytes"] <= v["memory_bytes"], (node, v)
+        assert v["cpu_throttled_share"] >= 0 and v["read_iops"] >= 0, (node, v)
 
 
 @pytest.mark.cassandra
