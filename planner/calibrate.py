@@ -15,6 +15,8 @@ its seams, each importing only those above it in this list:
 
 - :mod:`planner.calibrate_space`: the grid (parameters over levels) and the mixes.
 - :mod:`planner.calibrate_state`: the state file and the observations CSV.
+- :mod:`planner.calibrate_importance`: the parameters ranked by importance, and which the
+  model keeps.
 - :mod:`planner.calibrate_fit`: the fit, its held-out error, the gains and the drift.
 - :mod:`planner.calibrate_bo`: the Gaussian process and expected improvement of ``bo``.
 - :mod:`planner.calibrate_design`: which configuration to measure next.
@@ -49,6 +51,7 @@ from planner.calibrate_fit import (
     repeat_spread,
     sweep_drift,
 )
+from planner.calibrate_importance import importance_lines, parameter_importance
 from planner.calibrate_runner import Bench, Budget, recheck_original, restore, run_calibration
 from planner.calibrate_space import (
     DEFAULT_MIXES,
@@ -92,11 +95,13 @@ __all__ = [
     "describe_environment",
     "find_ansible_playbook",
     "fit_observations",
+    "importance_lines",
     "leave_one_config_out",
     "make_space",
     "maximin_next",
     "measurement_from_result",
     "observations_frame",
+    "parameter_importance",
     "parse_levels",
     "parse_mixes",
     "parse_setting",

@@ -23,10 +23,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.calibrate_importance import parameter_importance
 from planner.calibrate_space import config_key
 from planner.calibrate_state import CalibrationState, sweep_of
 from planner.errors import ValidationError
 from planner.perfmodel import (
+    LATENCY_COLUMN,
+    LATENCY_TARGET,
     MEASURED_COLUMNS,
     POOLED,
     TARGET,
@@ -140,9 +143,14 @@ def fit_observations(
     selection kept), the in-sample MAPE of the model and of the baseline, all against the
     (configuration, mix) geometric means of the runs; the runs' own spread
     (``repeat_spread``); and every configuration's effect per mix against the first
-    configuration of the rows (the original), with its 95 % interval (``effects``).
+    configuration of the rows (the original), with its 95 % interval (``effects``); and the
+    parameters ranked by importance, each said kept or not (``importance``,
+    ``importance_interactions``: :func:`planner.calibrate_importance.parameter_importance`).
+    With the runs' ``p99_ms`` the model predicts p99 latency too, scored in ``latency``
+    (:func:`latency_report`).
     """
     classes = classes_for(engine)
+    p99 = df[LATENCY_COLUMN] if LATENCY_COLUMN in df.columns else None
     df = df.drop(columns=[c for c in MEASURED_COLUMNS if c in df.columns])
     params = [c for c in df.columns if c not in (*classes, TARGET)]
     report: dict[str, Any] = {
@@ -153,7 +161,8 @@ def fit_observations(
     }
     model_name = name or f"{engine}-calibrated"
     try:
-        model = fit_design(df, engine=engine, design=POOLED, name=model_name)
+        model = fit_design(df if p99 is None else df.assign(**{LATENCY_COLUMN: p99}),
+                           engine=engine, design=POOLED, name=model_name)
     except ValidationError as exc:
         report.update({"candidates": {}, "error": str(exc), "heldout_mape": None})
         return None, report
@@ -185,6 +194,7 @@ def fit_observations(
         baseline_in_sample = _mape(y, _predict_rows(mix_model, means, []))
     fit = model.info["fit"]
     effects = _effects(model, df, params, classes)
+    importance, interactions = parameter_importance(model, df, params=params)
     report.update({
         "design": POOLED,
         "heldout_mape": candidates[POOLED].get("mape"),
@@ -200,9 +210,79 @@ def fit_observations(
         "tau_interval": fit.get("tau_interval", {}),
         "effects": effects,
         "effects_excluding_zero": sum(e["excludes_zero"] for e in effects),
+        "importance": importance,
+        "importance_interactions": interactions,
         "notes": fit["notes"],
     })
+    if p99 is not None:
+        report["latency"] = latency_report(df.assign(**{LATENCY_COLUMN: p99}), model,
+                                           engine=engine, params=params)
     return model, report
+
+
+def _p99_means(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> pd.DataFrame:
+    """One row per (configuration, mix): the geometric mean of its runs' p99 (ms)."""
+    cols = [*classes_for(engine), *params]
+    logged = df.assign(**{LATENCY_COLUMN: np.log(df[LATENCY_COLUMN].astype(float))})
+    means = logged.groupby(cols, sort=False, dropna=False)[LATENCY_COLUMN].mean().reset_index()
+    return means.assign(**{LATENCY_COLUMN: np.exp(means[LATENCY_COLUMN])})
+
+
+def _predict_p99_rows(model: PerformanceModel, df: pd.DataFrame,
+                      params: Sequence[str]) -> np.ndarray:
+    classes = model.classes
+    return np.array([
+        model.predict_p99_matrix([{c: float(row[c]) for c in classes}],
+                                 [{p: _plain(row[p]) for p in params}])[0, 0]
+        for row in df.to_dict("records")])
+
+
+def latency_report(df: pd.DataFrame, model: PerformanceModel, *, engine: str,
+                   params: Sequence[str]) -> dict[str, Any]:
+    """How well the model's p99 (:class:`planner.perfmodel.LatencyTerms`) meets the runs'.
+
+    ``df`` holds ``p99_ms`` beside the rows ``model`` was fitted on. Errors are against each
+    (configuration, mix)'s geometric mean p99, in sample and leave-one-configuration-out
+    (every fold refitted with its p99): the latter includes the throughput's own error,
+    since the predicted p99 is the tail over the predicted throughput. ``fitted`` False
+    (and ``why``) when the model has no latency terms (a p99 missing in some row).
+    """
+    if model.latency is None:
+        why = model.info.get("fit", {}).get("latency") or f"no {LATENCY_COLUMN}"
+        return {"fitted": False, "why": why}
+    means = _p99_means(df, engine=engine, params=params)
+    y = means[LATENCY_COLUMN].to_numpy(dtype=float)
+    keys, mean_keys = _row_keys(df, params), _row_keys(means, params)
+    actual: list[float] = []
+    predicted: list[float] = []
+    skipped: list[str] = []
+    for key in dict.fromkeys(keys):
+        held = np.array([k == key for k in keys])
+        if held.all():
+            skipped.append(f"{key}: no other configuration")
+            continue
+        try:
+            fold = fit_design(df[~held], engine=engine, design=POOLED)
+        except ValidationError as exc:
+            skipped.append(f"{key}: {exc}")
+            continue
+        if fold.latency is None:
+            skipped.append(f"{key}: {fold.info['fit'].get('latency')}")
+            continue
+        test = means[np.array([k == key for k in mean_keys])]
+        actual.extend(test[LATENCY_COLUMN].to_numpy(dtype=float))
+        predicted.extend(_predict_p99_rows(fold, test, params))
+    info = model.latency.info
+    return {
+        "fitted": True,
+        "target": LATENCY_TARGET,
+        "in_sample_mape": _mape(y, _predict_p99_rows(model, means, params)),
+        "heldout_mape": _mape(np.array(actual), np.array(predicted)) if actual else None,
+        "heldout_skipped": skipped,
+        "r_squared": info.get("r_squared"),
+        "sigma": model.latency.sigma,
+        "tau": info.get("tau", {}),
+    }
 
 
 def _effects(model: PerformanceModel, df: pd.DataFrame, params: Sequence[str],

@@ -18,6 +18,15 @@ performance model:
   grows with capacity as utilisation squared: a cluster at 2% utilisation gains nothing
   worth a restart from more capacity, one at 90% nearly as much as at saturation (and
   queueing latency, ~1/(1 - u), is what falls). Weight 0 is ``offered``.
+  With a model that predicts p99 latency, ``"work"`` may also credit it (opt-in,
+  ``latency_weight``, default 0; see :func:`latency_credit`)::
+
+      + latency_weight * load * clip(ln(p99_ref / p99_k), -1, 1)    where load < cap_k
+
+  the offered work times the relative p99 reduction against the configuration running now
+  (``ref``), only where candidate ``k`` is below saturation: where it is saturated, served
+  work is what counts and the term is 0. It is a per-interval credit only: what a restart
+  costs stays the served work and headroom it loses (:func:`transition_costs`).
 * ``costs[t, a, b]``: operations lost when a switch from ``a`` to ``b`` starts at the
   beginning of interval ``t`` (see :func:`transition_costs`).
 
@@ -61,6 +70,7 @@ import numpy as np
 from planner.errors import ValidationError
 
 __all__ = [
+    "LATENCY_LOG_BOUND",
     "SERVED_MODES",
     "Evaluation",
     "PlanningProblem",
@@ -71,6 +81,7 @@ __all__ = [
     "decode",
     "evaluate",
     "evaluate_population",
+    "latency_credit",
     "lockout_matrix",
     "schedule_from_switches",
     "served_matrix",
@@ -79,6 +90,9 @@ __all__ = [
 
 Served = Literal["capacity", "offered", "work"]
 SERVED_MODES = ("capacity", "offered", "work")
+#: Bound on the latency term's log p99 ratio: the term is worth at most the weight times
+#: the offered work (a p99 e times lower or higher), so served work stays the currency.
+LATENCY_LOG_BOUND = 1.0
 
 
 @dataclass(frozen=True)
@@ -204,6 +218,47 @@ def _check_served(served: str, load: np.ndarray | None, headroom_weight: float) 
         raise ValidationError(f"headroom_weight: must be in [0, 1], got {headroom_weight!r}")
 
 
+def _check_latency(
+    latency_weight: float, p99: np.ndarray | None, shape: tuple[int, ...], reference: int
+) -> np.ndarray | None:
+    """The ``(T, K)`` p99 matrix a positive ``latency_weight`` needs (None at weight 0)."""
+    if not (math.isfinite(latency_weight) and 0.0 <= latency_weight <= 1.0):
+        raise ValidationError(f"latency_weight: must be in [0, 1], got {latency_weight!r}")
+    if latency_weight == 0.0:
+        return None
+    if p99 is None:
+        raise ValidationError("latency_weight: a positive weight needs the predicted p99 "
+                              "per interval and candidate")
+    arr = np.asarray(p99, dtype=float)
+    if arr.shape != shape or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValidationError(
+            f"p99: expected {shape} positive finite values (ms), got shape {arr.shape}")
+    if not 0 <= reference < shape[-1]:
+        raise ValidationError(f"reference: {reference} is not a candidate index")
+    return arr
+
+
+def latency_credit(
+    capacity: np.ndarray, load: np.ndarray, p99: np.ndarray, *, reference: int,
+    weight: float,
+) -> np.ndarray:
+    """``(T, K)`` credit for predicted p99 below saturation.
+
+    ``weight * load * clip(ln(p99[:, reference] / p99), -1, 1)`` where ``load < capacity``
+    (the candidate is not saturated), else 0. ``p99[t, k]`` is the model's p99 of candidate
+    ``k`` under interval ``t``'s mix (planner.perfmodel.LatencyTerms: a saturated window's
+    p99, so only its ratio between candidates is used); ``reference`` is the configuration
+    running now, whose term is 0. The log ratio is symmetric (half the p99 earns what twice
+    the p99 loses) and bounded by :data:`LATENCY_LOG_BOUND`, so the term is worth at most
+    ``weight`` times the offered work. ``load`` is ``(T,)``.
+    """
+    cap = np.asarray(capacity, dtype=float)
+    ld = np.asarray(load, dtype=float).reshape(-1, 1)
+    ratio = np.log(p99[:, reference:reference + 1] / p99)
+    gain = np.clip(ratio, -LATENCY_LOG_BOUND, LATENCY_LOG_BOUND)
+    return np.where(ld < cap, weight * ld * gain, 0.0)
+
+
 def credit(x: np.ndarray, load: np.ndarray | None, headroom_weight: float = 0.0) -> np.ndarray:
     """``g(load, x)``: served work plus ``headroom_weight * load * (1 - utilisation)``
     below saturation (see the module docstring); ``load`` None credits ``x``.
@@ -225,15 +280,24 @@ def served_matrix(
     load: np.ndarray | None = None,
     served: Served = "capacity",
     headroom_weight: float = 0.0,
+    p99: np.ndarray | None = None,
+    latency_weight: float = 0.0,
+    reference: int = 0,
 ) -> np.ndarray:
     """Throughput credited per (interval, candidate): capacity, min(load, capacity), or
-    the work served plus the weighted headroom term (``"work"``, see :func:`credit`)."""
+    the work served plus the weighted headroom term (``"work"``, see :func:`credit`) and,
+    with a positive ``latency_weight``, the latency term (:func:`latency_credit` of ``p99``
+    ``(T, K)`` against candidate ``reference``). Weight 0 leaves the credit as it was."""
     cap = np.asarray(capacity, dtype=float)
     _check_served(served, load, headroom_weight)
+    lat = _check_latency(latency_weight, p99, cap.shape, reference)
     if served == "capacity" or load is None:
         return cap
     ld = np.asarray(load, dtype=float)
-    return credit(cap, ld.reshape((*ld.shape, 1)), headroom_weight if served == "work" else 0.0)
+    out = credit(cap, ld.reshape((*ld.shape, 1)), headroom_weight if served == "work" else 0.0)
+    if lat is None or served != "work":
+        return out
+    return out + latency_credit(cap, ld, lat, reference=reference, weight=latency_weight)
 
 
 def transition_costs(

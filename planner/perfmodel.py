@@ -11,8 +11,13 @@ workload under the reference (default) configuration. An *additive* design is th
 case ``gamma_cj = gamma_j`` for every class. Uncertainty comes from the coefficient covariance
 and the residual ``sigma``; predictions are lognormal: ``ops_per_s`` is the median
 ``exp(mu)`` and ``std`` the lognormal standard deviation. :meth:`PerformanceModel.sample_capacity`
-draws plausible coefficient sets (the planner's scenarios for P(gain > cost)). The model
-predicts throughput only (:attr:`PerformanceModel.predicts_latency` is False).
+draws plausible coefficient sets (the planner's scenarios for P(gain > cost)).
+
+When the observations carry the windows' p99 latency (``p99_ms``), the model also fits it
+(:class:`LatencyTerms`: the same features and design on the Little's-law-normalised tail
+``log(p99 x ops/s)``) and :meth:`PerformanceModel.predict` returns a p99 beside the
+throughput (:attr:`PerformanceModel.predicts_latency`); a model without it (the priors,
+files written before) predicts throughput only.
 
 :func:`fit_model` fits the model with statsmodels OLS from observations (a CSV or DataFrame:
 one column per class fraction, any configuration columns, and ``ops_per_s``), choosing between
@@ -48,7 +53,7 @@ from planner.workload import EngineClasses, classes_for, document_head
 MODEL_KIND = "kairos-perfmodel"
 _MODEL_REQUIRED = ("kind", "schema_version", "engine", "name", "version", "model_type",
                    "classes", "features", "coef", "cov", "sigma")
-_MODEL_KEYS = (*_MODEL_REQUIRED, "provenance", "info")
+_MODEL_KEYS = (*_MODEL_REQUIRED, "provenance", "info", "latency")
 #: Bound on |coefficient| (log ops/s): exp(100) ~ 1e43 ops/s is already no real
 #: cluster, and near 709 exp() overflows to inf.
 COEF_BOUND = 100.0
@@ -60,6 +65,11 @@ TARGET = "ops_per_s"
 #: Observation columns measured beside the throughput (latency percentiles of the window);
 #: kept in the CSV as the record, not modelled.
 MEASURED_COLUMNS = ("p50_ms", "p99_ms", "key_cache_hit_ratio", "row_cache_hit_ratio")
+#: The measured column the latency terms are fitted on (:class:`LatencyTerms`).
+LATENCY_COLUMN = "p99_ms"
+#: What the latency coefficients model (written into model.json, checked on load).
+LATENCY_TARGET = "log(p99_seconds * ops_per_s)"
+_LATENCY_KEYS = ("target", "coef", "cov", "sigma", "info")
 #: The partially pooled design: the interaction design with every configuration coefficient
 #: shrunk towards zero by as much as the data say (:func:`_pooled_fit`).
 POOLED = "pooled"
@@ -76,10 +86,14 @@ class Prediction:
         Median prediction (operations per second).
     std : float
         Standard deviation of the (lognormal) predictive distribution.
+    p99_ms : float or None
+        Median p99 latency (milliseconds) of a saturated window at the calibration's
+        concurrency (:class:`LatencyTerms`); None when the model predicts no latency.
     """
 
     ops_per_s: float
     std: float
+    p99_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,100 @@ class Feature:
 
 
 @dataclass(frozen=True, eq=False)
+class LatencyTerms:
+    """The p99 latency part of a fitted model: what a saturated window's tail was.
+
+    A calibration window is a closed loop: the load generator keeps N requests in flight
+    (``--concurrency`` x ``--processes``, the same for every window of a calibration) and
+    drives the cluster to saturation. By Little's law its mean latency is then N / X (X the
+    throughput): most of the latency such a window measures is queueing, set by the
+    throughput the model already predicts. So the latency is not fitted as ``log p99`` on
+    its own but as the tail relative to that queue::
+
+        log(p99_seconds * ops_per_s) = sum_c m_c * (alpha_c + sum_j gamma_cj * x_j) + e
+
+    i.e. ``log N + log(p99 / mean latency)``, with the throughput model's features and
+    design (in ``kairos calibrate``: partially pooled). Shrinking an effect towards zero
+    then means "p99 follows the throughput by Little's law", not "p99 is the same
+    everywhere", which is the right null for a closed loop. The predicted p99 is
+    ``exp(mu_latency - mu_throughput)`` (:meth:`PerformanceModel.predict_p99_matrix`): the
+    p99 of a *saturated* window at the calibration's concurrency, not the p99 at a lower
+    offered load (no window measured that). What carries over below saturation is the ratio
+    between configurations: with the same N and the same cores, a request's service time
+    scales as 1 / capacity, so the ratio of two configurations' saturated p99 is the ratio
+    of their per-request tails; the queueing that falls with utilisation is the planner's
+    headroom term (docs/planning.md, "Cost-benefit").
+
+    Parameters
+    ----------
+    coef : numpy.ndarray
+        ``(n_classes, 1 + n_features)``, the layout of :attr:`PerformanceModel.coef`.
+    cov : numpy.ndarray
+        Covariance of ``coef.ravel()``.
+    sigma : float
+        Residual standard deviation (log scale).
+    info : Mapping
+        The fit's summary (design, R^2, notes).
+    """
+
+    coef: np.ndarray
+    cov: np.ndarray
+    sigma: float
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": LATENCY_TARGET, "coef": self.coef.tolist(),
+                "cov": self.cov.tolist(), "sigma": self.sigma, "info": dict(self.info)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> LatencyTerms:
+        """Inverse of :meth:`to_dict` (closed schema; shapes are checked by the model)."""
+        raw = inputs.mapping(data, "latency")
+        inputs.closed_keys(raw, "latency", allowed=_LATENCY_KEYS,
+                           required=("target", "coef", "cov", "sigma"))
+        if raw["target"] != LATENCY_TARGET:
+            raise ValidationError(
+                f"latency.target: {raw['target']!r} is not {LATENCY_TARGET!r}")
+        return cls(
+            coef=inputs.number_array(raw["coef"], "latency.coef", ndim=2, lo=-COEF_BOUND,
+                                     hi=COEF_BOUND),
+            cov=inputs.number_array(raw["cov"], "latency.cov", ndim=2, lo=-COV_BOUND,
+                                    hi=COV_BOUND),
+            sigma=inputs.number(raw["sigma"], "latency.sigma", lo=0.0, hi=SIGMA_BOUND),
+            info=dict(inputs.mapping(raw.get("info", {}), "latency.info")),
+        )
+
+
+def _draws(coef: np.ndarray, cov: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n, *coef.shape)`` coefficients drawn from N(coef, cov) (a singular covariance
+    through its eigenvectors)."""
+    if n < 1:
+        raise ValidationError(f"n: must be >= 1, got {n}")
+    w, v = np.linalg.eigh((cov + cov.T) / 2)
+    root = v * np.sqrt(np.maximum(w, 0.0))
+    z = rng.standard_normal((n, coef.size))
+    return (coef.ravel()[None, :] + z @ root.T).reshape(n, *coef.shape)
+
+
+def _checked_latency(latency: LatencyTerms, shape: tuple[int, int]) -> LatencyTerms:
+    """``latency`` with read-only arrays, its shapes those of the throughput terms."""
+    coef = np.array(latency.coef, dtype=float)
+    cov = np.array(latency.cov, dtype=float)
+    if coef.shape != shape:
+        raise ValidationError(f"latency.coef: shape {coef.shape}, expected {shape}")
+    if cov.shape != (coef.size, coef.size):
+        raise ValidationError(
+            f"latency.cov: shape {cov.shape}, expected {(coef.size, coef.size)}")
+    if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(cov))):
+        raise ValidationError("latency.coef/cov: must be finite")
+    if not (math.isfinite(latency.sigma) and latency.sigma >= 0):
+        raise ValidationError(f"latency.sigma: must be >= 0, got {latency.sigma}")
+    coef.setflags(write=False)
+    cov.setflags(write=False)
+    return replace(latency, coef=coef, cov=cov)
+
+
+@dataclass(frozen=True, eq=False)
 class PerformanceModel(EngineClasses):
     """A fitted or prior throughput model for one engine (see the module docstring).
 
@@ -190,6 +298,9 @@ class PerformanceModel(EngineClasses):
         Where the numbers come from (a file name beside the model, or a fit summary).
     info : Mapping
         Free-form metadata (fit report, design, creation time).
+    latency : LatencyTerms or None
+        The p99 latency terms, fitted beside the throughput when the observations had
+        ``p99_ms``; None (the priors, older files): the model predicts throughput only.
     """
 
     engine: str
@@ -202,6 +313,7 @@ class PerformanceModel(EngineClasses):
     sigma: float
     provenance: str = ""
     info: Mapping[str, Any] = field(default_factory=dict)
+    latency: LatencyTerms | None = None
 
     def __post_init__(self) -> None:
         classes = classes_for(self.engine)
@@ -240,6 +352,8 @@ class PerformanceModel(EngineClasses):
         object.__setattr__(self, "coef", coef)
         object.__setattr__(self, "cov", cov)
         object.__setattr__(self, "features", tuple(feats))
+        if self.latency is not None:
+            object.__setattr__(self, "latency", _checked_latency(self.latency, shape))
 
     @property
     def space(self) -> ConfigSpace:
@@ -278,12 +392,32 @@ class PerformanceModel(EngineClasses):
     # ------------------------------------------------------------ predicting
     @property
     def predicts_latency(self) -> bool:
-        """Whether the model predicts latency: not yet (throughput only).
+        """Whether the model predicts p99 latency (it has :class:`LatencyTerms`).
 
-        Callers that need a latency/headroom measure use utilisation (offered load over
-        predicted capacity) and say so.
+        Without them, callers that need a latency/headroom measure use utilisation
+        (offered load over predicted capacity) and say so.
         """
-        return False
+        return self.latency is not None
+
+    def predict_p99_matrix(
+        self, mixes: Sequence[Mapping[str, float]], configs: Sequence[Mapping[str, Any]]
+    ) -> np.ndarray:
+        """``(len(mixes), len(configs))`` median p99 latency in milliseconds.
+
+        ``exp(mu_latency - mu_throughput)`` seconds: the p99 of a saturated window at the
+        calibration's concurrency (:class:`LatencyTerms`; use it as a ratio between
+        configurations below saturation).
+
+        Raises
+        ------
+        ValidationError
+            The model predicts no latency.
+        """
+        if self.latency is None:
+            raise ValidationError(f"model {self.name}: predicts no latency (no p99_ms in the "
+                                  "observations it was fitted on)")
+        m, x = self.mix_matrix(mixes), self.config_matrix(configs)
+        return 1000.0 * np.exp(m @ self.latency.coef @ x.T - m @ self.coef @ x.T)
 
     def predict_log(
         self, mixes: np.ndarray, xconf: np.ndarray, *, noise: bool = True
@@ -307,12 +441,7 @@ class PerformanceModel(EngineClasses):
         residuals), or the prior's stated uncertainty of each effect. A singular
         covariance (a parameter never varied) is handled through its eigenvectors.
         """
-        if n < 1:
-            raise ValidationError(f"n: must be >= 1, got {n}")
-        w, v = np.linalg.eigh((self.cov + self.cov.T) / 2)
-        root = v * np.sqrt(np.maximum(w, 0.0))
-        z = rng.standard_normal((n, self.coef.size))
-        return (self.coef.ravel()[None, :] + z @ root.T).reshape(n, *self.coef.shape)
+        return _draws(self.coef, self.cov, n, rng)
 
     def sample_capacity(
         self,
@@ -351,6 +480,35 @@ class PerformanceModel(EngineClasses):
         coef = self.coefficient_draws(n, rng)
         return np.exp(np.einsum("stc,scj,kj->stk", m, coef, xconf, optimize=True))
 
+    def sample_p99(
+        self,
+        mixes: np.ndarray,
+        configs: Sequence[Mapping[str, Any]],
+        *,
+        capacity: np.ndarray,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        """``(n, T, K)`` plausible p99 (ms) beside sampled ``capacity`` ``(n, T, K)``.
+
+        One draw of the latency coefficients per sample (from their covariance, as
+        :meth:`sample_capacity`; drawn independently of the throughput's), and p99 = the
+        drawn tail over that sample's capacity (:class:`LatencyTerms`). ``mixes`` as for
+        :meth:`sample_capacity`.
+        """
+        if self.latency is None:
+            raise ValidationError(f"model {self.name}: predicts no latency")
+        cap = np.asarray(capacity, dtype=float)
+        n = cap.shape[0]
+        m = np.asarray(mixes, dtype=float)
+        if m.ndim == 2:
+            m = np.broadcast_to(m, (n, *m.shape))
+        if m.shape[:2] != cap.shape[:2] or m.shape[2] != len(self.classes):
+            raise ValidationError(f"mixes: shape {m.shape} does not match capacity {cap.shape}")
+        m = m / np.maximum(m.sum(axis=2, keepdims=True), 1e-12)
+        coef = _draws(self.latency.coef, self.latency.cov, n, rng)
+        tail = np.einsum("stc,scj,kj->stk", m, coef, self.config_matrix(configs), optimize=True)
+        return 1000.0 * np.exp(tail) / cap
+
     def predict_matrix(
         self,
         mixes: Sequence[Mapping[str, float]],
@@ -375,9 +533,12 @@ class PerformanceModel(EngineClasses):
         return median, std
 
     def predict(self, mix: Mapping[str, float], config: Mapping[str, Any]) -> Prediction:
-        """Predicted saturated cluster throughput for one mix and one configuration."""
+        """Predicted saturated cluster throughput (and p99 latency, when the model has
+        :class:`LatencyTerms`) for one mix and one configuration."""
         mean, std = self.predict_matrix([mix], [config])
-        return Prediction(ops_per_s=float(mean[0, 0]), std=float(std[0, 0]))
+        p99 = (float(self.predict_p99_matrix([mix], [config])[0, 0])
+               if self.latency is not None else None)
+        return Prediction(ops_per_s=float(mean[0, 0]), std=float(std[0, 0]), p99_ms=p99)
 
     # --------------------------------------------------------------- persist
     def to_dict(self) -> dict[str, Any]:
@@ -393,6 +554,7 @@ class PerformanceModel(EngineClasses):
             "sigma": self.sigma,
             "provenance": self.provenance,
             "info": dict(self.info),
+            **({"latency": self.latency.to_dict()} if self.latency is not None else {}),
         }
 
     @classmethod
@@ -429,6 +591,8 @@ class PerformanceModel(EngineClasses):
             sigma=inputs.number(data["sigma"], "sigma", lo=0.0, hi=SIGMA_BOUND),
             provenance=inputs.string(data.get("provenance", ""), "provenance", empty=True),
             info=dict(inputs.mapping(data.get("info", {}), "info")),
+            # absent from priors and from files written before latency was fitted
+            latency=LatencyTerms.from_dict(data["latency"]) if "latency" in data else None,
         )
 
 
@@ -863,6 +1027,8 @@ class _Observations:
     mixes: np.ndarray
     xconf: np.ndarray
     features: tuple[Feature, ...]
+    p99: np.ndarray | None = None  # p99_ms of every row, or None (see latency_note)
+    latency_note: str | None = None  # why p99 is None although the column is there
 
 
 def _prepare(
@@ -915,7 +1081,23 @@ def _prepare(
         mixes = scaffold.mix_matrix(mix_rows)
     except ValidationError as exc:
         raise ValidationError(f"observations {exc}") from None
-    return _Observations(y, mixes, scaffold.config_matrix(configs), tuple(features))
+    p99, note = _latency_column(df)
+    return _Observations(y, mixes, scaffold.config_matrix(configs), tuple(features), p99, note)
+
+
+def _latency_column(df: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
+    """The rows' p99 (ms) when every row has a positive one; else None and, when the column
+    is there but incomplete, why the latency is not fitted."""
+    if LATENCY_COLUMN not in df.columns:
+        return None, None
+    p99 = pd.to_numeric(df[LATENCY_COLUMN], errors="coerce").to_numpy(dtype=float)
+    bad = int(np.sum(~np.isfinite(p99) | (p99 <= 0)))
+    if bad == len(p99):
+        return None, None
+    if bad:
+        return None, (f"latency not fitted: {bad} of {len(p99)} rows have no positive "
+                      f"{LATENCY_COLUMN}")
+    return p99, None
 
 
 def _n_fitted(z: np.ndarray) -> int:
@@ -924,14 +1106,16 @@ def _n_fitted(z: np.ndarray) -> int:
 
 
 def _fit_all(
-    obs: _Observations, design: str, engine: str
+    obs: _Observations, design: str, engine: str, y: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, float, float, list[str], dict[str, Any]]:
     """Fit ``design`` on every row; coefficients in the full interaction layout, notes and
-    what a pooled fit adds."""
+    what a pooled fit adds. ``y`` (positive, fitted on the log scale): the throughput
+    ``obs.y`` unless given (the latency terms' target, :func:`_latency_terms`)."""
     classes = classes_for(engine)
     n_c, n_j = len(classes), len(obs.features)
     mixes = obs.mixes
-    beta, cov, sigma, r2, extra = _fit_z(_design(mixes, obs.xconf, design), np.log(obs.y),
+    target = np.log(obs.y if y is None else y)
+    beta, cov, sigma, r2, extra = _fit_z(_design(mixes, obs.xconf, design), target,
                                          design, obs.features)
     coef, full_cov = _expand(beta, cov, design, n_c, n_j)
     coef, full_cov = coef.copy(), full_cov.copy()
@@ -958,6 +1142,25 @@ def _fit_all(
     return coef, full_cov, sigma, r2, notes, extra
 
 
+def _latency_terms(obs: _Observations, design: str, engine: str) -> LatencyTerms | None:
+    """The p99 terms of ``design`` on the rows' ``p99 x ops/s`` (:class:`LatencyTerms`), or
+    None when the observations carry no complete ``p99_ms``."""
+    if obs.p99 is None:
+        return None
+    coef, cov, sigma, r2, notes, extra = _fit_all(obs, design, engine,
+                                                  y=obs.p99 / 1000.0 * obs.y)
+    return LatencyTerms(coef=coef, cov=cov, sigma=sigma, info={
+        "design": design, "n_observations": len(obs.y), "r_squared": r2, "sigma": sigma,
+        "notes": notes, **extra})
+
+
+def _latency_info(obs: _Observations, latency: LatencyTerms | None) -> dict[str, Any]:
+    """What ``info["fit"]`` says of the latency: its fit, or why there is none."""
+    if latency is not None:
+        return {"latency": {"target": LATENCY_TARGET, **latency.info}}
+    return {"latency": obs.latency_note} if obs.latency_note else {}
+
+
 def fit_model(
     observations: str | Path | pd.DataFrame,
     *,
@@ -975,7 +1178,9 @@ def fit_model(
     observations : path or DataFrame
         One row per measurement: a column per operation class (fractions summing to 1),
         any configuration parameters as columns (missing ones are at their defaults; every
-        value is validated against the space) and ``ops_per_s`` (> 0).
+        value is validated against the space) and ``ops_per_s`` (> 0). With ``p99_ms`` (> 0
+        in every row) the p99 latency is fitted too, with the design chosen for the
+        throughput (:class:`LatencyTerms`).
     engine : str
     params : sequence of str, optional
         Parameters to model; default: every parameter column whose value varies.
@@ -1023,7 +1228,7 @@ def fit_model(
     )
     model = _fitted_model(
         obs, engine=engine, name=name, coef=coef, cov=full_cov, sigma=sigma, by="fit_model",
-        info={"fit": report.to_dict()},
+        design=chosen, fit=report.to_dict(),
     )
     return model, report
 
@@ -1070,9 +1275,13 @@ def _fitted_model(
     cov: np.ndarray,
     sigma: float,
     by: str,
-    info: Mapping[str, Any],
+    design: str,
+    fit: Mapping[str, Any],
 ) -> PerformanceModel:
-    """A fitted model over the observations' features; ``by`` names the fitting function."""
+    """A fitted model over the observations' features, with the latency terms of the same
+    ``design`` when the rows have p99; ``by`` names the fitting function, ``fit`` is the
+    fit's summary (``info["fit"]``, the latency's added)."""
+    latency = _latency_terms(obs, design, engine)
     return PerformanceModel(
         engine=engine,
         name=name or f"{engine}-fitted",
@@ -1083,7 +1292,8 @@ def _fitted_model(
         cov=cov,
         sigma=sigma,
         provenance=f"fitted by planner.perfmodel.{by} on {len(obs.y)} observations",
-        info=info,
+        info={"fit": {**fit, **_latency_info(obs, latency)}},
+        latency=latency,
     )
 
 
@@ -1109,6 +1319,10 @@ def fit_design(
     estimated from the data (:func:`_pooled_fit`); only the mix coefficients count as
     fitted. ``info["fit"]`` adds ``tau`` and ``tau_interval``: each group's spread.
 
+    When every row has a positive ``p99_ms``, the p99 latency is fitted with the same design
+    (:class:`LatencyTerms`, ``model.latency``); ``info["fit"]["latency"]`` summarises that
+    fit, or says why there is none (a column with gaps).
+
     Raises
     ------
     ValidationError
@@ -1130,8 +1344,8 @@ def fit_design(
     coef, cov, sigma, r2, notes, extra = _fit_all(obs, design, engine)
     return _fitted_model(
         obs, engine=engine, name=name, coef=coef, cov=cov, sigma=sigma, by="fit_design",
-        info={"fit": {"design": design, "n_observations": n, "r_squared": r2,
-                      "sigma": sigma, "notes": notes, **extra}},
+        design=design, fit={"design": design, "n_observations": n, "r_squared": r2,
+                            "sigma": sigma, "notes": notes, **extra},
     )
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_CHANGE_SECONDS",
     "DEFAULT_HEADROOM_WEIGHT",
     "DEFAULT_HOSTS",
+    "DEFAULT_LATENCY_WEIGHT",
     "DEFAULT_RESTART_SECONDS",
     "MAX_SAMPLES",
     "MAX_SAMPLE_STEPS",
@@ -68,6 +69,7 @@ __all__ = [
     "make_plan",
     "make_problem",
     "optimise",
+    "p99_matrix",
     "restart_matrix",
     "steps_from_evaluation",
 ]
@@ -87,10 +89,22 @@ DEFAULT_CHANGE_SECONDS: dict[str, float] = {"compaction": 120.0}
 #: ``--served work``: weight of the headroom term load x (1 - utilisation) (a judgement:
 #: halving utilisation from 90% to 45% is then worth serving 22% more load).
 DEFAULT_HEADROOM_WEIGHT = 0.5
+#: ``--served work``: weight of the latency term (opt-in: 0 leaves every plan as before).
+DEFAULT_LATENCY_WEIGHT = 0.0
 #: What a plan says when the performance model predicts no latency.
 HEADROOM_BY_UTILISATION = (
     "utilisation (offered load / predicted capacity): the performance model has no "
     "latency data"
+)
+#: ... and when it does: the headroom term is still utilisation; the p99 has its own term.
+HEADROOM_BESIDE_LATENCY = (
+    "utilisation (offered load / predicted capacity); the model's predicted p99 is "
+    "credited by its own term (latency_weight)"
+)
+#: What the latency term compares (``provenance.objective.latency_measure``).
+LATENCY_MEASURE = (
+    "predicted p99 of a saturated window at the calibration's concurrency, as a ratio to "
+    "the running configuration's, credited where the candidate is below saturation"
 )
 
 Progress = Callable[[str], None]
@@ -144,15 +158,27 @@ def change_seconds_matrix(
     return _pairwise(engine, candidates, change_seconds, float)
 
 
+def _mix_rows(model: Any, mixes: np.ndarray) -> list[dict[str, float]]:
+    m = np.asarray(mixes, dtype=float)
+    return [dict(zip(model.classes, r.tolist(), strict=True))
+            for r in m / m.sum(axis=1, keepdims=True)]
+
+
 def capacity_matrix(
     model: Any, mixes: np.ndarray, candidates: Sequence[Mapping[str, Any]]
 ) -> np.ndarray:
     """``(T, K)`` predicted cluster capacity for mix rows (engine class order)."""
-    m = np.asarray(mixes, dtype=float)
-    classes = model.classes
-    rows = [dict(zip(classes, r.tolist(), strict=True)) for r in m / m.sum(axis=1, keepdims=True)]
-    mean, _std = model.predict_matrix(rows, list(candidates))
+    mean, _std = model.predict_matrix(_mix_rows(model, mixes), list(candidates))
     return np.asarray(mean, dtype=float)
+
+
+def p99_matrix(
+    model: PerformanceModel, mixes: np.ndarray, candidates: Sequence[Mapping[str, Any]]
+) -> np.ndarray:
+    """``(T, K)`` predicted p99 (ms) for mix rows: a saturated window's, used as a ratio
+    between candidates (:class:`planner.perfmodel.LatencyTerms`)."""
+    return np.asarray(model.predict_p99_matrix(_mix_rows(model, mixes), list(candidates)),
+                      dtype=float)
 
 
 # --------------------------------------------------------------- cost/benefit
@@ -168,11 +194,15 @@ def make_problem(
     initial_lockout: int = 0,
     change_seconds: np.ndarray | None = None,
     headroom_weight: float = 0.0,
+    p99: np.ndarray | None = None,
+    latency_weight: float = 0.0,
 ) -> PlanningProblem:
     """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
 
     With samples (and optionally ``(S, T)`` loads) the served throughput and the costs
-    are averaged over them: the plan then maximises the expected total.
+    are averaged over them: the plan then maximises the expected total. ``p99`` ``(T, K)``
+    and ``latency_weight``: the latency term of ``"work"`` against candidate ``initial``
+    (:func:`planner.costbenefit.latency_credit`), the same p99 for every sample.
     """
     cap = np.asarray(capacity, dtype=float)
     if cap.ndim == 2:
@@ -184,7 +214,8 @@ def make_problem(
     cst = np.zeros((cap.shape[1], cap.shape[2], cap.shape[2]))
     for s in range(cap.shape[0]):
         ls = None if ld is None else ld[s]
-        srv += served_matrix(cap[s], load=ls, served=served, headroom_weight=headroom_weight)
+        srv += served_matrix(cap[s], load=ls, served=served, headroom_weight=headroom_weight,
+                             p99=p99, latency_weight=latency_weight, reference=initial)
         cst += transition_costs(
             cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
             load=ls, served=served, change_seconds=change_seconds,
@@ -220,6 +251,9 @@ class SwitchCosts:
         ``(K, K)`` extra seconds of full throughput a change costs however it is applied.
     headroom_weight
         With ``"work"``: the weight of the headroom term.
+    latency_weight, p99
+        With ``"work"``: the weight of the latency term and the ``(T, K)`` predicted p99 it
+        compares (:func:`planner.costbenefit.latency_credit`); weight 0 (the default): none.
     """
 
     restart: np.ndarray
@@ -228,6 +262,8 @@ class SwitchCosts:
     served: Served = "capacity"
     change_seconds: np.ndarray | None = None
     headroom_weight: float = 0.0
+    latency_weight: float = 0.0
+    p99: np.ndarray | None = None
 
     def problem(
         self,
@@ -236,8 +272,10 @@ class SwitchCosts:
         load: np.ndarray | None = None,
         initial: int = 0,
         initial_lockout: int = 0,
+        p99: np.ndarray | None = None,
     ) -> PlanningProblem:
-        """The planning problem for these capacities (the load counts unless ``capacity``)."""
+        """The planning problem for these capacities (the load counts unless ``capacity``;
+        ``p99``: the latency term's, instead of :attr:`p99`, e.g. a scenario's draw)."""
         return make_problem(
             capacity, restart=self.restart, reconfig=self.reconfig,
             step_seconds=self.step_seconds, served=self.served,
@@ -245,6 +283,8 @@ class SwitchCosts:
             initial=initial, initial_lockout=initial_lockout,
             change_seconds=self.change_seconds,
             headroom_weight=self.headroom_weight if self.served == "work" else 0.0,
+            p99=self.p99 if p99 is None else p99,
+            latency_weight=self.latency_weight if self.served == "work" else 0.0,
         )
 
 
@@ -426,6 +466,10 @@ class PlanRequest:
     headroom_weight
         With ``served="work"``: the weight of the headroom term ``load x (1 - utilisation)``
         below saturation (0: served work only).
+    latency_weight
+        With ``served="work"`` and a model that predicts p99: the weight of the latency term
+        ``load x ln(p99_running / p99_candidate)`` where the candidate is below saturation
+        (:func:`planner.costbenefit.latency_credit`; 0, the default: no latency term).
     confidence
         A step is kept only when P(gain > cost) over the scenarios reaches it (0: every
         step the optimiser finds is kept).
@@ -471,6 +515,7 @@ class PlanRequest:
     restart_seconds_from: PathLike | None = None
     restart_costs: PathLike | None = None
     headroom_weight: float = DEFAULT_HEADROOM_WEIGHT
+    latency_weight: float = DEFAULT_LATENCY_WEIGHT
     confidence: float = rk.DEFAULT_CONFIDENCE
     scenarios: int = rk.DEFAULT_SCENARIOS
     risk: rk.Risk = "mean"
@@ -541,6 +586,12 @@ def _check_objective(req: PlanRequest) -> None:
         )
     if not 0.0 <= req.headroom_weight <= 1.0:
         raise ValidationError(f"--headroom-weight: must be in [0, 1], got {req.headroom_weight}")
+    if not 0.0 <= req.latency_weight <= 1.0:
+        raise ValidationError(f"--latency-weight: must be in [0, 1], got {req.latency_weight}")
+    if req.latency_weight > 0 and req.served != "work":
+        raise ValidationError(
+            f"--latency-weight: credits latency below saturation, which only --served work "
+            f"does (got --served {req.served})")
     if not 0.0 <= req.confidence < 1.0:
         raise ValidationError(f"--confidence: must be in [0, 1), got {req.confidence}")
     if req.risk not in rk.RISK_MODES:
@@ -688,7 +739,22 @@ def _model(req: PlanRequest) -> tuple[PerformanceModel, str]:
         perf, where = req.model, "in-process"
     if perf.engine != req.engine:
         raise ValidationError(f"--model: {where} is a {perf.engine} model, not {req.engine}")
+    if req.latency_weight > 0 and not perf.predicts_latency:
+        raise ValidationError(
+            f"--latency-weight: the performance model {perf.name} ({where}) predicts no "
+            "latency; fit one from observations with p99_ms (kairos calibrate --fit-only), "
+            "or leave the weight at 0")
     return perf, where
+
+
+def _p99(req: PlanRequest, fc: Forecast, perf: PerformanceModel,
+         candidates: Sequence[Mapping[str, Any]], horizon: int) -> np.ndarray | None:
+    """``(T, K)`` predicted p99 under the expected mix when the latency term is on, else
+    None (nothing is predicted, so a weight of 0 leaves the plan as it was)."""
+    if req.latency_weight == 0:
+        return None
+    mix = np.stack([np.asarray(fc.mix_mean[c], dtype=float) for c in perf.classes], axis=1)
+    return p99_matrix(perf, mix[:horizon], candidates)
 
 
 def _capacities(
@@ -766,9 +832,11 @@ def _switch_costs(
     step_seconds: float,
     restarts: MeasuredRestarts | None = None,
     impact: RestartImpact | None = None,
+    p99: np.ndarray | None = None,
 ) -> SwitchCosts:
     """The cost model of the request over the candidates (T_r per node when measured; the
-    survivor penalty and warm-up of ``impact``, the request's ``restart_costs`` read once)."""
+    survivor penalty and warm-up of ``impact``, the request's ``restart_costs`` read once;
+    the latency term's ``p99`` when it is on)."""
     tr = restarts or _restarts(req)
     impact = impact or _impact(req)
     reconfig = ReconfigModel.from_batches(
@@ -784,6 +852,7 @@ def _switch_costs(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
         step_seconds=step_seconds, served=req.served, change_seconds=change,
         headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
+        latency_weight=req.latency_weight if p99 is not None else 0.0, p99=p99,
     )
 
 
@@ -806,8 +875,10 @@ def _risk_quantile(confidence: float) -> float:
 def _target_problem(
     req: PlanRequest, base: PlanningProblem, *, cap: np.ndarray,
     fc: Forecast, perf: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+    latency: Mapping[str, Any],
 ) -> PlanningProblem:
-    """The problem the optimiser maximises: the expected one, or risk-adjusted."""
+    """The problem the optimiser maximises: the expected one, or risk-adjusted (with the
+    latency term's ``latency`` keywords: the point p99 under any risk objective)."""
     lower = np.asarray(fc.load_lower, dtype=float)[:horizon]
     if req.risk == "quantile":
         mix = np.stack([np.asarray(fc.mix_mean[c], dtype=float)[:horizon] for c in perf.classes],
@@ -818,13 +889,13 @@ def _target_problem(
             base, model=perf, mixes=mix, capacity=point, candidates=candidates,
             quantile=_risk_quantile(req.confidence),
             load=None if req.served == "capacity" else load, served=req.served,
-            headroom_weight=req.headroom_weight,
+            headroom_weight=req.headroom_weight, **latency,
         )
     if req.risk == "endure":
         worst = rk.worst_case_capacity(perf, fc, candidates, horizon)
         return rk.endure_problem(
             base, capacity=worst, load_lower=None if req.served == "capacity" else lower,
-            served=req.served, headroom_weight=req.headroom_weight,
+            served=req.served, headroom_weight=req.headroom_weight, **latency,
         )
     return base
 
@@ -843,11 +914,18 @@ def _decide(
     scenarios = None
     if req.scenarios > 0:
         rng = np.random.default_rng((req.optimiser.seed, 15))
-        wcap, wload = rk.sample_world(forecast=fc, model=perf, candidates=candidates,
-                                      horizon=horizon, n=req.scenarios, rng=rng)
-        scenarios = rk.make_scenarios(wcap, wload, costs)
+        world = dict(forecast=fc, model=perf, candidates=candidates, horizon=horizon,
+                     n=req.scenarios, rng=rng)
+        wp99 = None
+        if costs.p99 is None:
+            wcap, wload = rk.sample_world(**world)
+        else:  # the latency term: each scenario's own p99 draw
+            wcap, wload, wp99 = rk.sample_world_p99(**world)
+        scenarios = rk.make_scenarios(wcap, wload, costs, p99=wp99)
+    latency = ({"p99": costs.p99, "latency_weight": costs.latency_weight}
+               if costs.p99 is not None else {})
     target = _target_problem(req, base, cap=cap, fc=fc, perf=perf, candidates=candidates,
-                             horizon=horizon)
+                             horizon=horizon, latency=latency)
     opts = req.optimiser
     solution = optimise(target, method=opts.method, ga=opts.ga(), progress=say)
     ev = evaluate(base, solution.evaluation.schedule)
@@ -919,12 +997,13 @@ def _provenance(
     req: PlanRequest, *, fc: Forecast, source: str, perf: Any, model_file: str,
     decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
     impact: RestartImpact | None, uncertainty: Mapping[str, Any], utilisation: np.ndarray,
-    batching: Mapping[str, Any] | None = None,
+    batching: Mapping[str, Any] | None = None, p99: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """What the plan was made from, as the plan file records it.
 
     ``utilisation`` ``(T,)``: offered load over the running configuration's capacity;
-    ``batching``: how the restart batches were found and why each is safe (Cassandra).
+    ``batching``: how the restart batches were found and why each is safe (Cassandra);
+    ``p99`` ``(T, K)``: the predicted p99 the latency term compared (None: no term).
     """
     from planner.measured_costs import describe
 
@@ -933,13 +1012,20 @@ def _provenance(
     assert dp is not None
     objective: dict[str, Any] = {
         "served": req.served,
-        "headroom_measure": "latency" if perf.predicts_latency else HEADROOM_BY_UTILISATION,
+        "headroom_measure": (HEADROOM_BESIDE_LATENCY if perf.predicts_latency
+                             else HEADROOM_BY_UTILISATION),
         "running_utilisation": {"mean": round(float(np.mean(utilisation)), 4),
                                 "max": round(float(np.max(utilisation)), 4)},
         "saturated_intervals": int(np.sum(utilisation > 1.0)),
     }
     if req.served == "work":
         objective["headroom_weight"] = req.headroom_weight
+        objective["latency_weight"] = req.latency_weight
+    if p99 is not None:
+        running = p99[:, 0]  # candidate 0 is the configuration running now
+        objective["latency_measure"] = LATENCY_MEASURE
+        objective["running_p99_ms"] = {"mean": round(float(np.mean(running)), 3),
+                                       "max": round(float(np.max(running)), 3)}
     return {
         "forecast": {"model": fc.model, "source": source, "samples": req.samples},
         "performance_model": {"name": perf.name, "version": perf.version, "file": model_file},
@@ -1010,7 +1096,8 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
     impact = _impact(request)
-    costs = _switch_costs(request, candidates, batches, step, restarts, impact)
+    p99 = _p99(request, fc, perf, candidates, horizon)
+    costs = _switch_costs(request, candidates, batches, step, restarts, impact, p99)
     decision = _decide(request, fc=fc, perf=perf, candidates=candidates, costs=costs,
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
@@ -1020,7 +1107,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         decision=decision, n_batches=len(batches), restarts=restarts, impact=impact,
         uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
                                  candidates=candidates, start=start, step=step),
-        utilisation=pload / pcap[:, 0], batching=batching,
+        utilisation=pload / pcap[:, 0], batching=batching, p99=p99,
     )
     doc = {
         "schema_version": 1,

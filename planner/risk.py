@@ -54,6 +54,7 @@ __all__ = [
     "make_scenarios",
     "quantile_problem",
     "sample_world",
+    "sample_world_p99",
     "step_probabilities",
     "worst_case_capacity",
 ]
@@ -72,7 +73,8 @@ class _Pricing(Protocol):
     """What prices a capacity matrix: :class:`planner.planning.SwitchCosts`."""
 
     def problem(self, capacity: np.ndarray, *, load: np.ndarray | None = ...,
-                initial: int = ..., initial_lockout: int = ...) -> PlanningProblem: ...
+                initial: int = ..., initial_lockout: int = ...,
+                p99: np.ndarray | None = ...) -> PlanningProblem: ...
 
 
 @dataclass(frozen=True)
@@ -127,17 +129,43 @@ def sample_world(
     Scenario ``s`` pairs forecast sample path ``s`` with coefficient draw ``s`` (the two
     are independent: the forecast knows nothing of the model's error).
     """
+    _mixes, cap, loads = _world(forecast=forecast, model=model, candidates=candidates,
+                                horizon=horizon, n=n, rng=rng)
+    return cap, loads
+
+
+def sample_world_p99(
+    *, forecast: Any, model: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+    n: int, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sample_world` and each scenario's ``(S, T, K)`` p99 (ms): a draw of the latency
+    coefficients over that scenario's mix path and capacity
+    (:meth:`planner.perfmodel.PerformanceModel.sample_p99`), for the latency term, so that
+    P(gain > cost) weighs the latency model's uncertainty too. The capacities and loads are
+    those :func:`sample_world` draws from the same ``rng``."""
+    mixes, cap, loads = _world(forecast=forecast, model=model, candidates=candidates,
+                               horizon=horizon, n=n, rng=rng)
+    return cap, loads, model.sample_p99(mixes, candidates, capacity=cap, rng=rng)
+
+
+def _world(
+    *, forecast: Any, model: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+    n: int, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(S, T, C)`` mixes, ``(S, T, K)`` capacities and ``(S, T)`` loads of the scenarios."""
     if n < 1:
         raise ValidationError(f"--scenarios: must be >= 1, got {n}")
     paths = forecast.sample_paths(n, rng)
     mixes = np.stack([np.asarray(p.mix_matrix(), dtype=float)[:horizon] for p in paths])
     loads = np.stack([np.asarray(p.load, dtype=float)[:horizon] for p in paths])
     cap = model.sample_capacity(mixes, candidates, n=n, rng=rng)
-    return cap, loads
+    return mixes, cap, loads
 
 
-def make_scenarios(capacity: np.ndarray, load: np.ndarray, pricing: _Pricing) -> Scenarios:
-    """Price every scenario with the plan's cost model (``pricing.problem``)."""
+def make_scenarios(capacity: np.ndarray, load: np.ndarray, pricing: _Pricing,
+                   p99: np.ndarray | None = None) -> Scenarios:
+    """Price every scenario with the plan's cost model (``pricing.problem``); ``p99``
+    ``(S, T, K)``: each scenario's own p99 for the latency term (None: the pricing's)."""
     cap = np.asarray(capacity, dtype=float)
     ld = np.asarray(load, dtype=float)
     if cap.ndim != 3 or ld.shape != cap.shape[:2]:
@@ -155,7 +183,8 @@ def make_scenarios(capacity: np.ndarray, load: np.ndarray, pricing: _Pricing) ->
     costs = np.empty((n_s, n_t, n_k, n_k), dtype=np.float32)
     step, initial = 0.0, 0
     for s in range(n_s):
-        pb = pricing.problem(cap[s], load=ld[s])
+        pb = (pricing.problem(cap[s], load=ld[s]) if p99 is None
+              else pricing.problem(cap[s], load=ld[s], p99=p99[s]))
         served[s], costs[s] = pb.served, pb.costs
         step, initial = pb.step_seconds, pb.initial
     return Scenarios(capacity=cap, load=ld, served=served, costs=costs, step_seconds=step,
@@ -251,7 +280,8 @@ def _replace(problem: PlanningProblem, served: np.ndarray, costs: np.ndarray) ->
 def quantile_problem(
     problem: PlanningProblem, *, model: Any, mixes: np.ndarray, capacity: np.ndarray,
     candidates: Sequence[Mapping[str, Any]], quantile: float, load: np.ndarray | None,
-    served: str, headroom_weight: float,
+    served: str, headroom_weight: float, p99: np.ndarray | None = None,
+    latency_weight: float = 0.0,
 ) -> PlanningProblem:
     """``problem`` credited with each candidate at the lower ``quantile`` of its capacity
     relative to the configuration running now, under the model's uncertainty.
@@ -262,7 +292,9 @@ def quantile_problem(
     smooth in time and no free live switch chases sampling noise, and what moves every
     candidate alike (the base throughput) cancels. An effect of 0 +- 5% has a negative
     lower quantile, so an unmeasured change is never made for nothing. Per interval and
-    candidate: a sum over intervals, so the DP stays exact. Costs are ``problem``'s.
+    candidate: a sum over intervals, so the DP stays exact. Costs are ``problem``'s. The
+    latency term (``p99``, ``latency_weight``) compares the point p99, below the quantile
+    capacity's saturation.
     """
     if not 0.0 < quantile <= 0.5:
         raise ValidationError(f"quantile: must be in (0, 0.5], got {quantile!r}")
@@ -280,7 +312,8 @@ def quantile_problem(
     cap0 = np.asarray(capacity, dtype=float)[:, k0:k0 + 1]
     cap_q = cap0 * np.exp(mu + z * np.sqrt(var))
     credit = served_matrix(cap_q, load=load, served=served,  # type: ignore[arg-type]
-                           headroom_weight=headroom_weight)
+                           headroom_weight=headroom_weight, p99=p99,
+                           latency_weight=latency_weight, reference=k0)
     return _replace(problem, credit, problem.costs)
 
 
@@ -317,14 +350,18 @@ def worst_case_capacity(
 
 def endure_problem(
     problem: PlanningProblem, *, capacity: np.ndarray, load_lower: np.ndarray | None,
-    served: str, headroom_weight: float,
+    served: str, headroom_weight: float, p99: np.ndarray | None = None,
+    latency_weight: float = 0.0,
 ) -> PlanningProblem:
     """``problem`` credited under the worst-case world (:func:`worst_case_capacity`).
 
     The load is at its lower bound (least work to serve); costs stay those of ``problem``.
+    The latency term (``p99``, ``latency_weight``) compares the point p99 (under the
+    expected mix, not the worst one).
     """
     credit = served_matrix(
         capacity, load=load_lower, served=served,  # type: ignore[arg-type]
-        headroom_weight=headroom_weight,
+        headroom_weight=headroom_weight, p99=p99, latency_weight=latency_weight,
+        reference=problem.initial,
     )
     return _replace(problem, credit, problem.costs)

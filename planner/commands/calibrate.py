@@ -272,6 +272,12 @@ def _summary(report: dict[str, Any]) -> str:
         lines.extend(importance_lines(fit))
         if fit.get("repeat_spread") is not None:
             lines.append(f"run-to-run spread of repeated runs: {pct(fit['repeat_spread'])}")
+        latency = fit.get("latency")
+        if isinstance(latency, dict):
+            lines.append(
+                f"p99 latency model: held-out MAPE {pct(latency['heldout_mape'])}, in-sample "
+                f"{pct(latency['in_sample_mape'])} (a saturated window's p99)"
+                if latency.get("fitted") else f"no p99 latency model: {latency.get('why')}")
     drift_all = report.get("sweep_drift")
     if drift_all:
         lines.append(f"the cluster moved {drift_all['first_to_last']:+.1%} from the first sweep "

@@ -112,7 +112,10 @@ def _decision_lines(prov: Any) -> list[str]:
         what = {"capacity": "predicted capacity (SOPHIA: clients saturate the cluster)",
                 "offered": "served work min(offered, capacity)",
                 "work": f"served work min(offered, capacity) + {obj.get('headroom_weight')} "
-                        "x offered x (1 - utilisation)"}.get(served, served)
+                        "x offered x (1 - utilisation)"}.get(served, str(served))
+        if served == "work" and obj.get("latency_weight"):
+            what += (f" + {obj['latency_weight']} x offered x ln(p99 running / p99) where "
+                     "below saturation")
         lines.append(f"Objective: credit {what}; headroom measured as "
                      f"{obj.get('headroom_measure')}")
         util = obj.get("running_utilisation")
@@ -125,6 +128,11 @@ def _decision_lines(prov: Any) -> list[str]:
                    if sat else "never saturated: a change can gain latency and headroom, "
                    "not served work")
             )
+        p99 = obj.get("running_p99_ms")
+        if isinstance(p99, dict):
+            lines.append(f"Latency: the running configuration's predicted p99 is "
+                         f"{p99.get('mean', 0):.0f} ms on average (max {p99.get('max', 0):.0f}"
+                         f" ms); {obj.get('latency_measure')}")
     unc = prov.get("uncertainty")
     if isinstance(unc, dict):
         lines.append(

@@ -11,6 +11,7 @@ from planner import inputs
 from planner.costbenefit import SERVED_MODES
 from planner.planning import (
     DEFAULT_HEADROOM_WEIGHT,
+    DEFAULT_LATENCY_WEIGHT,
     DEFAULT_RESTART_SECONDS,
     MAX_SAMPLES,
     steps_from_evaluation,  # re-exported: callers and tests import it from here
@@ -119,6 +120,11 @@ def _add_decision_arguments(p: Any) -> None:
                    default=DEFAULT_HEADROOM_WEIGHT,
                    help="with --served work: weight of the headroom term load x "
                    f"(1 - utilisation) (default {DEFAULT_HEADROOM_WEIGHT:g})")
+    p.add_argument("--latency-weight", type=_unit_interval("--latency-weight", closed=True),
+                   default=DEFAULT_LATENCY_WEIGHT,
+                   help="with --served work and a model that predicts p99: weight of the "
+                   "latency term load x ln(p99 running / p99 candidate), credited where the "
+                   f"candidate is below saturation (default {DEFAULT_LATENCY_WEIGHT:g}: off)")
     p.add_argument("--confidence", type=_unit_interval("--confidence", closed=False),
                    default=DEFAULT_CONFIDENCE,
                    help="keep a step only when P(gain > cost) reaches this "
@@ -153,7 +159,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         restart_seconds=args.restart_seconds, survivor_penalty=args.survivor_penalty,
         compaction_seconds=args.compaction_seconds, served=args.served,
         restart_seconds_from=args.restart_seconds_from, restart_costs=args.restart_costs,
-        headroom_weight=args.headroom_weight,
+        headroom_weight=args.headroom_weight, latency_weight=args.latency_weight,
         confidence=args.confidence, scenarios=args.scenarios, risk=args.risk,
         horizon=args.horizon, forecast_model=args.forecast_model,
         season_length=args.season_length, samples=args.samples,

@@ -702,6 +702,10 @@ def test_cli_fit_only_refits_a_calibration_directory(
     model = json.loads((tmp_path / "model.json").read_text())
     assert model["model_type"] == "fitted" and "kairos calibrate" in model["provenance"]
     assert model["info"]["calibration"]["fit"]["heldout_mape"] == report["fit"]["heldout_mape"]
+    # the windows' p99 (Little's law at 64 in flight, a constant tail) is fitted beside
+    assert model["latency"]["target"] == "log(p99_seconds * ops_per_s)"
+    assert report["fit"]["latency"]["heldout_mape"] < 0.1
+    assert "p99 latency model: held-out MAPE" in out
 
 
 def test_cli_summary_of_a_swept_calibration_gives_the_drift_between_sweeps(
