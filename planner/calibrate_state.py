@@ -26,6 +26,8 @@ STATE_KIND = "kairos-calibration"
 #: The designs a calibration can follow (:mod:`planner.calibrate_design`); a state file
 #: from before the choice existed followed the first.
 DESIGNS = ("maximin", "bo")
+#: How each sweep orders the mixes (CalibrationState.mix_order); the first is the default.
+MIX_ORDERS = ("mirrored", "fixed")
 
 
 @dataclass
@@ -57,6 +59,10 @@ class CalibrationState:
     command: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
     design_strategy: str = DESIGNS[0]
+    #: ``mirrored``: even sweeps take the mixes in reverse; ``fixed``: every run takes them
+    #: in the given order (a mix whose speed depends on the one before, e.g. scans after
+    #: the updates that fragment the rows, is then always measured in the same state).
+    mix_order: str = MIX_ORDERS[0]
 
     @property
     def space(self) -> CalibrationSpace:
@@ -84,8 +90,10 @@ class CalibrationState:
 
     def missing_mixes(self, config: Mapping[str, Any], sweep: int = 1) -> list[str]:
         """The mixes of ``config`` with fewer than ``repeats`` measurements in ``sweep``, in
-        the sweep's order (even sweeps take the mixes in reverse, mirroring the odd ones)."""
-        names = list(self.mixes) if sweep % 2 else list(reversed(self.mixes))
+        the sweep's order (with ``mix_order`` mirrored, even sweeps take the mixes in reverse,
+        mirroring the odd ones; fixed, every sweep takes them as given)."""
+        forward = sweep % 2 or self.mix_order == "fixed"
+        names = list(self.mixes) if forward else list(reversed(self.mixes))
         return [name for name in names if not self.measured(config, name, sweep)]
 
     def pending(self) -> Config | None:
@@ -113,7 +121,8 @@ class CalibrationState:
 
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
                    mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
-                   sweeps: int = 1, design: str | None = None) -> None:
+                   sweeps: int = 1, design: str | None = None,
+                   mix_order: str | None = None) -> None:
         """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
         at least as many repeats and sweeps (more top up what was measured so far), and, when
         ``design`` is given, the design it began with."""
@@ -145,6 +154,12 @@ class CalibrationState:
                 f"state: follows the {self.design_strategy} design but --design {design} was "
                 f"asked; give --design {self.design_strategy} (or none) to resume, or a new "
                 "--dir"
+            )
+        if mix_order is not None and mix_order != self.mix_order:
+            raise ValidationError(
+                f"state: takes the mixes in {self.mix_order} order but --mix-order "
+                f"{mix_order} was asked; give --mix-order {self.mix_order} (or none) to "
+                "resume, or a new --dir"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +194,7 @@ class CalibrationState:
                 command=str(data.get("command", "")),
                 environment=dict(data.get("environment", {})),
                 design_strategy=str(data.get("design_strategy", DESIGNS[0])),
+                mix_order=str(data.get("mix_order", MIX_ORDERS[0])),
             )
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None
@@ -186,6 +202,9 @@ class CalibrationState:
         if state.design_strategy not in DESIGNS:
             raise ValidationError(f"state: design_strategy must be one of "
                                   f"{', '.join(DESIGNS)}, got {state.design_strategy!r}")
+        if state.mix_order not in MIX_ORDERS:
+            raise ValidationError(f"state: mix_order must be one of {', '.join(MIX_ORDERS)}, "
+                                  f"got {state.mix_order!r}")
         if state.repeats < 1 or state.sweeps < 1:
             raise ValidationError(f"state: repeats and sweeps must be >= 1, got "
                                   f"{state.repeats} and {state.sweeps}")

@@ -32,6 +32,8 @@ REPEATS = inputs.bounded_int(0, 100, why="each multiplies the measurements")
 #: module; tests/unit/test_calibrate_bo.py checks that they agree.
 DESIGNS = ("bo", "maximin")
 DEFAULT_DESIGN = "maximin"
+#: planner.calibrate_state.MIX_ORDERS, likewise (the first is the default).
+MIX_ORDERS = ("mirrored", "fixed")
 
 
 def register(subparsers: Any) -> None:
@@ -133,6 +135,12 @@ def _add_run_arguments(run: Any) -> None:
                      "the same moment and a linear drift of the cluster favours none; with 2 "
                      "or more the original's last sweep is its re-measurement (no separate "
                      "recheck). Default 1")
+    run.add_argument("--mix-order", choices=MIX_ORDERS, default=None,
+                     help="mirrored: even sweeps take the mixes in reverse (a drift within a "
+                     "run favours no mix); fixed: every run takes them in the --mix order, "
+                     "for a mix whose speed depends on the one before (scans after the "
+                     "updates that fragment the rows). Default mirrored; a resumed "
+                     "calibration keeps the order it began with")
     run.add_argument("--keep-last", action="store_true",
                      help="leave the last measured configuration running (default: restore)")
     run.add_argument("--no-recheck", action="store_true",
@@ -387,7 +395,8 @@ def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         return _new_state(args, run, paths)
     state = CalibrationState.load(paths["state"])
     state.compatible(engine=args.engine, levels=run.levels, mixes=run.mixes,
-                     repeats=args.repeats, sweeps=args.sweeps, design=args.design)
+                     repeats=args.repeats, sweeps=args.sweeps, design=args.design,
+                     mix_order=args.mix_order)
     if args.repeats > state.repeats:
         _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
              "measured so far gets the missing runs")
@@ -430,6 +439,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         engine=engine, levels=space.to_dict(), mixes=run.mixes, seed=args.seed,
         original=original, applied=dict(original), repeats=args.repeats,
         sweeps=args.sweeps, design_strategy=args.design or DEFAULT_DESIGN,
+        mix_order=args.mix_order or MIX_ORDERS[0],
         created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
         command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
         environment=describe_environment(version), preloaded=args.preloaded,

@@ -1192,3 +1192,19 @@ def test_the_minutes_budget_keeps_time_for_every_sweep(tmp_path: Path) -> None:
     assert stopped.startswith("time budget") and stopped.endswith("2 sweeps measured")
     assert len(state.design) == 3 and len(state.measurements) == 12
     assert now[0] <= 120
+
+
+def test_fixed_mix_order_takes_the_mixes_as_given_in_every_sweep(tmp_path: Path) -> None:
+    mirrored, fixed = new_state(), new_state()
+    fixed.mix_order = "fixed"
+    config = mirrored.original
+    assert mirrored.missing_mixes(config, 2) == list(reversed(MIXES))
+    assert fixed.missing_mixes(config, 1) == fixed.missing_mixes(config, 2) == list(MIXES)
+    fixed.save(tmp_path / "state.json")
+    resumed = cal.CalibrationState.load(tmp_path / "state.json")
+    assert resumed.mix_order == "fixed"
+    with pytest.raises(ValidationError, match="takes the mixes in fixed order but "
+                                              "--mix-order mirrored was asked"):
+        resumed.compatible(engine="cassandra", levels=resumed.levels, mixes=resumed.mixes,
+                           mix_order="mirrored")
+    resumed.compatible(engine="cassandra", levels=resumed.levels, mixes=resumed.mixes)

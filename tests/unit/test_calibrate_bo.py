@@ -315,6 +315,7 @@ def test_cli_new_state_takes_the_design_and_a_resume_keeps_it(
 def test_the_cli_spells_the_designs_and_the_default_as_the_planner_does() -> None:
     assert set(command.DESIGNS) == set(calibrate_state.DESIGNS)
     assert command.DEFAULT_DESIGN == design.DEFAULT_DESIGN
+    assert command.MIX_ORDERS == calibrate_state.MIX_ORDERS
     args = build_parser().parse_args(["calibrate", "--runs", "1"])
     assert args.design is None  # resolved per state: new -> default, resumed -> kept
     with pytest.raises(SystemExit):
