@@ -317,10 +317,34 @@ def _judged(track: Sequence[Mapping[str, Any]], plan: str | None, step: str, lo:
     return out
 
 
+def step_gain(track: Sequence[Mapping[str, Any]], expected: Any,
+              judged: Mapping[str, float] | None, due: float) -> dict[str, float | None]:
+    """A step's capacity gain, expected against observed.
+
+    Expected: the plan's own, the capacity after over the capacity before at the forecast
+    load (its utilisation before over after; None when the plan did not record them).
+    Observed: what the step's saturated windows served over what the last saturated window
+    judged before the step (``due``) served, whatever configuration and plan it was judged
+    under (None until both exist). Both are saturated closed-loop windows, so served is
+    capacity; the two windows' mixes may differ, which the report's track table shows.
+    """
+    util = (expected.utilisation_before, expected.utilisation_after) if expected else (None,) * 2
+    exp = util[0] / util[1] - 1.0 if util[0] and util[1] else None
+    before = [j for j in track if j.get("kind") == "capacity" and float(j["end"]) <= due]
+    obs = None
+    if before and judged and "served" in judged:
+        obs = judged["served"] / float(before[-1]["served_ops_per_s"]) - 1.0
+    return {"expected": exp, "observed": obs,
+            "served_before": float(before[-1]["served_ops_per_s"]) if before else None}
+
+
 def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]]]:
     """Grouped bars per configuration the plan keeps in force (``current``, then each
     step): the forecast's mean load vs the observed mean load; beside them in the table,
-    the model's predicted capacity vs what the judged windows served (``--model-track``)."""
+    the model's predicted capacity vs what the judged windows served (``--model-track``),
+    and each step's capacity gain, expected vs observed (:func:`step_gain`)."""
+    from planner.learning import CURRENT
+
     plan, fc, hist = inputs.plan, inputs.forecast, inputs.history
     if plan is None:
         return _no_data(inputs.notes.get("plan") or "no plan given"), []
@@ -338,11 +362,14 @@ def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]
             if hist is not None
             else None
         )
+        judged = _judged(inputs.model_track, plan_file, step, lo, hi)
         rows.append({"step": step, "expected": exp, "observed": obs,
                      "net": expected.net_ops if expected else None,
                      "benefit": expected.benefit_ops if expected else None,
                      "cost": expected.cost_ops if expected else None,
-                     "model": _judged(inputs.model_track, plan_file, step, lo, hi)})
+                     "model": judged,
+                     "gain": step_gain(inputs.model_track, expected, judged, lo)
+                     if step != CURRENT else None})
     values = [v for r in rows for v in (r["expected"], r["observed"]) if v is not None]
     if not values:
         why = "no forecast or observed load falls inside the plan's steps"
@@ -821,8 +848,12 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
     def num(v: float | None) -> str:
         return esc(fmt_num(v)) if v is not None else "—"
 
+    def pct(v: float | None) -> str:
+        return f"{v:+.1%}" if v is not None else "—"
+
     for r in rows:
         e, o, m = r["expected"], r["observed"], r.get("model")
+        gain = r.get("gain") or {}
         err = f"{(o - e) / e:+.1%}" if e and o is not None else "—"
         m = m or {}
         model_err = f"{m['error']:+.1%}" if "error" in m else "—"
@@ -835,13 +866,16 @@ def _eo_table(rows: list[dict[str, Any]]) -> str:
             f"<td>{esc(judged)}</td>"
             f'<td class="num">{num(m.get("predicted"))}</td>'
             f'<td class="num">{num(m.get("served"))}</td>'
-            f'<td class="num">{model_err}</td></tr>'
+            f'<td class="num">{model_err}</td>'
+            f'<td class="num">{pct(gain.get("expected"))}</td>'
+            f'<td class="num">{pct(gain.get("observed"))}</td></tr>'
         )
     head = (
         "<tr><th>configuration in force</th><th>expected ops/s</th><th>observed ops/s</th>"
         "<th>observed vs expected</th><th>expected net gain (ops)</th>"
         "<th>windows judged</th><th>model: predicted capacity</th>"
-        "<th>measured capacity (saturated windows)</th><th>model error</th></tr>"
+        "<th>measured capacity (saturated windows)</th><th>model error</th>"
+        "<th>step's capacity gain: expected</th><th>observed</th></tr>"
     )
     return f'<table class="data" data-table="expected-observed">{head}{"".join(out)}</table>'
 

@@ -511,3 +511,25 @@ def test_node_change_back_to_default() -> None:
     plan = plan_from_dict(doc, known_hosts=HOSTS)
     assert node_changes(plan, "cass3")[2] == {
         "compaction": "LeveledCompactionStrategy", "heap_size": "default"}
+
+
+def test_a_steps_capacity_gain_expected_against_observed() -> None:
+    """Expected: the plan's utilisation before over after; observed: the step's saturated
+    windows against the last saturated window before it, whatever plan judged that one."""
+    from planner.plan import Expected
+    from planner.report import step_gain
+
+    due = T0 + 1000.0
+    track = [{"kind": "capacity", "end": due - 600, "served_ops_per_s": 500.0},
+             {"kind": "lower bound", "end": due - 100, "served_ops_per_s": 50.0},
+             {"kind": "capacity", "end": due - 60, "served_ops_per_s": 250.0},
+             {"kind": "capacity", "end": due + 300, "served_ops_per_s": 330.0}]
+    expected = Expected(benefit_ops=1.0, cost_ops=0.5, net_ops=0.5,
+                        utilisation_before=1.2, utilisation_after=1.0)
+    gain = step_gain(track, expected, {"served": 330.0, "windows": 1.0}, due)
+    assert gain["expected"] == pytest.approx(0.2)
+    assert gain["observed"] == pytest.approx(330.0 / 250.0 - 1)  # the lower bound is skipped
+    assert gain["served_before"] == 250.0
+    # Nothing judged after the step, no utilisation recorded: nothing is claimed.
+    none = step_gain(track, Expected(1.0, 0.5, 0.5), None, due)
+    assert none["expected"] is None and none["observed"] is None
