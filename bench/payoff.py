@@ -49,6 +49,9 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent / "module_utils"))
+
+import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 
 from planner import payoff as po  # noqa: E402
 from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
@@ -488,7 +491,9 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
             return 1
         from planner.calibrate_bench import describe_environment
 
-        results["environment"] = describe_environment(lab.version)
+        # The lab nodes' envelopes as the kernel holds them (docs/envelopes.md).
+        results["environment"] = {**describe_environment(lab.version),
+                                  **kairos_cgroup.held(["lab-cass1", "lab-cass2", "lab-cass3"])}
         results["initial_config"] = dict(lab.running)
         for i, (shape, rep, policy) in enumerate(setup.order, start=1):
             rec = run_one(lab, shape, rep, policy, i, len(setup.order))

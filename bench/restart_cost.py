@@ -70,14 +70,7 @@ class PortWatch(threading.Thread):
 
 
 def lab_environment() -> dict[str, Any]:
-    kind, folders = kairos_cgroup.layout()
-    if kind is None:
-        return {"envelopes": f"none: {folders}"}
-    held = {}
-    for host in NODES:
-        state = kairos_cgroup.read(kind, folders, f"lab-{host}")
-        held[host] = kairos_cgroup.describe(state["limits"]) if state else "none"
-    return {"envelopes": held, "cgroup": kind}
+    return dict(kairos_cgroup.held([f"lab-{host}" for host in NODES]))
 
 
 def main() -> int:

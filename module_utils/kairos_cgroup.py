@@ -445,6 +445,20 @@ def describe(limits):
     return ", ".join(parts) or "no limits"
 
 
+def held(names):
+    """Provenance of a measurement: each envelope of ``names`` as the kernel holds it (its
+    limits, described), "none" for a name without one; ``{"envelopes": why}`` where
+    envelopes cannot be made here."""
+    kind, folders = layout()
+    if kind is None:
+        return {"envelopes": f"none: {folders}"}
+    out = {}
+    for name in names:
+        state = read(kind, folders, name)
+        out[name] = describe(state["limits"]) if state else "none"
+    return {"envelopes": out, "cgroup": kind}
+
+
 def report(state):
     """One line for a person: the limits, then what the envelope uses now."""
     usage, rate = state["usage"], state.get("rates", {})

@@ -180,6 +180,9 @@ def test_a_side_envelope_is_made_joined_left_and_removed() -> None:
         with joined_child(made["groups"], label) as child:
             envelope.leave(made["groups"], child)
             assert cgroup.read(KIND, FOLDERS, label)["pids"] == []
+        # A measurement's provenance names it as the kernel holds it, and a missing one.
+        assert cgroup.held([label, name("absent")]) == {
+            "envelopes": {label: "CPU weight 10", name("absent"): "none"}, "cgroup": KIND}
     finally:
         assert run_module("kairos_envelope", {"name": label, "state": "absent"})["changed"]
 
