@@ -99,7 +99,7 @@ HEADROOM_BY_UTILISATION = (
 #: ... and when it does: the headroom term is still utilisation; the p99 has its own term.
 HEADROOM_BESIDE_LATENCY = (
     "utilisation (offered load / predicted capacity); the model's predicted p99 is "
-    "credited by its own term (latency_weight)"
+    "credited by its own term when latency_weight > 0"
 )
 #: What the latency term compares (``provenance.objective.latency_measure``).
 LATENCY_MEASURE = (
