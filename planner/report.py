@@ -318,24 +318,26 @@ def _judged(track: Sequence[Mapping[str, Any]], plan: str | None, step: str, lo:
 
 
 def step_gain(track: Sequence[Mapping[str, Any]], expected: Any,
-              judged: Mapping[str, float] | None, due: float) -> dict[str, float | None]:
+              judged: Mapping[str, float] | None, before: float) -> dict[str, float | None]:
     """A step's capacity gain, expected against observed.
 
     Expected: the plan's own, the capacity after over the capacity before at the forecast
     load (its utilisation before over after; None when the plan did not record them).
     Observed: what the step's saturated windows served over what the last saturated window
-    judged before the step (``due``) served, whatever configuration and plan it was judged
-    under (None until both exist). Both are saturated closed-loop windows, so served is
-    capacity; the two windows' mixes may differ, which the report's track table shows.
+    judged by ``before`` served (the later of the step's due time and the plan's making: a
+    tick judges its window, then re-plans, then applies), whatever configuration and plan it
+    was judged under (None until both exist). Both are saturated closed-loop windows, so
+    served is capacity; the two windows' mixes may differ, which the report's track table
+    shows.
     """
     util = (expected.utilisation_before, expected.utilisation_after) if expected else (None,) * 2
     exp = util[0] / util[1] - 1.0 if util[0] and util[1] else None
-    before = [j for j in track if j.get("kind") == "capacity" and float(j["end"]) <= due]
+    earlier = [j for j in track if j.get("kind") == "capacity" and float(j["end"]) <= before]
     obs = None
-    if before and judged and "served" in judged:
-        obs = judged["served"] / float(before[-1]["served_ops_per_s"]) - 1.0
+    if earlier and judged and "served" in judged:
+        obs = judged["served"] / float(earlier[-1]["served_ops_per_s"]) - 1.0
     return {"expected": exp, "observed": obs,
-            "served_before": float(before[-1]["served_ops_per_s"]) if before else None}
+            "served_before": float(earlier[-1]["served_ops_per_s"]) if earlier else None}
 
 
 def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]]]:
@@ -368,7 +370,8 @@ def expected_vs_observed(inputs: ReportInputs) -> tuple[str, list[dict[str, Any]
                      "benefit": expected.benefit_ops if expected else None,
                      "cost": expected.cost_ops if expected else None,
                      "model": judged,
-                     "gain": step_gain(inputs.model_track, expected, judged, lo)
+                     "gain": step_gain(inputs.model_track, expected, judged,
+                                       max(lo, plan.created_at.timestamp()))
                      if step != CURRENT else None})
     values = [v for r in rows for v in (r["expected"], r["observed"]) if v is not None]
     if not values:
