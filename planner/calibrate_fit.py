@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,24 @@ def repeat_spread(df: pd.DataFrame, *, engine: str, params: Sequence[str]) -> fl
     return float(np.mean(np.concatenate(dev))) if dev else None
 
 
+def _folds(df: pd.DataFrame, keys: Sequence[str], *, engine: str, design: str,
+           skipped: list[str]) -> Iterator[tuple[str, PerformanceModel]]:
+    """Leave-one-configuration-out: each configuration key with the model fitted on the
+    other configurations' rows. A fold whose rows cannot fit the design, or with no other
+    configuration, is left out and said in ``skipped``."""
+    for key in dict.fromkeys(keys):
+        held = np.array([k == key for k in keys])
+        if held.all():  # one configuration only: nothing to fit the fold on
+            skipped.append(f"{key}: no other configuration")
+            continue
+        try:
+            model = fit_design(df[~held], engine=engine, design=design)
+        except ValidationError as exc:
+            skipped.append(f"{key}: {exc}")
+            continue
+        yield key, model
+
+
 def leave_one_config_out(
     df: pd.DataFrame, *, engine: str, design: str, params: Sequence[str],
     mix_only: bool = False,
@@ -111,16 +129,7 @@ def leave_one_config_out(
     predicted: list[float] = []
     per_config: list[dict[str, Any]] = []
     skipped: list[str] = []
-    for key in dict.fromkeys(keys):
-        held = np.array([k == key for k in keys])
-        if held.all():  # one configuration only: nothing to fit the fold on
-            skipped.append(f"{key}: no other configuration")
-            continue
-        try:
-            model = fit_design(fit_df[~held], engine=engine, design=design)
-        except ValidationError as exc:
-            skipped.append(f"{key}: {exc}")
-            continue
+    for key, model in _folds(fit_df, keys, engine=engine, design=design, skipped=skipped):
         test = means[np.array([k == key for k in mean_keys])]
         pred = _predict_rows(model, test, [] if mix_only else params)
         y = test[TARGET].to_numpy(dtype=float)
@@ -256,16 +265,7 @@ def latency_report(df: pd.DataFrame, model: PerformanceModel, *, engine: str,
     actual: list[float] = []
     predicted: list[float] = []
     skipped: list[str] = []
-    for key in dict.fromkeys(keys):
-        held = np.array([k == key for k in keys])
-        if held.all():
-            skipped.append(f"{key}: no other configuration")
-            continue
-        try:
-            fold = fit_design(df[~held], engine=engine, design=POOLED)
-        except ValidationError as exc:
-            skipped.append(f"{key}: {exc}")
-            continue
+    for key, fold in _folds(df, keys, engine=engine, design=POOLED, skipped=skipped):
         if fold.latency is None:
             skipped.append(f"{key}: {fold.info['fit'].get('latency')}")
             continue
