@@ -756,30 +756,15 @@ class Store:
         tasks are summed over the nodes, its requests in flight are the busiest node's;
         Redis's ``cpu_main_utilisation`` is the busiest node's main-thread CPU seconds over
         the seconds since its previous sample (same instance: a restart starts the count
-        again)."""
-        rows = self._db.execute(
-            "SELECT round_ts, node, ts, instance, gauges FROM counter_samples "
-            "WHERE engine = ? AND cluster = ? AND scope = 'node' AND gauges IS NOT NULL "
-            "AND round_ts >= ? ORDER BY round_ts, node",
-            (engine, cluster, self._lower_bound(engine, cluster, since)),
-        )
+        again): the per-node readings and rates are :meth:`node_gauges`'s."""
         rounds: dict[float, dict[str, float]] = {}
-        previous: dict[str, tuple[float, str | None, float]] = {}
-        for round_ts, node, ts, instance, text in rows:
-            values = rounds.setdefault(float(round_ts), {})
-            for k, v in json.loads(text).items():
-                if k.startswith("p99_ms_") or k == "active_requests":
-                    values[k] = max(values.get(k, 0.0), float(v))
+        for g in self.node_gauges(engine, cluster, since=since):
+            values = rounds.setdefault(g.ts, {})
+            for k, v in g.values.items():
+                if k.startswith("p99_ms_") or k in ("active_requests", "cpu_main_utilisation"):
+                    values[k] = max(values.get(k, 0.0), v)
                 elif k in ("pending_tasks", "blocked_tasks"):
-                    values[k] = values.get(k, 0.0) + float(v)
-                elif k == "cpu_main_seconds":
-                    before = previous.get(node)
-                    if before is not None and before[1] == instance and ts > before[0]:
-                        share = max(float(v) - before[2], 0.0) / (ts - before[0])
-                        values["cpu_main_utilisation"] = max(
-                            values.get("cpu_main_utilisation", 0.0), share
-                        )
-                    previous[node] = (float(ts), instance, float(v))
+                    values[k] = values.get(k, 0.0) + v
         return [GaugeRound(ts=t, values=v) for t, v in sorted(rounds.items())]
 
     def node_gauges(
