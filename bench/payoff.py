@@ -55,6 +55,7 @@ import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible impo
 
 from planner import payoff as po  # noqa: E402
 from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
+from planner.planning import DEFAULT_CHANGE_SECONDS  # noqa: E402
 from planner.spaces import get_space  # noqa: E402
 from planner.workload import classes_for  # noqa: E402
 
@@ -117,6 +118,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     mod.add_argument("--restart-seconds-from",
                      help="a state directory whose recorded rollouts give T_r (kairos plan's "
                      "option of that name)")
+    mod.add_argument("--compaction-seconds", type=float,
+                     default=DEFAULT_CHANGE_SECONDS["compaction"],
+                     help="seconds of full throughput the kairos policy charges a compaction "
+                     "strategy change (kairos plan's option of that name; default "
+                     f"{DEFAULT_CHANGE_SECONDS['compaction']:g})")
+    mod.add_argument("--confidence", type=float, default=0.9,
+                     help="the kairos policy keeps a step only when P(gain > cost) is at "
+                     "least this (kairos plan's option of that name; default 0.9)")
     ex = p.add_argument_group("the executor and the load")
     ex.add_argument("--inventory", default="inventories/local/hosts.yml")
     ex.add_argument("--playbook", default="playbooks/change_settings.yml")
@@ -191,7 +200,8 @@ def prepare(args: argparse.Namespace) -> Setup:
     tables = (f"{args.keyspace}.{args.table}",)
     options = {"cl": args.cl, "restart_seconds": args.restart_seconds,
                "restart_seconds_from": args.restart_seconds_from, "tables": tables,
-               "seed": args.seed}
+               "compaction_seconds": args.compaction_seconds,
+               "confidence": args.confidence, "seed": args.seed}
     schedules: dict[str, po.Schedule] = {}
     plans: dict[str, dict[str, po.PolicyPlan]] = {}
     for shape in shapes:

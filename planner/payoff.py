@@ -502,7 +502,13 @@ def schedule_forecast(
 def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Config], *,
             options: Mapping[str, Any], progress: Progress) -> PolicyPlan:
     """The plan :func:`planner.planning.make_plan` makes on the schedule, as changes."""
-    from planner.planning import OptimiserOptions, PlanRequest, make_plan
+    from planner.planning import (
+        DEFAULT_CHANGE_SECONDS,
+        OptimiserOptions,
+        PlanRequest,
+        make_plan,
+    )
+    from planner.risk import DEFAULT_CONFIDENCE
 
     start = datetime(2026, 1, 5, tzinfo=UTC)  # any start: the steps are kept as offsets
     load = SATURATION * float(_capacity(model, schedule, candidates).max())
@@ -515,6 +521,9 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
         rf=int(options.get("rf", 3)), cl=str(options.get("cl", "QUORUM")),
         restart_seconds=float(options.get("restart_seconds", 60.0)),
         restart_seconds_from=options.get("restart_seconds_from"),
+        compaction_seconds=float(options.get("compaction_seconds",
+                                             DEFAULT_CHANGE_SECONDS["compaction"])),
+        confidence=float(options.get("confidence", DEFAULT_CONFIDENCE)),
         served="work", horizon=schedule.steps,
         tables=tuple(options.get("tables", ())),
         optimiser=OptimiserOptions(method="dp", seed=int(options.get("seed", 0))),
@@ -548,7 +557,8 @@ def decide(
 ) -> PolicyPlan:
     """What ``policy`` does over ``schedule``; ``candidates[0]`` is the default (the state
     every run starts from). ``kairos``: the planner's options (``cl``, ``hosts``, ``rf``,
-    ``restart_seconds``, ``restart_seconds_from``, ``tables``, ``seed``, ``cluster``)."""
+    ``restart_seconds``, ``restart_seconds_from``, ``compaction_seconds``, ``confidence``,
+    ``tables``, ``seed``, ``cluster``)."""
     parse_policies([policy])
     if not candidates:
         raise ValidationError("candidates: at least the default configuration")

@@ -253,6 +253,29 @@ def test_kairos_changes_when_the_gain_beats_the_cost() -> None:
         READ, WRITE, READ, WRITE), candidates=cands).predicted_ops
 
 
+def test_the_compaction_cost_and_the_confidence_reach_the_kairos_policy() -> None:
+    # The enveloped lab's calibration (LCS +49 % on scans, -8 % on updates, wide intervals)
+    # on the bus day in 8 min: a rewrite priced at the default 120 s of full throughput
+    # costs more than LCS gains; at the 30 s measured with no load it pays, with
+    # P(gain > cost) between 0.8 and 0.9.
+    from planner.perfmodel import load_model
+
+    m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
+    cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
+    sched = po.make_schedule("bus", minutes=8, seed=0)
+    kw = {"tables": ("kairos_effect.usertable",)}
+    priced = po.decide("kairos", model=m, schedule=sched, candidates=cands, kairos=kw)
+    assert priced.changes == () and priced.info["compaction_seconds"] == 120.0
+    unsure = po.decide("kairos", model=m, schedule=sched, candidates=cands,
+                       kairos={**kw, "compaction_seconds": 30.0})
+    assert unsure.changes == () and unsure.info["dropped_below_confidence"] == 1
+    k = po.decide("kairos", model=m, schedule=sched, candidates=cands,
+                  kairos={**kw, "compaction_seconds": 30.0, "confidence": 0.8})
+    assert [(c.at, dict(c.settings), c.restart) for c in k.changes] == [
+        (0.0, {"compaction": "LeveledCompactionStrategy"}, False)]
+    assert k.info["compaction_seconds"] == 30.0 and k.info["confidence"] == 0.8
+
+
 def test_a_live_change_needs_no_restart_and_kairos_makes_it_at_once() -> None:
     m = model()
     cands = po.candidate_grid(m, {"concurrent_reads": 32})
