@@ -75,6 +75,16 @@ def say(msg: str) -> None:
 
 
 # ------------------------------------------------------------------- options
+def _mix(text: str) -> dict[str, float]:
+    """argparse type: ``update=0.9,scan=0.1`` as a validated Cassandra mix."""
+    from planner.loadgen_workload import parse_mix
+
+    try:
+        return parse_mix(text, "cassandra")
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(f"--precondition-mix: {exc}") from None
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="bench/payoff.py", description=__doc__.split("\n\n")[0],
@@ -104,6 +114,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--short", action="store_true",
                      help="the CI plumbing run: " + ", ".join(f"--{k.replace('_', '-')} {v}"
                                                               for k, v in SHORT.items()))
+    exp.add_argument("--precondition", type=float, default=0.0, metavar="SECONDS",
+                     help="before every run, this long under --precondition-mix in the default "
+                     "configuration: the same recent history for every policy (default 0: none)")
+    exp.add_argument("--precondition-mix", type=_mix, default={"update": 0.9, "scan": 0.1},
+                     metavar="CLASS=SHARE,...",
+                     help="the preconditioning load's mix (default update=0.9,scan=0.1)")
     exp.add_argument("--plan-only", action="store_true",
                      help="print every policy's decisions and exit; touch no node")
     exp.add_argument("--keep-going", action="store_true",
@@ -173,6 +189,9 @@ def prepare(args: argparse.Namespace) -> Setup:
     from planner.perfmodel import load_model
 
     po.check_minutes(args.minutes)
+    if not 0 <= args.precondition <= 3600:
+        raise ValidationError(f"--precondition: must be in [0, 3600] seconds, got "
+                              f"{args.precondition:g}")
     policies = po.parse_policies(args.policies)
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     bad = [s for s in shapes if s not in po.SHAPES]
@@ -322,6 +341,28 @@ class _RunFailed(Exception):
     """A run cannot go on (its record says why)."""
 
 
+def precondition(lab: Lab, tag: str, rec: dict[str, Any]) -> None:
+    """The same recent history before every run (``--precondition``): the default
+    configuration under ``--precondition-mix`` for that long, as the cluster ran before the
+    day began. A table's layout is state (docs/calibration.md): without this, a run in the
+    default configuration after a leveled run scans the leveled SSTables it inherited."""
+    args, default = lab.args, lab.setup.default
+    if args.precondition <= 0:
+        return
+    back = {k: v for k, v in default.items() if lab.running.get(k) != v}
+    if back:
+        say(f"{tag}: preconditioning in the default configuration {back}")
+        try:
+            lab.apply(back)
+        except KairosError as exc:
+            rec["error"] = f"the executor failed restoring the default to precondition: {exc}"
+            raise _RunFailed from None
+    say(f"{tag}: preconditioning {args.precondition:g} s with {args.precondition_mix}")
+    lab.warm_up(args.precondition_mix, args.precondition)
+    rec["precondition"] = {"seconds": args.precondition, "mix": dict(args.precondition_mix),
+                           "config": dict(default), "restored": back}
+
+
 def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
             ) -> dict[str, Any]:
     """One run, recorded; its status is ``ok`` only when everything it did succeeded."""
@@ -338,6 +379,7 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
         "changes": [], "changes_made": 0, "restarts": 0, "series": [],
     }
     try:
+        precondition(lab, tag, rec)
         settings = {k: v for k, v in plan.start.items() if lab.running.get(k) != v}
         restarted = po.needs_restart(lab.running, settings) if settings else False
         if settings:
@@ -463,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    per_run = args.minutes * 60 + args.warmup + 90
+    per_run = args.minutes * 60 + args.warmup + args.precondition + 90
     say(f"{len(setup.order)} runs, about {len(setup.order) * per_run / 60:.0f} min "
         f"(+ rolling restarts); results in {out}/")
     results: dict[str, Any] = {

@@ -514,6 +514,39 @@ def test_the_driver_runs_in_mirrored_order_and_applies_each_policys_changes(
     assert "<polyline" in (out / "payoff.html").read_text()
 
 
+def test_preconditioning_gives_every_run_the_same_history_in_the_default_configuration(
+    bench: tuple[Any, Lab, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import planner.loadgen as lg
+
+    module, lab, path = bench
+    loads: list[tuple[dict[str, float], float, dict[str, Any]]] = []
+
+    def run_load(config: Any, *_: Any, **__: Any) -> Any:
+        loads.append((dict(config.mix), config.seconds, dict(lab.nodes)))
+        return type("R", (), {"stopped_by": "duration"})
+
+    monkeypatch.setattr(lg, "run_load", run_load)
+    out = tmp_path / "out"
+    rc = module.main(["--model", str(path), "--shapes", "hpc", "--minutes", "1",
+                      "--policies", "naive,default", "--warmup", "0", "--precondition", "30",
+                      "--precondition-mix", "update=1", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [(r["policy"], r["repetition"]) for r in runs] == [
+        ("naive", 1), ("default", 1), ("default", 2), ("naive", 2)]
+    # one 30-s preconditioning per run, all of it updates, always in the default (32):
+    # after the naive run left 64, the default is restored first
+    assert [(m["update"], sec, nodes) for m, sec, nodes in loads[1:]] == [
+        (1.0, 30.0, {"concurrent_reads": 32})] * 4  # loads[0] writes the table
+    assert [r["precondition"]["restored"] for r in runs] == [
+        {}, {"concurrent_reads": 32}, {}, {}]
+    assert lab.applied[:2] == [{"concurrent_reads": 64}, {"concurrent_reads": 32}]
+    assert module.main(["--model", str(path), "--precondition", "-5", "--plan-only"]) == 2
+    assert "--precondition: must be in [0, 3600] seconds, got -5" in capsys.readouterr().err
+
+
 def test_an_executor_failure_fails_the_run_stops_its_load_and_the_experiment(
     bench: tuple[Any, Lab, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
