@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from planner import capacity as cap_advice
 from planner import optimiser as op
 from planner import risk as rk
 from planner.costbenefit import (
@@ -489,6 +490,10 @@ class PlanRequest:
         ``keyspace.table`` names a table-level change (compaction) applies to.
     optimiser
         GA or DP and the GA's settings; its seed also seeds forecasting and sampling.
+    capacity_margin, scale_in_after_seconds
+        The capacity advice's safety margin and the shortest horizon a scale-in advice
+        rests on (:func:`planner.capacity.advise`; the plan's
+        ``provenance.capacity_advice``).
     hold_restarts
         Why no restart step may be proposed now (the autopilot's hold while the model's
         recent error is high, :func:`planner.learning.restart_hold`): only configurations
@@ -526,6 +531,8 @@ class PlanRequest:
     tables: Sequence[str] = ()
     optimiser: OptimiserOptions = field(default_factory=OptimiserOptions)
     hold_restarts: str | None = None
+    capacity_margin: float = cap_advice.DEFAULT_MARGIN
+    scale_in_after_seconds: float = cap_advice.DEFAULT_SCALE_IN_AFTER_SECONDS
 
 
 @dataclass(frozen=True)
@@ -1109,6 +1116,12 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                                  candidates=candidates, start=start, step=step),
         utilisation=pload / pcap[:, 0], batching=batching, p99=p99,
     )
+    prov["capacity_advice"] = cap_advice.advise(
+        timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],
+        best_capacity=pcap.max(axis=1), nodes=len(hosts), min_nodes=min(request.rf, len(hosts)),
+        step_seconds=step, margin=request.capacity_margin,
+        scale_in_after_seconds=request.scale_in_after_seconds,
+    ).to_dict()
     doc = {
         "schema_version": 1,
         "kind": "kairos-plan", "cluster": request.cluster, "engine": request.engine,

@@ -902,6 +902,16 @@ def _cards(inputs: ReportInputs) -> str:
                       f"expected net {fmt_num(plan.expected_net_ops)} ops"))
     else:
         cards.append(("plan", "—", "no plan"))
+    advice = plan.provenance.get("capacity_advice") if plan is not None else None
+    if isinstance(advice, dict):  # plans made since issue 43
+        if advice.get("action", "none") == "none":
+            cards.append(("capacity", f"{advice.get('nodes_now')} nodes",
+                          "no change of node count advised"))
+        else:
+            by = (f" by {_fmt_dt(datetime.fromisoformat(advice['by']))}"
+                  if advice.get("by") else "")
+            cards.append(("capacity", str(advice["action"]),
+                          f"{advice.get('nodes_now')} → {advice.get('nodes_advised')} nodes{by}"))
     steps = (state or {}).get("steps") or {}
     kinds = [step_outcome(plan, state, sid)[0] for sid in steps]
     applied = kinds.count("applied")

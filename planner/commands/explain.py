@@ -148,6 +148,11 @@ def _decision_lines(prov: Any) -> list[str]:
     if isinstance(cost, dict) and "restart_seconds_source" in cost:
         lines.append(f"T_r: {cost.get('restart_seconds'):g} s per node, "
                      f"{cost['restart_seconds_source']}")
+    advice = prov.get("capacity_advice")
+    if isinstance(advice, dict):  # plans made since issue 43
+        from planner.capacity import advice_line
+
+        lines.append(advice_line(advice))
     return lines
 
 

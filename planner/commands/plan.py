@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Any
 
 from planner import inputs
+from planner.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
 from planner.costbenefit import SERVED_MODES
 from planner.planning import (
     DEFAULT_HEADROOM_WEIGHT,
@@ -37,6 +39,17 @@ def _unit_interval(name: str, *, closed: bool) -> Any:
             )
         return x
     return parse
+def _positive_hours(text: str) -> float:
+    """argparse type: hours > 0."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--scale-in-after: not a number: {text!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"--scale-in-after: must be > 0 hours, got {text}")
+    return x
+
+
 #: A plan needs at least 2 intervals (a switch and a stay); the upper bound is shared.
 PLAN_HORIZON = inputs.bounded_int(2, inputs.MAX_HORIZON, why=inputs.HORIZON_WHY)
 
@@ -137,6 +150,14 @@ def _add_decision_arguments(p: Any) -> None:
                    help="what the optimiser maximises: the expected value (mean, default), "
                    "the 1 - confidence quantile of each candidate's gain (quantile), or the "
                    "worst mix in the forecast's interval (endure)")
+    p.add_argument("--capacity-margin", type=_unit_interval("--capacity-margin", closed=False),
+                   default=DEFAULT_MARGIN,
+                   help="capacity advice: the share of capacity kept free at the forecast's "
+                   f"upper band (default {DEFAULT_MARGIN:g}; docs/capacity-advice.md)")
+    p.add_argument("--scale-in-after", type=_positive_hours, metavar="HOURS",
+                   default=DEFAULT_SCALE_IN_AFTER_SECONDS / 3600,
+                   help="capacity advice: the shortest horizon a scale-in advice rests on "
+                   f"(default {DEFAULT_SCALE_IN_AFTER_SECONDS / 3600:g} h)")
     p.add_argument("--hold-restarts", metavar="WHY",
                    help="propose no restart step, for this reason (the autopilot's hold while "
                    "the performance model's recent error is high): only live changes")
@@ -168,12 +189,14 @@ def request_from_args(args: argparse.Namespace) -> Any:
             method=args.method, seed=args.seed, population=args.population,
             generations=args.generations, searches=args.searches, workers=args.workers,
         ),
-        hold_restarts=args.hold_restarts,
+        hold_restarts=args.hold_restarts, capacity_margin=args.capacity_margin,
+        scale_in_after_seconds=args.scale_in_after * 3600,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Make the plan and write it; progress goes to stderr."""
+    from planner.capacity import advice_line
     from planner.plan import save_plan
     from planner.planning import make_plan
 
@@ -181,4 +204,5 @@ def run(args: argparse.Namespace) -> int:
     result = make_plan(request_from_args(args), progress=_log)
     path = save_plan(result.plan, args.output, known_hosts=result.hosts)
     print(f"wrote {path}: {result.summary()} in {time.perf_counter() - t0:.1f}s")
+    print(advice_line(result.plan.provenance["capacity_advice"]))
     return 0

@@ -106,6 +106,32 @@ def test_kairos_plan_writes_the_plan_make_plan_returns(
     assert f"wrote {out}: {result.summary()} in " in capsys.readouterr().out
 
 
+def test_the_plan_carries_capacity_advice_from_the_forecast_and_the_best_candidate(
+    demo: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The demo offers 200 ops/s, far below the prior's capacity: no scale out, and no scale
+    # in below RF 3; six nodes with a 1-minute floor instead of a day: a scale in to RF.
+    plan = make_plan(_request(demo)).plan
+    advice = plan.provenance["capacity_advice"]
+    assert advice["action"] == "none" and advice["nodes_now"] == 3
+    assert advice["figures"]["peak_load_upper"] >= 200.0
+    assert "3 nodes is the fewest for replication factor 3" in advice["reason"]
+    from planner.commands.explain import explain_text
+
+    assert "Capacity: no change of node count advised: the best reachable" in explain_text(plan)
+    six = make_plan(_request(demo, hosts=tuple(f"cass{i}" for i in range(1, 7)),
+                             scale_in_after_seconds=60.0)).plan
+    assert six.provenance["capacity_advice"]["action"] == "scale-in"
+    assert six.provenance["capacity_advice"]["nodes_advised"] == 3
+    out = demo["dir"] / "advice.yml"
+    assert main(["plan", "--forecast", str(demo["forecast"]), "--current", str(demo["current"]),
+                 "--horizon", "48", "--tables", ",".join(TABLES), "--method", "dp",
+                 "--capacity-margin", "0.5", "-o", str(out)]) == 0  # fmt: skip
+    assert "Capacity: no change of node count advised" in capsys.readouterr().out
+    assert yaml.safe_load(out.read_text())["provenance"]["capacity_advice"]["figures"][
+        "margin"] == 0.5
+
+
 def test_a_seeded_ga_plan_is_reproducible_and_records_its_gap_to_the_dp(
     demo: dict[str, Path],
 ) -> None:

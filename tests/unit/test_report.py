@@ -533,3 +533,25 @@ def test_a_steps_capacity_gain_expected_against_observed() -> None:
     # Nothing judged after the step, no utilisation recorded: nothing is claimed.
     none = step_gain(track, Expected(1.0, 0.5, 0.5), None, due)
     assert none["expected"] is None and none["observed"] is None
+
+
+def test_the_capacity_advice_shows_as_a_card() -> None:
+    from planner.capacity import advise
+
+    def page(advice: Any) -> str:
+        doc = synthetic_plan_dict()
+        doc["provenance"]["capacity_advice"] = advice.to_dict()
+        plan = plan_from_dict(doc, known_hosts=HOSTS)
+        return render(ReportInputs(plan=plan))
+
+    ts = T0 + 300.0 * np.arange(4)
+    out = advise(timestamps=ts, load_upper=np.array([100.0, 900.0, 1500.0, 1500.0]),
+                 best_capacity=np.full(4, 1000.0), nodes=3, min_nodes=3, step_seconds=300.0)
+    html = page(out)
+    assert ">capacity<" in html and ">scale-out<" in html
+    assert "3 → 6 nodes by 2026-11-22 12:05:00 UTC" in html  # the step at 900 x 1.2
+    flat = advise(timestamps=ts, load_upper=np.full(4, 100.0), best_capacity=np.full(4, 1e3),
+                  nodes=3, min_nodes=3, step_seconds=300.0)
+    assert "no change of node count advised" in page(flat)
+    assert ">capacity<" not in render(ReportInputs(plan=plan_from_dict(
+        synthetic_plan_dict(), known_hosts=HOSTS)))
