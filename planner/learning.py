@@ -363,8 +363,10 @@ def record_window(judgement: Judgement, observations: str | Path, *, engine: str
             raise ValidationError(
                 f"{path}: the window has no value for {', '.join(missing)} (the "
                 "configuration in force must name every parameter the observations have)")
-        table = pd.concat([table, pd.DataFrame([{c: row.get(c) for c in table.columns}])],
-                          ignore_index=True)
+        new = pd.DataFrame([{c: row[c] for c in table.columns if row.get(c) is not None}])
+        # the window's empty (measured) columns stay out of the concat: pandas 2 deprecates
+        # typing the result by them; they are NaN in the new row either way
+        table = pd.concat([table, new], ignore_index=True)
     else:
         table = pd.DataFrame([row])
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1053,7 +1053,9 @@ def _prepare(
     if bad.size:
         raise ValidationError(f"{TARGET}: row {int(bad[0])}: must be a positive number")
     configs: list[dict[str, Any]] = []
-    for i, row in enumerate(df[extra].to_dict("records")):
+    # pandas < 3 gives no records at all for no columns: one empty row per observation
+    records = df[extra].to_dict("records") if extra else [{} for _ in range(len(df))]
+    for i, row in enumerate(records):
         try:
             configs.append(space.complete({k: _plain(v) for k, v in row.items()}))
         except ValidationError as exc:
