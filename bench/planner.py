@@ -24,15 +24,28 @@ Prints one JSON line per case (run from the repository root)::
   runs that last case N times (``"run"``: 1..N), the same seed, for the spread of its
   timing on a busy machine (the batches are the same every time).
 
+* ``{"case": "scale", "candidates": 512, "decision_points": 720, "build_seconds": s,
+  "dp_seconds": s, "ga_seconds": s, "peak_rss_mb": m, ...}`` (issue 42): the problem
+  ``kairos plan`` would build over a 512-candidate grid (9 two-valued Cassandra
+  parameters, :data:`SCALE_KEYS`) and 720 decision points (12 h of the hpc trace at 60 s),
+  with ``served`` ``capacity`` (as the cases above) and ``work`` (``kairos plan``'s
+  default, headroom weight 0.5), then the DP and the GA (default options) on it.
+  ``build_seconds`` covers the candidates, the restart and change matrices, the
+  performance model's capacities, the batches and the problem; ``peak_rss_mb`` is this
+  process's peak resident memory so far (``rss_before_mb`` before the build, the
+  interpreter and its imports), so run ``--only-scale`` for the case alone. Each time is
+  also given as ``*_cpu_seconds``. ``--scale-repeat N`` runs it N times.
+
 Timings are wall clock on whatever else the machine is doing; re-run on a quiet machine.
-The batching cases also print ``cpu_seconds`` (this process's CPU time), which a busy
-machine inflates less.
+The batching and scale cases also print ``cpu_seconds`` (this process's CPU time), which a
+busy machine inflates less.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -75,6 +88,60 @@ def problem_for(name: str, kwargs: dict, start: int, points: int, seed: int) -> 
     )
 
 
+#: The scale case's grid: 2^9 = 512 candidates (4 live parameters, 5 restart ones).
+SCALE_KEYS = (
+    "compaction", "memtable_cleanup_threshold", "concurrent_writes", "concurrent_reads",
+    "memtable_flush_writers", "trickle_fsync", "heap_size", "compaction_throughput",
+    "row_cache_size",
+)
+SCALE_POINTS = 720
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak resident set so far (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def scale_case(served: cb.Served, seed: int, trace_seed: int) -> dict:
+    """512 candidates x 720 decision points: build, DP, GA (see the module docstring)."""
+    series = traces.GENERATORS["hpc"](seed=trace_seed, steps=200 + SCALE_POINTS,
+                                      step_seconds=60.0)
+    rss0 = _peak_rss_mb()
+    t0, c0 = time.perf_counter(), time.process_time()
+    perf = load_default_model("cassandra")
+    candidates = get_space("cassandra").candidates(keys=SCALE_KEYS, max_configs=512)
+    restart = sm.restart_matrix("cassandra", candidates)
+    change = sm.change_seconds_matrix("cassandra", candidates)
+    mix = series.mix_matrix()[200 : 200 + SCALE_POINTS]
+    load = series.load[200 : 200 + SCALE_POINTS]
+    cap = sm.capacity_matrix(perf, mix, candidates)
+    batches = safe_batches(
+        Ring.simple(["cass1", "cass2", "cass3"], rf=3), consistency_level="QUORUM"
+    ).batches
+    reconfig = cb.ReconfigModel.from_batches(batches, restart_seconds=60.0, survivor_penalty=0.05)
+    prob = sm.make_problem(
+        cap, restart=restart, reconfig=reconfig, step_seconds=60.0, change_seconds=change,
+        load=None if served == "capacity" else load, served=served,
+        headroom_weight=0.5 if served == "work" else 0.0,
+    )
+    t1, c1 = time.perf_counter(), time.process_time()
+    dp = op.solve_dp(prob)
+    t2, c2 = time.perf_counter(), time.process_time()
+    res = op.solve_ga(prob, options=op.GAOptions(seed=seed))
+    t3, c3 = time.perf_counter(), time.process_time()
+    return {
+        "case": "scale", "served": served, "candidates": prob.n_candidates,
+        "decision_points": prob.n_steps,
+        "build_seconds": round(t1 - t0, 3), "build_cpu_seconds": round(c1 - c0, 3),
+        "dp_seconds": round(t2 - t1, 3), "dp_cpu_seconds": round(c2 - c1, 3),
+        "ga_seconds": round(t3 - t2, 3), "ga_cpu_seconds": round(c3 - c2, 3),
+        "build_dp_ga_seconds": round(t3 - t0, 3), "build_dp_ga_cpu_seconds": round(c3 - c0, 3),
+        "peak_rss_mb": round(_peak_rss_mb()), "rss_before_mb": round(rss0),
+        "gap_to_dp": round(float((dp.total_ops - res.evaluation.total_ops) / dp.total_ops), 6),
+        "dp_switches": len(dp.switches), "ga_switches": len(res.evaluation.switches),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0, help="GA seed")
@@ -83,7 +150,15 @@ def main() -> None:
     parser.add_argument("--only-batching", action="store_true")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs of the 1000-node one-rack batching case")
+    parser.add_argument("--only-scale", action="store_true",
+                        help="only the 512 candidates x 720 decision points case")
+    parser.add_argument("--skip-scale", action="store_true")
+    parser.add_argument("--scale-served", choices=("capacity", "work", "both"), default="both")
+    parser.add_argument("--scale-repeat", type=int, default=1)
     args = parser.parse_args()
+    if args.only_scale:
+        run_scale(args)
+        return
     for name, kwargs, start, points in () if args.only_batching else CASES:
         prob = problem_for(name, kwargs, start, points, args.trace_seed)
         t0 = time.perf_counter()
@@ -101,6 +176,18 @@ def main() -> None:
         }), flush=True)
     if not args.skip_batching:
         batching_cases(args.seed, args.repeat)
+    if not (args.skip_scale or args.only_batching):
+        run_scale(args)
+
+
+def run_scale(args: argparse.Namespace) -> None:
+    """The scale case, for each credit mode asked, ``--scale-repeat`` times."""
+    modes: tuple[cb.Served, ...] = (
+        ("capacity", "work") if args.scale_served == "both" else (args.scale_served,))
+    for run in range(1, args.scale_repeat + 1):
+        for served in modes:
+            print(json.dumps({**scale_case(served, args.seed, args.trace_seed),
+                              **({"run": run} if args.scale_repeat > 1 else {})}), flush=True)
 
 
 def batching_cases(seed: int, repeat: int = 1) -> None:

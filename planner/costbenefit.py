@@ -28,7 +28,10 @@ performance model:
   work is what counts and the term is 0. It is a per-interval credit only: what a restart
   costs stays the served work and headroom it loses (:func:`transition_costs`).
 * ``costs[t, a, b]``: operations lost when a switch from ``a`` to ``b`` starts at the
-  beginning of interval ``t`` (see :func:`transition_costs`).
+  beginning of interval ``t`` (see :func:`transition_costs`). A planning problem holds
+  them as a :class:`SwitchCostTensor`, which computes them when read (the ``T K^2``
+  numbers of 720 intervals x 512 candidates are 1.5 GB; what they are made of is
+  ``T K + K^2``).
 
 A plan is an ordered list of switches ``(t_j, k_j)``. Its value is
 
@@ -63,7 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -77,6 +80,7 @@ __all__ = [
     "ReconfigModel",
     "Served",
     "Switch",
+    "SwitchCostTensor",
     "break_even_seconds",
     "decode",
     "evaluate",
@@ -259,7 +263,8 @@ def latency_credit(
     return np.where(ld < cap, weight * ld * gain, 0.0)
 
 
-def credit(x: np.ndarray, load: np.ndarray | None, headroom_weight: float = 0.0) -> np.ndarray:
+def credit(x: np.ndarray, load: np.ndarray | float | None,
+           headroom_weight: float = 0.0) -> np.ndarray:
     """``g(load, x)``: served work plus ``headroom_weight * load * (1 - utilisation)``
     below saturation (see the module docstring); ``load`` None credits ``x``.
 
@@ -334,28 +339,311 @@ def transition_costs(
     Returns
     -------
     numpy.ndarray
-        ``(T, K, K)`` costs in operations, 0 on the diagonal.
+        ``(T, K, K)`` costs in operations, 0 on the diagonal: :class:`SwitchCostTensor`
+        materialised (``T K^2`` numbers: for a large problem keep the tensor instead).
     """
-    cap, rst, ld = _check_cost_inputs(
-        capacity, restart=restart, step_seconds=step_seconds, load=load, served=served
-    )
-    _check_served(served, load, headroom_weight)
-    hw = headroom_weight if served == "work" else 0.0
-    n_k = cap.shape[1]
-    costs = np.where(rst[None, :, :], _rolling_costs(cap, model, step_seconds, ld, hw), 0.0)
-    # All-live changes cost live_seconds; a restart, the warm-up of its cold nodes.
-    extra = np.where(rst, model.warmup_seconds, model.live_seconds)
-    if change_seconds is not None:
-        cs = np.asarray(change_seconds, dtype=float)
-        if cs.shape != (n_k, n_k) or np.any(cs < 0):
-            raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
-        extra = extra + cs
-    if np.any(extra > 0):
-        full = _credit(np.broadcast_to(cap[:, None, :], costs.shape), np.arange(len(cap)), ld, hw)
-        costs = costs + extra[None, :, :] * full
-    diag = np.arange(n_k)
-    costs[:, diag, diag] = 0.0
-    return costs
+    return SwitchCostTensor(
+        capacity, restart=restart, model=model, step_seconds=step_seconds, load=load,
+        served=served, change_seconds=change_seconds, headroom_weight=headroom_weight,
+    ).dense()
+
+
+#: Rows of a ``(K, K)`` cost matrix computed at once: blocks of this many rows stay in
+#: the processor's cache (64 x 512 float64 = 256 KiB); a numpy call per block and step.
+ROW_BLOCK = 64
+
+
+class SwitchCostTensor:
+    """``costs[t, a, b]`` of :func:`transition_costs`, computed when read, never stored.
+
+    The dense tensor is ``T K^2`` numbers (720 intervals x 512 candidates: 1.5 GB), but
+    it is a function of ``capacity`` ``(T, K)``, ``load`` ``(T,)`` and ``(K, K)``
+    matrices, which is all this keeps (memory linear in T and in K^2, not in T K^2).
+    Reading one switch costs a few operations per restart batch; a ``(K, K)`` slice
+    ``costs[t]`` is what the DP reads, one interval at a time.
+
+    ``capacity`` may have a leading sample axis ``(S, T, K)`` (``load`` ``(S, T)``): with
+    ``mean=True`` the tensor is the mean over the samples ``(T, K, K)`` (the expected
+    cost that :func:`planner.planning.make_problem` optimises), else it is
+    ``(S, T, K, K)``, one cost tensor per sample.
+
+    Reading
+    -------
+    ``costs[t]`` (K, K); ``costs[t, lo:hi]`` rows; ``costs[t, a, b]`` with ints or
+    equal-length 1-D integer arrays (one switch each); per sample (``mean=False``)
+    ``costs[:, t, a, b]`` (S,) or (S, n). ``np.asarray(costs)`` materialises it (small
+    problems, tests); any other index is read from that.
+    """
+
+    def __init__(
+        self,
+        capacity: np.ndarray,
+        *,
+        restart: np.ndarray,
+        model: ReconfigModel,
+        step_seconds: float,
+        load: np.ndarray | None = None,
+        served: Served = "capacity",
+        change_seconds: np.ndarray | None = None,
+        headroom_weight: float = 0.0,
+        mean: bool = True,
+    ) -> None:
+        cap = np.ascontiguousarray(capacity, dtype=float)
+        samples = cap.ndim == 3
+        if samples:
+            if cap.shape[0] < 1:
+                raise ValidationError("capacity: at least one sample is needed")
+            rst, ld = _check_cost_inputs(cap[0], restart=restart, step_seconds=step_seconds,
+                                         load=None, served="capacity")[1], None
+            _check_served(served, load, 0.0)
+            if served != "capacity" and load is not None:
+                ld = np.ascontiguousarray(load, dtype=float)
+                if ld.shape != cap.shape[:-1]:
+                    raise ValidationError(
+                        f"load: expected shape {cap.shape[:-1]}, got {ld.shape}")
+        else:
+            cap, rst, ld = _check_cost_inputs(cap, restart=restart, step_seconds=step_seconds,
+                                              load=load, served=served)
+        _check_served(served, load, headroom_weight)
+        if not np.all(np.isfinite(cap)) or (ld is not None and not np.all(np.isfinite(ld))):
+            raise ValidationError("capacity/load: must be finite")
+        n_k = cap.shape[-1]
+        extra = np.where(rst, model.warmup_seconds, model.live_seconds)
+        if change_seconds is not None:
+            cs = np.asarray(change_seconds, dtype=float)
+            if cs.shape != (n_k, n_k) or np.any(cs < 0):
+                raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
+            extra = extra + cs
+        self._cap = cap
+        self._load = ld
+        self._hw = headroom_weight if served == "work" else 0.0
+        self._restart = rst
+        self._extra = extra if np.any(extra > 0) else None
+        self._pieces = _restart_pieces(model, step_seconds)
+        self._keep = 1.0 - model.survivor_penalty
+        self._samples = samples
+        self._cache: dict[tuple[int | None, int], Any] = {}
+        self.mean = bool(mean) or not samples
+        n_t = cap.shape[-2]
+        self.shape: tuple[int, ...] = (
+            (n_t, n_k, n_k) if self.mean else (cap.shape[0], n_t, n_k, n_k))
+        self.ndim = len(self.shape)
+        self.dtype = np.dtype(float)
+
+    # ----------------------------------------------------------------- reading
+    def rows(self, t: int, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """``costs[t, lo:hi, :]`` (the mean over the samples when they are averaged)."""
+        hi = self.shape[-1] if hi is None else hi
+        if not self._samples:
+            return self._rows(None, t, lo, hi)
+        if not self.mean:
+            raise ValidationError("costs: per-sample costs are read as costs[:, t, a, b]")
+        acc = np.zeros((hi - lo, self.shape[-1]))
+        for s in range(self._cap.shape[0]):  # in sample order, as the samples were summed
+            acc += self._rows(s, t, lo, hi)
+        return acc / self._cap.shape[0]
+
+    def pairs(self, t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """``costs[t_i, a_i, b_i]`` for equal-length integer arrays (per sample: ``(S, n)``)."""
+        t, a, b = (np.asarray(x, dtype=np.int64) for x in (t, a, b))
+        if not self._samples:
+            return self._pairs(self._cap, self._load, t, a, b)
+        if not self.mean:
+            return self._pairs(self._cap, self._load, t, a, b)
+        acc = np.zeros(np.broadcast_shapes(t.shape, a.shape, b.shape))
+        for s in range(self._cap.shape[0]):
+            acc += self._pairs(self._cap[s], None if self._load is None else self._load[s],
+                               t, a, b)
+        return acc / self._cap.shape[0]
+
+    def dense(self) -> np.ndarray:
+        """The materialised tensor (``T K^2`` numbers, or ``S T K^2``)."""
+        n_t = self.shape[-3]
+        if self.mean:
+            return np.stack([self.rows(t) for t in range(n_t)]) if n_t else np.zeros(self.shape)
+        return np.stack([
+            np.stack([self._rows(s, t, 0, self.shape[-1]) for t in range(n_t)])
+            for s in range(self._cap.shape[0])
+        ])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.dense()
+        return out if dtype is None else out.astype(dtype)
+
+    def __getitem__(self, key: Any) -> Any:
+        if self.mean:
+            if isinstance(key, int | np.integer):
+                return self.rows(int(key))
+            if (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], int | np.integer)
+                    and isinstance(key[1], slice) and key[1].step in (None, 1)):
+                lo, hi, _ = key[1].indices(self.shape[-1])
+                return self.rows(int(key[0]), lo, max(lo, hi))
+            if isinstance(key, tuple) and len(key) == 3 and all(_is_index(k) for k in key):
+                out = self.pairs(*(np.asarray(k) for k in key))
+                return float(out) if out.ndim == 0 else out
+        elif (isinstance(key, tuple) and len(key) == 4 and key[0] == slice(None)
+              and all(_is_index(k) for k in key[1:])):
+            return self.pairs(*(np.asarray(k) for k in key[1:]))
+        return self.dense()[key]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # ------------------------------------------------------------- the maths
+    def _vectors(self, s: int | None, t: int) -> tuple[list[tuple[Any, ...]], np.ndarray | None]:
+        """What interval ``t``'s ``(K, K)`` costs are made of, as K-vectors (sample ``s``),
+        computed once for all the row blocks read: per piece of a batch, ``("b", short)``
+        (the last batch: its lost credit depends on b only), ``("a", g_b, g_a)`` (the
+        first: the credit of b and of the up nodes running a) or ``("ab", g_b, done_b,
+        pending_a, load)``; and the new configuration's full credit (None: no extra
+        seconds)."""
+        key = (s, t)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        if len(self._cache) >= 256:
+            self._cache.clear()
+        cap = self._cap if s is None else self._cap[s]
+        load = self._load if s is None or self._load is None else self._load[s]
+        n_t = cap.shape[0]
+        hw, keep = self._hw, self._keep
+        pieces: list[tuple[Any, ...]] = []
+        for dt, u_off, done, pending in self._pieces:
+            u = min(t + u_off, n_t - 1)
+            cu = cap[u]
+            ld = None if load is None else float(load[u])
+            g_b = _credit_vector(cu, ld, hw)
+            if pending == 0.0:  # the last batch: the up nodes all run b
+                short = g_b - _credit_vector(keep * (done * cu), ld, hw)
+                pieces.append(("b", np.maximum(short, 0.0) * dt))
+            elif done == 0.0:  # the first batch: the up nodes all run a
+                pieces.append(("a", dt, g_b, _credit_vector(keep * (pending * cu), ld, hw)))
+            else:
+                pieces.append(("ab", dt, g_b, done * cu, pending * cu, ld))
+        full = None
+        if self._extra is not None:
+            full = _credit_vector(cap[t], None if load is None else float(load[t]), hw)
+        self._cache[key] = (pieces, full)
+        return pieces, full
+
+    def _rows(self, s: int | None, t: int, lo: int, hi: int) -> np.ndarray:
+        """``(hi - lo, K)`` costs of sample ``s`` (None: no samples): the rolling restart's
+        lost credit, batch by batch (:func:`transition_costs`' formula), for restart
+        switches, plus the extra seconds of the new configuration's credit, 0 on the
+        diagonal. Worked out in blocks of :data:`ROW_BLOCK` rows, in place."""
+        n_k = self.shape[-1]
+        pieces, full = self._vectors(s, t)
+        out = np.zeros((hi - lo, n_k))
+        buf = np.empty((min(ROW_BLOCK, hi - lo), n_k))
+        tmp = np.empty_like(buf)
+        hw, keep = self._hw, self._keep
+        for piece in pieces:
+            if piece[0] == "b":
+                out += piece[1][None, :]
+                continue
+            for r0 in range(lo, hi, ROW_BLOCK):
+                r1 = min(hi, r0 + ROW_BLOCK)
+                x = buf[: r1 - r0]
+                if piece[0] == "a":
+                    _kind, dt, g_b, g_a = piece
+                    np.subtract(g_b[None, :], g_a[r0:r1, None], out=x)
+                else:
+                    _kind, dt, g_b, done_b, pending_a, ld = piece
+                    # actual = keep * (done * cap_b + pending * cap_a)
+                    np.add(done_b[None, :], pending_a[r0:r1, None], out=x)
+                    x *= keep
+                    _credit_inplace(x, ld, hw, tmp[: r1 - r0])
+                    np.subtract(g_b[None, :], x, out=x)  # short of the new configuration
+                np.maximum(x, 0.0, out=x)
+                x *= dt
+                out[r0 - lo : r1 - lo] += x
+        out *= self._restart[lo:hi]  # a live change loses no batch
+        if full is not None and self._extra is not None:
+            out += self._extra[lo:hi] * full[None, :]
+        idx = np.arange(lo, hi)
+        out[idx - lo, idx] = 0.0
+        return out
+
+    def _pairs(self, cap: np.ndarray, load: np.ndarray | None, t: np.ndarray, a: np.ndarray,
+               b: np.ndarray) -> np.ndarray:
+        """Costs of single switches (vectorised over them; ``cap`` may carry samples)."""
+        n_t = cap.shape[-2]
+        t, a, b = np.broadcast_arrays(t, a, b)
+        out = np.zeros(cap.shape[:-2] + t.shape)
+        hw, keep = self._hw, self._keep
+        for dt, u_off, done, pending in self._pieces:
+            u = np.minimum(t + u_off, n_t - 1)
+            cap_a, cap_b = cap[..., u, a], cap[..., u, b]
+            ld = None if load is None else load[..., u]
+            actual = keep * (done * cap_b + pending * cap_a)
+            short = credit(cap_b, ld, hw) - credit(actual, ld, hw)
+            out += dt * np.maximum(short, 0.0)
+        out = np.where(self._restart[a, b], out, 0.0)
+        if self._extra is not None:
+            full = credit(cap[..., t, b], None if load is None else load[..., t], hw)
+            out = out + self._extra[a, b] * full
+        return np.where(a == b, 0.0, out)
+
+
+def _is_index(key: Any) -> bool:
+    """An int or an integer array (one switch per entry)."""
+    if isinstance(key, int | np.integer):
+        return True
+    return isinstance(key, np.ndarray) and key.dtype.kind in "iu" and key.ndim <= 1
+
+
+def _restart_pieces(model: ReconfigModel, step_seconds: float) -> list[tuple[float, int, float,
+                                                                            float]]:
+    """``(seconds, interval offset, done share, pending share)`` of each piece of each batch.
+
+    A batch is down ``T_r`` seconds from the start of the switch's interval; a ``T_r`` longer
+    than an interval is split at interval boundaries (each piece uses its own interval's
+    capacity and load). The first batch has nothing done and the last nothing pending
+    (exactly 0: the up nodes then all run one configuration, which costs a vector, not a
+    ``(K, K)`` matrix, to price).
+    """
+    out = []
+    done = 0.0
+    for f, tr in zip(model.batch_fractions, model.batch_durations, strict=True):
+        pending = 1.0 - done - f
+        if abs(pending) < 1e-9:  # the last batch (not 5.6e-17 for three thirds)
+            pending = 0.0
+        lo, hi = 0.0, tr
+        while hi - lo > 1e-12:
+            u_off = math.floor(lo / step_seconds + 1e-12)
+            piece_end = min(hi, (u_off + 1) * step_seconds)
+            out.append((piece_end - lo, u_off, done, pending))
+            lo = piece_end
+        done += f
+    return out
+
+
+def _credit_vector(x: np.ndarray, load: float | None, headroom_weight: float) -> np.ndarray:
+    """:func:`credit` of ``x`` at one interval's ``load`` (None: ``x``)."""
+    return x if load is None else credit(x, np.float64(load), headroom_weight)
+
+
+def _credit_inplace(x: np.ndarray, load: float | None, headroom_weight: float,
+                    tmp: np.ndarray) -> None:
+    """``x = credit(x, load, headroom_weight)`` in place (``tmp`` a work buffer of x's shape).
+
+    The same numbers as :func:`credit` for one scalar load: where ``x > load`` the headroom
+    term is ``weight * load * (1 - load / x)``, elsewhere 0, which dividing by
+    ``max(x, load)`` gives (``1 - load / load`` is 0) without dividing by an ``x`` of 0 (a
+    batch of every node).
+    """
+    if load is None:
+        return
+    ld = np.float64(load)
+    headroom = headroom_weight != 0.0 and ld > 0.0  # at no load the term is 0
+    if headroom:
+        np.maximum(x, ld, out=tmp)  # x <= load: 1 - load / load = 0, no term
+        np.divide(ld, tmp, out=tmp)
+        np.subtract(1.0, tmp, out=tmp)
+        tmp *= headroom_weight * ld
+    np.minimum(x, ld, out=x)
+    if headroom:
+        x += tmp
 
 
 def _check_cost_inputs(
@@ -385,46 +673,6 @@ def _check_cost_inputs(
     return cap, rst, ld
 
 
-def _credit(
-    x: np.ndarray, u: np.ndarray, load: np.ndarray | None, headroom_weight: float = 0.0
-) -> np.ndarray:
-    """Credited throughput of ``x`` (T, K, K) during a piece lying in intervals ``u`` (T,)."""
-    if load is None:
-        return x
-    return credit(x, load[u][:, None, None], headroom_weight)
-
-
-def _rolling_costs(
-    cap: np.ndarray, model: ReconfigModel, step_seconds: float, load: np.ndarray | None,
-    headroom_weight: float = 0.0,
-) -> np.ndarray:
-    """``(T, K, K)`` operations a rolling restart a -> b loses, batch by batch (every pair)."""
-    n_t, n_k = cap.shape
-    costs = np.zeros((n_t, n_k, n_k))
-    t_idx = np.arange(n_t)
-    keep = 1.0 - model.survivor_penalty
-    done = 0.0
-    for f, tr in zip(model.batch_fractions, model.batch_durations, strict=True):
-        pending = 1.0 - done - f
-        lo, hi = 0.0, tr
-        # split [lo, hi) (relative to the start of interval t) at interval boundaries
-        while hi - lo > 1e-12:
-            u_off = math.floor(lo / step_seconds + 1e-12)
-            piece_end = min(hi, (u_off + 1) * step_seconds)
-            dt = piece_end - lo
-            u = np.minimum(t_idx + u_off, n_t - 1)
-            cap_u = cap[u]  # (T, K)
-            cap_a = cap_u[:, :, None]
-            cap_b = cap_u[:, None, :]
-            actual = keep * (done * cap_b + pending * cap_a)
-            short = (_credit(np.broadcast_to(cap_b, costs.shape), u, load, headroom_weight)
-                     - _credit(actual, u, load, headroom_weight))
-            costs += dt * np.maximum(short, 0.0)
-            lo = piece_end
-        done += f
-    return costs
-
-
 def lockout_matrix(
     restart: np.ndarray, *, model: ReconfigModel, step_seconds: float
 ) -> np.ndarray:
@@ -447,7 +695,9 @@ class PlanningProblem:
         uncertainty: the mean over sample paths, which makes the objective the expected
         value since it is linear in ``served`` and ``costs``).
     costs
-        ``(T, K, K)`` ops lost by a switch ``a -> b`` starting at ``t``.
+        ``(T, K, K)`` ops lost by a switch ``a -> b`` starting at ``t``: an array, or a
+        :class:`SwitchCostTensor` that computes them when read (what
+        :func:`planner.planning.make_problem` builds: memory linear in T).
     lockout
         ``(K, K)`` intervals a switch occupies (>= 1 off the diagonal).
     step_seconds
@@ -459,7 +709,7 @@ class PlanningProblem:
     """
 
     served: np.ndarray
-    costs: np.ndarray
+    costs: np.ndarray | SwitchCostTensor
     lockout: np.ndarray
     step_seconds: float
     initial: int = 0
@@ -470,13 +720,15 @@ class PlanningProblem:
         if s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 1:
             raise ValidationError(f"served: expected a non-empty (T, K) matrix, got {s.shape}")
         n_t, n_k = s.shape
-        c = np.asarray(self.costs, dtype=float)
+        # a SwitchCostTensor checked its (finite) inputs when it was made
+        lazy = isinstance(self.costs, SwitchCostTensor)
+        c = self.costs if lazy else np.asarray(self.costs, dtype=float)
         if c.shape != (n_t, n_k, n_k):
             raise ValidationError(f"costs: expected shape {(n_t, n_k, n_k)}, got {c.shape}")
         lk = np.asarray(self.lockout, dtype=np.int64)
         if lk.shape != (n_k, n_k) or np.any(lk < 1):
             raise ValidationError(f"lockout: expected ({n_k}, {n_k}) integers >= 1")
-        if not np.all(np.isfinite(s)) or not np.all(np.isfinite(c)):
+        if not np.all(np.isfinite(s)) or not (lazy or np.all(np.isfinite(c))):
             raise ValidationError("served/costs: must be finite")
         if not 0 <= self.initial < n_k:
             raise ValidationError(f"initial: {self.initial} is not a candidate index (K={n_k})")
@@ -634,21 +886,39 @@ def evaluate_population(
     dt = problem.step_seconds
     cur = np.full(n_p, problem.initial, dtype=np.int64)
     busy = np.full(n_p, problem.initial_lockout, dtype=np.int64)
-    total = np.zeros(n_p)
-    out = np.empty_like(g)
-    served, costs, lock = problem.served, problem.costs, problem.lockout
+    wishes = np.ascontiguousarray(g.T)  # interval-major: each step reads one row
+    fixed = np.empty_like(wishes)
+    served, lock = problem.served, problem.lockout
+    # Decode first, collecting every switch, then read all their costs at once (one call
+    # whether the costs are stored or computed) and add up in the order decoding met them.
+    events: list[np.ndarray] = []  # per interval: the genomes switching then
+    sources, targets = [], []
     for t in range(n_t):
-        want = g[:, t]
+        want = wishes[t]
         sw = (want != cur) & (busy <= t)
-        if sw.any():
-            idx = np.flatnonzero(sw)
+        idx = sw.nonzero()[0]
+        events.append(idx)
+        if len(idx):
             a, b = cur[idx], want[idx]
-            total[idx] -= costs[t, a, b]
+            sources.append(a)
+            targets.append(b)
             busy[idx] = t + lock[a, b]
             cur[idx] = b
-        out[:, t] = cur
-        total += served[t, cur] * dt
-    return total, out
+        fixed[t] = cur
+    counts = [len(idx) for idx in events]
+    if sum(counts):
+        ts = np.repeat(np.arange(n_t), counts)
+        cost = np.asarray(problem.costs[ts, np.concatenate(sources), np.concatenate(targets)],
+                          dtype=float)
+    gained = served[np.arange(n_t)[:, None], fixed] * dt  # (T, P)
+    total = np.zeros(n_p)
+    pos = 0
+    for t in range(n_t):
+        if counts[t]:
+            total[events[t]] -= cost[pos:pos + counts[t]]
+            pos += counts[t]
+        total += gained[t]
+    return total, fixed.T
 
 
 def break_even_seconds(

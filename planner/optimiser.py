@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 
 from planner.costbenefit import (
+    ROW_BLOCK,
     Evaluation,
     PlanningProblem,
+    SwitchCostTensor,
     decode,
     evaluate,
     evaluate_population,
@@ -56,6 +58,10 @@ __all__ = [
 Progress = Callable[[int, int, float], None]
 #: Single-interval moves tried per hill-climb round (sampled above this).
 MAX_POINT_MOVES = 200
+#: Candidates a hill-climb round retargets a segment to, or detours through: every one up
+#: to this many, else the ones serving most over the segment (512 candidates would make
+#: every round thousands of plans of no use).
+MAX_SEGMENT_TARGETS = 32
 
 
 # ----------------------------------------------------------------------- exact
@@ -65,6 +71,12 @@ def solve_dp(problem: PlanningProblem) -> Evaluation:
     ``V[t, k]`` is the best value from interval ``t`` on with ``k`` running and no
     restart in progress; a switch ``k -> b`` at ``t`` earns ``b``'s throughput over its
     lock-out, pays ``costs[t, k, b]`` and continues from ``V[t + lockout, b]``.
+
+    O(T K^2) time and O(T K + K^2) memory: the costs are read one interval (and one block
+    of :data:`planner.costbenefit.ROW_BLOCK` rows) at a time, so a
+    :class:`planner.costbenefit.SwitchCostTensor` is never materialised; what a switch
+    earns over its lock-out is one ``K`` row per distinct lock-out length (2: live and
+    restart), not a ``(K, K)`` gather.
     """
     n_t, n_k = problem.n_steps, problem.n_candidates
     dt = problem.step_seconds
@@ -73,14 +85,29 @@ def solve_dp(problem: PlanningProblem) -> Evaluation:
     value = np.zeros((n_t + 1, n_k))
     choice = np.zeros((n_t, n_k), dtype=np.int64)  # -1 stay, else target
     lock = problem.lockout
-    cols = np.arange(n_k)[None, :]
+    lengths = np.unique(lock)  # distinct lock-outs, ascending
+    code = np.searchsorted(lengths, lock)  # (K, K) index into lengths
+    longer = code == 1  # with two lengths: the switches that take the longer one
+    costs = problem.costs
+    block = ROW_BLOCK
+    best_b = np.empty(n_k, dtype=np.int64)
+    best_move = np.empty(n_k)
     for t in range(n_t - 1, -1, -1):
         stay = problem.served[t] * dt + value[t + 1]
-        end = np.minimum(t + lock, n_t)  # (K, K)
-        move = cum[end, cols] - cum[t][None, :] - problem.costs[t] + value[end, cols]
-        np.fill_diagonal(move, -np.inf)
-        best_b = np.argmax(move, axis=1)
-        best_move = move[np.arange(n_k), best_b]
+        end = np.minimum(t + lengths, n_t)  # (L,)
+        # earned[l, b]: b's throughput over lock-out l, then V from where it ends
+        earned = cum[end] - cum[t][None, :] + value[end]
+        for lo in range(0, n_k, block):
+            hi = min(n_k, lo + block)
+            rows = np.arange(hi - lo)
+            cost = _cost_rows(costs, t, lo, hi)
+            move = (earned[0] - cost if len(lengths) == 1
+                    else np.subtract(np.where(longer[lo:hi], earned[1], earned[0]), cost,
+                                     out=cost) if len(lengths) == 2
+                    else earned[code[lo:hi], np.arange(n_k)[None, :]] - cost)
+            move[rows, rows + lo] = -np.inf
+            best_b[lo:hi] = np.argmax(move, axis=1)
+            best_move[lo:hi] = move[rows, best_b[lo:hi]]
         better = best_move > stay + 1e-9 * np.maximum(1.0, np.abs(stay))
         value[t] = np.where(better, best_move, stay)
         choice[t] = np.where(better, best_b, -1)
@@ -102,6 +129,14 @@ def solve_dp(problem: PlanningProblem) -> Evaluation:
             cur = b
             t = end
     return evaluate(problem, sched)
+
+
+def _cost_rows(costs: np.ndarray | SwitchCostTensor, t: int, lo: int, hi: int) -> np.ndarray:
+    """``costs[t, lo:hi]``, the caller's to overwrite: a copy of stored costs, or computed
+    for these rows only."""
+    if isinstance(costs, SwitchCostTensor):
+        return costs.rows(t, lo, hi)
+    return np.array(costs[t, lo:hi], dtype=float)
 
 
 # ------------------------------------------------------------------- baselines
@@ -231,15 +266,23 @@ def heuristic_genomes(problem: PlanningProblem) -> list[np.ndarray]:
     return out[: max(1, 4 * n_k + 8)]
 
 
-def _segments(sched: Sequence[int]) -> list[tuple[int, int, int]]:
+def _segments(sched: Sequence[int] | np.ndarray) -> list[tuple[int, int, int]]:
     """(start, end, value) runs of a schedule."""
-    out = []
-    start = 0
-    for t in range(1, len(sched) + 1):
-        if t == len(sched) or sched[t] != sched[start]:
-            out.append((start, t, int(sched[start])))
-            start = t
-    return out
+    a = np.asarray(sched)
+    if not len(a):
+        return []
+    cuts = (np.flatnonzero(a[1:] != a[:-1]) + 1).tolist()
+    return [(s, e, int(a[s])) for s, e in zip([0, *cuts], [*cuts, len(a)], strict=True)]
+
+
+def _best_targets(window: np.ndarray) -> list[int]:
+    """The candidates a segment move tries: all of them, or with more than
+    :data:`MAX_SEGMENT_TARGETS` the ones that serve the most over ``window`` ((K,) sums),
+    in index order."""
+    n_k = len(window)
+    if n_k <= MAX_SEGMENT_TARGETS:
+        return list(range(n_k))
+    return sorted(np.argpartition(-window, MAX_SEGMENT_TARGETS)[:MAX_SEGMENT_TARGETS].tolist())
 
 
 def _neighbours(
@@ -263,13 +306,13 @@ def _neighbours(
         g = sched.copy()
         g[s:e] = prev_v  # drop (merge into the previous segment)
         cands.append(g)
-        for k in range(n_k):
+        for k in _best_targets(cum[e] - cum[s]):
             if k != v and k != prev_v:
                 g = sched.copy()
                 g[s:e] = k
                 cands.append(g)
         if i > 0 and s > 0:  # detour: reach v through an intermediate candidate
-            for k in range(n_k):
+            for k in _best_targets(cum[s] - cum[max(segs[i - 1][0], s - lmax)]):
                 if k != v and k != prev_v:
                     d = int(problem.lockout[prev_v, k])
                     if s - d >= segs[i - 1][0]:
@@ -367,11 +410,13 @@ def _toolbox() -> tuple[Any, Any]:
 
 
 def _mutate(
-    ind: list[int], rng: random.Random, problem: PlanningProblem, top: list[list[int]]
+    ind: list[int], rng: random.Random, problem: PlanningProblem, top: list[list[int]],
+    lmax: int | None = None,
 ) -> None:
-    """Segment mutation in place (one of four moves)."""
+    """Segment mutation in place (one of four moves); ``lmax`` the longest lock-out (found
+    when not given)."""
     n_t, n_k = problem.n_steps, problem.n_candidates
-    lmax = int(problem.lockout.max())
+    lmax = int(problem.lockout.max()) if lmax is None else lmax
     segs = _segments(ind)
     move = rng.random()
     if move < 0.3 and len(segs) > 1:  # shift a boundary
@@ -423,15 +468,18 @@ def _run_search(
     order = np.argsort(-problem.served, axis=1)
     top = [order[t, : min(3, n_k)].tolist() for t in range(n_t)]
 
+    lmax = int(problem.lockout.max())
+
     def make(genome: Sequence[int] | np.ndarray) -> Any:
-        return creator.KairosPlan(int(x) for x in genome)
+        return creator.KairosPlan(genome.tolist() if isinstance(genome, np.ndarray)
+                                  else map(int, genome))
 
     seeds = heuristic_genomes(problem)
     pop = [make(g) for g in seeds[: options.population]]
     while len(pop) < options.population:
         base_g = list(seeds[rng.randrange(len(seeds))])
         for _ in range(rng.randint(1, 4)):
-            _mutate(base_g, rng, problem, top)
+            _mutate(base_g, rng, problem, top, lmax)
         pop.append(make(base_g))
 
     evals = 0
@@ -462,7 +510,7 @@ def _run_search(
                 del offspring[i - 1].fitness.values, offspring[i].fitness.values
         for ind in offspring:
             if rng.random() < options.mutation:
-                _mutate(ind, rng, problem, top)
+                _mutate(ind, rng, problem, top, lmax)
                 if ind.fitness.valid:
                     del ind.fitness.values
         assess([ind for ind in offspring if not ind.fitness.valid])

@@ -35,10 +35,10 @@ from planner.costbenefit import (
     PlanningProblem,
     ReconfigModel,
     Served,
+    SwitchCostTensor,
     evaluate,
     lockout_matrix,
     served_matrix,
-    transition_costs,
 )
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
@@ -113,18 +113,38 @@ PathLike = str | os.PathLike[str]
 
 
 # ------------------------------------------------------------ candidate matrices
-def _pairwise(
-    engine: str, candidates: Sequence[Mapping[str, Any]], value: Callable[..., Any], dtype: Any
-) -> np.ndarray:
-    """``(K, K)`` of ``value(space, a, b)`` over the completed candidates (0 on the diagonal)."""
+def _per_parameter(
+    engine: str, candidates: Sequence[Mapping[str, Any]], value: Callable[[str, Any, Any], Any],
+    dtype: Any,
+) -> list[np.ndarray]:
+    """Per parameter whose value differs between candidates: the ``(K, K)`` matrix of
+    ``value(key, a[key], b[key])`` where ``a[key] != b[key]``, else 0 (completed candidates).
+
+    ``value`` is called once per pair of distinct values of a parameter, not per pair of
+    candidates: 512 candidates are 262,144 pairs but a handful of values.
+    """
     space = get_space(engine)
     full = [space.complete(c) for c in candidates]
-    n = len(full)
-    out = np.zeros((n, n), dtype=dtype)
-    for a in range(n):
-        for b in range(n):
-            if a != b:
-                out[a, b] = value(space.changed_keys(full[a], full[b]), full[a], full[b])
+    out = []
+    for key in space.parameters:
+        distinct: list[Any] = []
+        codes = np.empty(len(full), dtype=np.int64)
+        for i, config in enumerate(full):
+            for j, seen in enumerate(distinct):
+                if seen == config[key]:
+                    codes[i] = j
+                    break
+            else:
+                codes[i] = len(distinct)
+                distinct.append(config[key])
+        if len(distinct) < 2:
+            continue
+        table = np.zeros((len(distinct), len(distinct)), dtype=dtype)
+        for a, old in enumerate(distinct):
+            for b, new in enumerate(distinct):
+                if a != b:
+                    table[a, b] = value(key, old, new)
+        out.append(table[codes[:, None], codes[None, :]])
     return out
 
 
@@ -135,10 +155,13 @@ def restart_matrix(engine: str, candidates: Sequence[Mapping[str, Any]]) -> np.n
     such as a live row-cache resize included).
     """
 
-    def needs_restart(keys: Sequence[str], a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-        return any(change_kind(engine, k, a[k], b[k]) == "restart" for k in keys)
+    def needs_restart(key: str, old: Any, new: Any) -> bool:
+        return change_kind(engine, key, old, new) == "restart"
 
-    return _pairwise(engine, candidates, needs_restart, bool)
+    out = np.zeros((len(candidates), len(candidates)), dtype=bool)
+    for per_key in _per_parameter(engine, candidates, needs_restart, bool):
+        out |= per_key
+    return out
 
 
 def change_seconds_matrix(
@@ -153,10 +176,13 @@ def change_seconds_matrix(
     """
     per = DEFAULT_CHANGE_SECONDS if seconds is None else dict(seconds)
 
-    def change_seconds(keys: Sequence[str], a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
-        return sum(per.get(k, 0.0) for k in keys)
+    def change_seconds(key: str, old: Any, new: Any) -> float:
+        return float(per.get(key, 0.0))
 
-    return _pairwise(engine, candidates, change_seconds, float)
+    out = np.zeros((len(candidates), len(candidates)))
+    for per_key in _per_parameter(engine, candidates, change_seconds, float):
+        out += per_key
+    return out
 
 
 def _mix_rows(model: Any, mixes: np.ndarray) -> list[dict[str, float]]:
@@ -212,20 +238,21 @@ def make_problem(
     if ld is not None and ld.ndim == 1:
         ld = np.broadcast_to(ld, cap.shape[:2])
     srv = np.zeros(cap.shape[1:])
-    cst = np.zeros((cap.shape[1], cap.shape[2], cap.shape[2]))
     for s in range(cap.shape[0]):
         ls = None if ld is None else ld[s]
         srv += served_matrix(cap[s], load=ls, served=served, headroom_weight=headroom_weight,
                              p99=p99, latency_weight=latency_weight, reference=initial)
-        cst += transition_costs(
-            cap[s], restart=restart, model=reconfig, step_seconds=step_seconds,
-            load=ls, served=served, change_seconds=change_seconds,
-            headroom_weight=headroom_weight,
-        )
     n = cap.shape[0]
+    # The (T, K, K) costs are computed when the optimiser reads them, from the capacities
+    # (averaged over the samples): memory grows as T x K (x samples), never as T x K^2.
+    costs = SwitchCostTensor(
+        cap[0] if n == 1 else cap, restart=restart, model=reconfig,
+        step_seconds=step_seconds, load=None if ld is None else ld[0] if n == 1 else ld,
+        served=served, change_seconds=change_seconds, headroom_weight=headroom_weight,
+    )
     return PlanningProblem(
         served=srv / n,
-        costs=cst / n,
+        costs=costs,
         lockout=lockout_matrix(restart, model=reconfig, step_seconds=step_seconds),
         step_seconds=step_seconds,
         initial=initial,

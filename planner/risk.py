@@ -35,6 +35,7 @@ import numpy as np
 from planner.costbenefit import (
     Evaluation,
     PlanningProblem,
+    SwitchCostTensor,
     decode,
     evaluate,
     served_matrix,
@@ -48,6 +49,7 @@ __all__ = [
     "RISK_MODES",
     "Dropped",
     "Risk",
+    "ScenarioCosts",
     "Scenarios",
     "endure_problem",
     "enforce_confidence",
@@ -65,7 +67,9 @@ RISK_MODES: tuple[str, ...] = ("mean", "quantile", "endure")
 DEFAULT_CONFIDENCE = 0.9
 #: Joint scenarios: P(gain > cost) near 0.9 is then known to about +-0.02.
 DEFAULT_SCENARIOS = 200
-#: Bound on scenarios x T x K x K switch costs held at once (float32: ~160 MB).
+#: Bound on scenarios x T x K capacities (and as many credits) held at once (float64: 320 MB
+#: each). The switch costs are computed when read (planner.costbenefit.SwitchCostTensor),
+#: so they add nothing: memory grows linearly in scenarios, intervals and candidates.
 MAX_SCENARIO_CELLS = 40_000_000
 
 
@@ -90,7 +94,9 @@ class Scenarios:
     served
         ``(S, T, K)`` credited ops/s (the plan's credit mode).
     costs
-        ``(S, T, K, K)`` ops a switch ``a -> b`` starting at ``t`` costs (float32).
+        ``(S, T, K, K)`` ops a switch ``a -> b`` starting at ``t`` costs, read as
+        ``costs[:, t, a, b]``: an array, or (:func:`make_scenarios`) each scenario's
+        costs computed when read.
     step_seconds
         Length of one interval.
     initial
@@ -100,7 +106,7 @@ class Scenarios:
     capacity: np.ndarray
     load: np.ndarray
     served: np.ndarray
-    costs: np.ndarray
+    costs: np.ndarray | ScenarioCosts
     step_seconds: float
     initial: int = 0
 
@@ -174,21 +180,42 @@ def make_scenarios(capacity: np.ndarray, load: np.ndarray, pricing: _Pricing,
             f"{ld.shape}"
         )
     n_s, n_t, n_k = cap.shape
-    if n_s * n_t * n_k * n_k > MAX_SCENARIO_CELLS:
+    if n_s * n_t * n_k > MAX_SCENARIO_CELLS:
         raise ValidationError(
-            f"--scenarios: {n_s} scenarios x {n_t} intervals x {n_k}^2 switches is over "
-            f"{MAX_SCENARIO_CELLS:,} costs; use fewer scenarios or a shorter horizon"
+            f"--scenarios: {n_s} scenarios x {n_t} intervals x {n_k} candidates is over "
+            f"{MAX_SCENARIO_CELLS:,} capacities; use fewer scenarios or a shorter horizon"
         )
     served = np.empty_like(cap)
-    costs = np.empty((n_s, n_t, n_k, n_k), dtype=np.float32)
+    costs = []
     step, initial = 0.0, 0
     for s in range(n_s):
         pb = (pricing.problem(cap[s], load=ld[s]) if p99 is None
               else pricing.problem(cap[s], load=ld[s], p99=p99[s]))
-        served[s], costs[s] = pb.served, pb.costs
+        served[s] = pb.served
+        costs.append(pb.costs)  # computed when read: no (T, K, K) per scenario
         step, initial = pb.step_seconds, pb.initial
-    return Scenarios(capacity=cap, load=ld, served=served, costs=costs, step_seconds=step,
-                     initial=initial)
+    return Scenarios(capacity=cap, load=ld, served=served, costs=ScenarioCosts(costs),
+                     step_seconds=step, initial=initial)
+
+
+class ScenarioCosts:
+    """Each scenario's switch costs, read as ``costs[:, t, a, b]`` (one value per scenario).
+
+    Holds the scenarios' own cost tensors (computed when read,
+    :class:`planner.costbenefit.SwitchCostTensor`, or arrays), not an ``(S, T, K, K)``
+    array: a plan's value needs the costs of its few switches only.
+    """
+
+    def __init__(self, per_scenario: Sequence[Any]) -> None:
+        self._costs = list(per_scenario)
+        if not self._costs:
+            raise ValidationError("scenarios: at least one is needed")
+        self.shape = (len(self._costs), *self._costs[0].shape)
+
+    def __getitem__(self, key: tuple[slice, Any, Any, Any]) -> np.ndarray:
+        if not (isinstance(key, tuple) and len(key) == 4 and key[0] == slice(None)):
+            raise ValidationError("scenario costs: read as costs[:, t, a, b]")
+        return np.array([c[key[1:]] for c in self._costs], dtype=float)
 
 
 # --------------------------------------------------------------- confidence rule
@@ -270,7 +297,8 @@ def enforce_confidence(
 
 
 # --------------------------------------------------------- risk-adjusted problems
-def _replace(problem: PlanningProblem, served: np.ndarray, costs: np.ndarray) -> PlanningProblem:
+def _replace(problem: PlanningProblem, served: np.ndarray,
+             costs: np.ndarray | SwitchCostTensor) -> PlanningProblem:
     return PlanningProblem(
         served=served, costs=costs, lockout=problem.lockout, step_seconds=problem.step_seconds,
         initial=problem.initial, initial_lockout=problem.initial_lockout,
