@@ -300,8 +300,10 @@ def forecast(
     progress : callable, optional
         Receives one line per model backtested (the CLI prints them on stderr).
     budget_seconds : float, default 5
-        The ensemble's time budget: candidates not started when 70 % of it is spent are
-        skipped (and listed in ``info["ensemble"]["load"]["skipped"]``).
+        The ensemble's time budget in CPU seconds of this process: load candidates not
+        started when 60 % of it is spent (mix candidates: 90 %) are skipped (and listed in
+        ``info["ensemble"]["load"]["skipped"]``). CPU time, so a busy machine does not change
+        the forecast.
 
     Returns
     -------

@@ -16,6 +16,7 @@ Candidates (see docs/forecasting.md):
 ``snaive_day/week``  the value one day (week) before.
 ``profile_day/week`` the median of the same phase over the last k days (weeks), plus the
                      current deviation from that profile, exponentially smoothed and damped.
+``profile_switch``   the daily profile, or the weekly one where the two disagree by > 50 %.
 ``ets``              classical seasonal indices + damped exponential smoothing of the
                      seasonally adjusted series (ETS with a fixed season).
 ``theta``            the Theta method (SES with half the local linear drift) on the same
@@ -42,6 +43,7 @@ Candidate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 ALPHAS = (0.03, 0.1, 0.2, 0.35, 0.55, 0.8, 1.0)
 PHIS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 1.0)
 MAX_FIT_ORIGINS = 300  # origins used to fit smoothing constants (more adds time, not accuracy)
+SWITCH_LOG_GAP = 0.4  # profile_switch: the weekly profile wins where it is 50 % off the daily
 MSTL_POINTS_PER_DAY = 24  # MSTL with a weekly season: ~20 s at 5 minutes, ~0.2 s hourly
 
 
@@ -182,6 +184,23 @@ def seasonal_profile(m: int, k: int) -> Candidate:
             cols = first == f
             out[:, cols] = _profile(zp, targets[:, cols], m, k, int(f), shifts if f == 1 else (0,))
         return out + level.forecast(dev, start, origins, h)
+
+    return fc
+
+
+def profile_switch(day: Candidate, week: Candidate, threshold: float = SWITCH_LOG_GAP
+                   ) -> Candidate:
+    """The daily profile, except where the weekly one disagrees with it by more than
+    ``threshold`` (log): a Monday after a quiet weekend, a weekday-only batch window.
+
+    The daily profile is the better estimate on ordinary days (seven days of medians against
+    three weeks); the weekly one knows which day it is. Each forecast step takes the weekly
+    profile only where the two part by more than noise.
+    """
+
+    def fc(z: np.ndarray, origins: np.ndarray, h: int) -> np.ndarray:
+        d, w = day(z, origins, h), week(z, origins, h)
+        return np.where(np.abs(w - d) > threshold, w, d)
 
     return fc
 

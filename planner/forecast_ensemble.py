@@ -97,6 +97,8 @@ def load_candidates(
         # seasonal indices need one season more than the profile (the trend's moving average)
         if n_fit >= 2 * m + 2:
             main, k_main = m, min(k_max, (n_fit - m) // m)
+    if "profile_day" in out and "profile_week" in out:
+        out["profile_switch"] = fcand.profile_switch(out["profile_day"], out["profile_week"])
     out["ets"] = fcand.ets_adjusted(main, k_main)
     if mix:
         return {k: v for k, v in out.items() if k in MIX_CANDIDATES}, skipped
@@ -129,7 +131,7 @@ def _run_candidates(
     final: dict[str, np.ndarray] = {}
     final_origin = np.array([z.size])
     for name, fn in cands.items():
-        if len(back) >= 2 and time.perf_counter() > deadline:
+        if len(back) >= 2 and time.process_time() > deadline:
             skipped[name] = "skipped: time budget spent"
             continue
         try:
@@ -167,6 +169,24 @@ def _inverse_mse(power: float) -> Scheme:
     return fit
 
 
+def _recent_inverse_mse(power: float) -> Scheme:
+    """Inverse-MSE weights from errors discounted by age (half-life: an eighth of the origins).
+
+    A candidate that has been right lately counts more than one that was right a week ago:
+    what the peer's fixed equal-weight mean cannot do.
+    """
+
+    def fit(f: np.ndarray, a: np.ndarray) -> np.ndarray:
+        n = a.shape[0]
+        age = np.arange(n)[::-1]
+        decay = 0.5 ** (age / max(n / 8, 1.0))
+        mse = np.einsum("o,coh->c", decay, (f - a[None]) ** 2) / decay.sum() + 1e-12
+        w = mse**-power
+        return np.asarray(w / w.sum())
+
+    return fit
+
+
 def _top3(f: np.ndarray, a: np.ndarray) -> np.ndarray:
     mse = np.mean((f - a[None]) ** 2, axis=(1, 2))
     w = np.zeros(f.shape[0])
@@ -196,7 +216,8 @@ def _schemes(names: Sequence[str]) -> dict[str, Scheme]:
     out: dict[str, Scheme] = {f"single:{n}": _single(i) for i, n in enumerate(names)}
     if len(names) > 1:
         out.update(
-            inverse_mse=_inverse_mse(1.0), inverse_mse2=_inverse_mse(2.0), stacked=_stacked
+            inverse_mse=_inverse_mse(1.0), inverse_mse2=_inverse_mse(2.0), stacked=_stacked,
+            recent_inverse_mse2=_recent_inverse_mse(2.0),
         )
     if len(names) > 3:
         out["top3"] = _top3
@@ -259,27 +280,60 @@ def combine(
 
 
 # ------------------------------------------------------------------ intervals
-def conformal_bands(resid: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+#: Interval calibration weighs each origin's residuals by its age: half the weight is lost
+#: every this share of the origins (None: all origins alike, plain split-conformal).
+CALIBRATION_HALF_LIFE: float | None = None
+
+
+def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float, *, upper: bool) -> float:
+    """The ``p`` quantile of ``x`` under weights ``w`` (the next value up or down)."""
+    order = np.argsort(x, kind="stable")
+    cum = np.cumsum(w[order]) / w.sum()
+    if upper:
+        return float(x[order][min(int(np.searchsorted(cum, p - 1e-12)), x.size - 1)])
+    return float(x[order][max(int(np.searchsorted(cum, p + 1e-12, side="right")) - 1, 0)])
+
+
+def row_weights(rows: int, half_life: float | None = None) -> np.ndarray:
+    """Recency weights of ``rows`` origins, oldest first (ones without a half-life)."""
+    share = CALIBRATION_HALF_LIFE if half_life is None else half_life
+    if not share:
+        return np.ones(rows)
+    return np.asarray(0.5 ** (np.arange(rows)[::-1] / max(share * rows, 1.0)))
+
+
+def conformal_bands(resid: np.ndarray, level: float, weights: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper residual quantiles per horizon step (pooled with the neighbours).
 
-    Finite-sample split-conformal levels ceil((n+1)(1-q))/n; bands only widen with lead time.
+    Finite-sample split-conformal levels ceil((n+1)(1-q))/n, with ``n`` the effective
+    number of rows when the rows are ``weights``-ed (non-exchangeable conformal: recent
+    origins count more, so a change of volatility shows in the band); bands only widen
+    with lead time.
     """
     h = resid.shape[1]
     q = (1 - level) / 2
     lo, hi = np.empty(h), np.empty(h)
+    w_rows = np.ones(resid.shape[0]) if weights is None else weights
     for j in range(h):
-        pool = resid[:, max(0, j - 1) : j + 2].ravel()
-        n = pool.size
+        block = resid[:, max(0, j - 1) : j + 2]
+        pool = block.ravel()
+        w = np.repeat(w_rows, block.shape[1])
+        n = float(w.sum() ** 2 / np.sum(w**2))
         k_hi = min(1.0, math.ceil((n + 1) * (1 - q)) / n)
         k_lo = max(0.0, 1.0 - k_hi)
-        lo[j] = np.quantile(pool, k_lo, method="lower")
-        hi[j] = np.quantile(pool, k_hi, method="higher")
+        lo[j] = _weighted_quantile(pool, w, k_lo, upper=False)
+        hi[j] = _weighted_quantile(pool, w, k_hi, upper=True)
     lo = np.minimum(np.minimum.accumulate(lo), 0.0)
     hi = np.maximum(np.maximum.accumulate(hi), 0.0)
     return lo, hi
 
 
 PHASE_BINS = 8  # 3-hour bins of the day for the interval scale
+#: The mix's bands are calibrated on the newer half of the origins only (its shrinkage is
+#: chosen on them): a bin of the day gets its own spread from this many residuals on
+#: (5-minute steps: ~300 a bin; hourly: ~70, too few, where one spread fits better).
+MIX_BIN_SAMPLES = 100
 
 
 def phase_bins(times: np.ndarray, day: int | None) -> np.ndarray:
@@ -289,30 +343,32 @@ def phase_bins(times: np.ndarray, day: int | None) -> np.ndarray:
     return np.asarray((times % day) * PHASE_BINS // day, dtype=int)
 
 
-def phase_scale(resid: np.ndarray, bins: np.ndarray) -> np.ndarray:
+def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20) -> np.ndarray:
     """Spread of the residuals per bin relative to all of them (locally weighted conformal).
 
     Night-time residuals of a low, bursty load are larger in log terms than daytime ones;
-    one width for every hour would over-cover the day and under-cover the night.
+    one width for every hour would over-cover the day and under-cover the night. A bin with
+    fewer than ``min_samples`` residuals keeps the overall spread.
     """
     overall = float(np.median(np.abs(resid))) or 1.0
     scale = np.ones(PHASE_BINS)
     for b in range(PHASE_BINS):
         sel = np.abs(resid[bins == b])
-        if sel.size >= 20:
+        if sel.size >= min_samples:
             # shrink towards 1 with few samples; never below a third of the overall spread
             w = sel.size / (sel.size + 50.0)
             scale[b] = max(1 / 3, w * float(np.median(sel)) / overall + (1 - w))
     return scale
 
 
-def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float) -> float:
+def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
+                     min_samples: int = 20) -> float:
     """Calibrate on the older half of the rows, return the coverage on the newer half."""
     half = resid.shape[0] // 2
     if half < 4:
         return math.nan
-    scale = phase_scale(resid[:half], bins[:half])
-    lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level)
+    scale = phase_scale(resid[:half], bins[:half], min_samples)
+    lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level, row_weights(half))
     later = resid[half:] / scale[bins[half:]]
     return float(np.mean((later >= lo[None] - 1e-12) & (later <= hi[None] + 1e-12)))
 
@@ -366,7 +422,7 @@ def load_part(
     resid = a - comb.cross_forecast
     bins = phase_bins(origins[:, None] + np.arange(h)[None, :], seasons.day or seasons.other)
     scale = phase_scale(resid, bins)
-    lo, hi = conformal_bands(resid / scale[bins], level)
+    lo, hi = conformal_bands(resid / scale[bins], level, row_weights(resid.shape[0]))
     coverage = checked_coverage(resid, bins, level)
     final_scale = scale[phase_bins(load.size + np.arange(h), seasons.day or seasons.other)]
     lo, hi = lo * final_scale, hi * final_scale
@@ -452,15 +508,26 @@ def mix_part(
     last = zm[-1][None, :]
     mean = from_alr(last + lam[:, None] * (z_final - last), ref)
     lower, upper = np.empty_like(mean), np.empty_like(mean)
+    day = seasons.day or seasons.other
+    bins = phase_bins(newer[:, None] + np.arange(h)[None, :], day)
+    final_bins = phase_bins(mix.shape[0] + np.arange(h), day)
+    checks = []
     for c in range(mix.shape[1]):
-        lo_c, hi_c = conformal_bands(actual[:, :, c] - pred[:, :, c], level)
-        lower[:, c] = np.clip(mean[:, c] + lo_c, 0.0, 1.0)
-        upper[:, c] = np.clip(mean[:, c] + hi_c, 0.0, 1.0)
+        resid = actual[:, :, c] - pred[:, :, c]
+        # the class's own spread per 3-hour bin: a nightly batch window moves the mix more
+        scale = phase_scale(resid, bins, MIX_BIN_SAMPLES)
+        lo_c, hi_c = conformal_bands(resid / scale[bins], level, row_weights(resid.shape[0]))
+        lower[:, c] = np.clip(mean[:, c] + lo_c * scale[final_bins], 0.0, 1.0)
+        upper[:, c] = np.clip(mean[:, c] + hi_c * scale[final_bins], 0.0, 1.0)
+        if np.ptp(mix[:, c]) > 0:
+            checks.append(checked_coverage(resid, bins, level, MIX_BIN_SAMPLES))
     naive_tv = float(np.mean(_tv(mix[newer - 1][:, None, :], actual)))
+    coverage = float(np.mean(checks)) if checks else math.nan
     info = {
         "shrinkage": shrink,
         "mix_tv": round(float(np.mean(_tv(pred, actual))), 6),
         "naive_mix_tv": round(naive_tv, 6),
+        "interval_coverage_check": json_float(coverage),
         "candidates": sorted({n for names in used.values() for n in names}),
     }
     return Part(mean=mean, lower=np.minimum(lower, mean), upper=np.maximum(upper, mean),
@@ -480,14 +547,16 @@ def ensemble_forecast(
     """
     if not budget_seconds > 0:
         raise ValidationError(f"budget_seconds: must be > 0, got {budget_seconds!r}")
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     seasons = fcand.calendar_seasons(step_seconds, season)
     origins = backtest_origins(load.size, horizon, seasons)
     # No load candidate starts after 60 % of the budget, no mix candidate after 90 %;
-    # naive and ses always run.
+    # naive and ses always run. The budget is CPU time: on a busy machine the same history
+    # gets the same candidates (and the same forecast) whatever the wall clock says.
     lp = load_part(load, origins, horizon, seasons, level,
-                   deadline=start + 0.6 * budget_seconds, progress=progress)
-    mp = mix_part(mix, origins, horizon, seasons, level, deadline=start + 0.9 * budget_seconds)
+                   deadline=cpu_start + 0.6 * budget_seconds, progress=progress)
+    mp = mix_part(mix, origins, horizon, seasons, level,
+                  deadline=cpu_start + 0.9 * budget_seconds)
     seconds = time.perf_counter() - start
     info = {
         "load": lp.info,
@@ -497,6 +566,7 @@ def ensemble_forecast(
                      "last": int(origins[-1]), "judged_on": int(origins.size - origins.size // 2)},
         "intervals": "split-conformal on backtest residuals (log load; class fractions)",
         "seconds": round(seconds, 3),
+        "cpu_seconds": round(time.process_time() - cpu_start, 3),
         "budget_seconds": budget_seconds,
     }
     raw = Raw(load_mean=lp.mean, load_lower=np.minimum(lp.lower, lp.mean),

@@ -197,3 +197,91 @@ def test_constant_load_and_an_unused_class_are_forecast_exactly() -> None:
     np.testing.assert_allclose(fc.load_mean, 500.0)
     np.testing.assert_allclose(fc.mix_mean["other"], 0.0, atol=1e-9)
     np.testing.assert_allclose(fc.mix_mean["read"], 0.8, atol=1e-9)
+
+
+# ---------------------------------------------------------------- issue 45
+def test_recent_errors_scheme_follows_the_candidate_right_lately() -> None:
+    # a was right for the first three quarters of the origins, b since: a fixed mean (or
+    # the plain inverse-MSE) splits the weight, the recency-weighted scheme moves to b
+    from planner.forecast_ensemble import _inverse_mse, _recent_inverse_mse
+
+    rng = np.random.default_rng(6)
+    actual = rng.normal(0, 1, (200, 6))
+    noise_a = np.where(np.arange(200)[:, None] < 150, 0.2, 1.0)
+    noise_b = np.where(np.arange(200)[:, None] < 150, 1.0, 0.2)
+    f = np.stack([actual + rng.normal(0, 1, actual.shape) * noise_a,
+                  actual + rng.normal(0, 1, actual.shape) * noise_b])
+    recent = _recent_inverse_mse(2.0)(f, actual)
+    plain = _inverse_mse(2.0)(f, actual)
+    assert recent[1] > 0.6
+    assert plain[1] < 0.4  # b's early errors still dominate the unweighted mean
+    np.testing.assert_allclose(recent.sum(), 1.0)
+
+
+def test_recent_errors_scheme_is_one_of_the_schemes_judged() -> None:
+    rng = np.random.default_rng(0)
+    actual = rng.normal(0, 1, (200, 6))
+    f = np.stack([actual + rng.normal(0, 0.5, actual.shape) for _ in range(2)])
+    comb = combine(["a", "b"], f, actual, 100, [(0, 6)], to_load=lambda z: np.exp(z))
+    assert "recent_inverse_mse2" in comb.eval_smape
+
+
+def test_mix_interval_coverage_is_checked_and_near_nominal(web_forecast: tuple) -> None:
+    _, fc = web_forecast
+    check = fc.info["ensemble"]["mix"]["interval_coverage_check"]
+    assert 0.8 <= check <= 0.98
+
+
+def test_mix_bands_are_wider_in_the_hours_the_mix_moves_most() -> None:
+    # the read share is noisy from 00:00 to 06:00 only (a nightly batch): its interval
+    # there must be wider than at midday, where the share barely moves
+    n = 24 * 21
+    rng = np.random.default_rng(8)
+    hour = np.arange(n) % 24
+    read = 0.6 + np.where(hour < 6, 0.08, 0.005) * rng.standard_normal(n)
+    load = 1000 + 300 * np.sin(2 * np.pi * hour / 24) + rng.normal(0, 20, n)
+    s = WorkloadSeries(
+        engine="redis", timestamps=1.7e9 - 1.7e9 % 86400 + HOURLY * np.arange(n), load=load,
+        mix={"read": read, "write": 0.9 - read, "other": np.full(n, 0.1)}, step_seconds=HOURLY,
+    )
+    fc = forecast(s, horizon=24)
+    width = fc.mix_upper["read"] - fc.mix_lower["read"]  # the forecast starts at midnight
+    assert np.mean(width[1:5]) > 3 * np.mean(width[11:15])
+
+
+def test_the_planner_never_imports_the_benchmark_peer() -> None:
+    # statsforecast is a dev dependency for bench/forecast.py only (issue 45)
+    root = Path(__file__).resolve().parents[2] / "planner"
+    offenders = [p.name for p in root.rglob("*.py") if "statsforecast" in p.read_text()]
+    assert offenders == []
+
+
+def test_profile_switch_takes_the_weekly_profile_only_where_the_two_part() -> None:
+    def const(v: list[float]) -> fcand.Candidate:
+        return lambda z, origins, h: np.tile(np.array(v), (origins.size, 1))
+
+    switch = fcand.profile_switch(const([0.0] * 4), const([0.1, 0.5, -0.6, 0.39]), 0.4)
+    out = switch(np.zeros(10), np.array([5, 6]), 4)
+    np.testing.assert_allclose(out, [[0.0, 0.5, -0.6, 0.0]] * 2)
+
+
+def test_profile_switch_knows_a_saturday_that_the_daily_profile_does_not() -> None:
+    # weekdays at level 0, weekends at log(0.2): from Saturday 00:00 the median of the last
+    # seven days says "weekday", the weekly profile says "weekend", and the switch follows it
+    rng = np.random.default_rng(10)
+    n = 24 * 7 * 5
+    weekend = (np.arange(n) // 24) % 7 >= 5
+    z = np.where(weekend, np.log(0.2), 0.0) + rng.normal(0, 0.02, n)
+    origin = np.array([24 * 7 * 4 + 24 * 5])  # the last Saturday, 00:00
+    day, week = fcand.seasonal_profile(24, 7), fcand.seasonal_profile(168, 3)
+    got = fcand.profile_switch(day, week)(z, origin, 12)[0]
+    assert np.all(np.abs(got - np.log(0.2)) < 0.2)
+    assert np.all(np.abs(day(z, origin, 12)[0] - np.log(0.2)) > 0.5)
+    assert "profile_switch" in fcand_names(168 * 3)
+
+
+def fcand_names(n_fit: int) -> set[str]:
+    from planner.forecast_ensemble import load_candidates
+
+    cands, _ = load_candidates(fcand.Seasons(day=24, week=168), n_fit, 12)
+    return set(cands)
