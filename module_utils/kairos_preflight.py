@@ -121,7 +121,7 @@ def judge_redis(reads, *, host, cluster_size=None):
         out.append(refusal("not_in_sync", f"not in sync: {topology['unmet']}"))
     if failed(config):
         said = _why(config, "the configuration check failed")
-        name = "drift" if "does not run the expected values" in said else "config"
+        name = "drift" if config.get("drift") else "config"
         out.append(refusal(name, f"{host}: {said}"))
     if failed(order):
         out.append(refusal("order", _why(order, "the restarts could not be ordered")))

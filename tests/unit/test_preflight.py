@@ -347,6 +347,7 @@ def test_drift_from_the_plans_current_values_is_refused_naming_the_node(
     """The plan says redis2 runs hz 11; it runs 10 (the autopilot's lab test plants this)."""
     reads = redis_reads(expect={"hz": 11})
     assert reads["config"]["failed"] is False
+    assert reads["config"]["drift"] == {"hz": {"expected": "11", "running": "10"}}
     got = judge("redis", reads, host="redis2")
     assert got == [refusal("drift", "redis2: 127.0.0.1:7002: the node does not run the "
                                     "expected values: hz=11 (runs 10)")]
