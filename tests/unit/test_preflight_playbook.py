@@ -8,6 +8,7 @@ they need no cluster (cassandra_node_gate on a hints directory, cassandra_ring_s
 captured nodetool status) registered with ``failed_when: false`` as the role does, and the
 ring read a given result. Pins the two past bugs of the Jinja judgement: e10c706 (a held
 hint file let the rollout go on) and 7cee3d8 (a refusal on one node did not stop the others).
+The redis role's judge tasks run the same way on registered results given as host variables.
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ def judge_play(tmp_path: Path) -> Path:
     role = yaml.safe_load((REPO / "roles/cassandra/tasks/rollout_preflight.yml").read_text())
     block = next(t for t in role if "block" in t)["block"]
     judge = [t for t in block if t["name"].startswith(("Judge", "Publish"))]
-    skeleton = yaml.safe_load((REPO / "playbooks/rollout.yml").read_text())[0]
-    keep = [t for t in skeleton["tasks"]
-            if t["name"].startswith(("Keep this node's refusals", "Refuse unless"))]
-    assert len(judge) == 2 and len(keep) == 2
+    keep = skeleton_tasks()
+    assert len(judge) == 2
     nodetool = tmp_path / "nodetool"
     nodetool.write_text(f"#!/bin/sh\ncat {STATUS}\n")
     nodetool.chmod(0o755)
@@ -72,20 +71,36 @@ def judge_play(tmp_path: Path) -> Path:
     return path
 
 
-def run(tmp_path: Path, ring_read: dict[str, Any], *options: str) -> str:
-    tmp_path.mkdir(exist_ok=True)
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"children": {"cassandra": {
-        "hosts": {host: {} for host in HOSTS},
+def skeleton_tasks() -> list[dict[str, Any]]:
+    skeleton = yaml.safe_load((REPO / "playbooks/rollout.yml").read_text())[0]
+    keep = [t for t in skeleton["tasks"]
+            if t["name"].startswith(("Keep this node's refusals", "Refuse unless"))]
+    assert len(keep) == 2
+    return keep
+
+
+def inventory(tmp_path: Path, group: str, hosts: dict[str, dict[str, Any]]) -> Path:
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump({"all": {"children": {group: {
+        "hosts": hosts,
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
     }}}}))
+    return path
+
+
+def playbook(inventory: Path, play: Path, extra: dict[str, Any], *options: str) -> str:
     proc = subprocess.run(
-        [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(judge_play(tmp_path)),
-         "-e", json.dumps({"ring_read": ring_read}), *options],
+        [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(play), "-e", json.dumps(extra), *options],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
     )
     return proc.stdout + proc.stderr
+
+
+def run(tmp_path: Path, ring_read: dict[str, Any], *options: str) -> str:
+    tmp_path.mkdir(exist_ok=True)
+    hosts = inventory(tmp_path, "cassandra", {host: {} for host in HOSTS})
+    return playbook(hosts, judge_play(tmp_path), {"ring_read": ring_read}, *options)
 
 
 #: cassandra_cluster_facts' result on a whole cluster (the ring itself left out).
@@ -120,3 +135,38 @@ def test_an_unreadable_ring_and_a_dead_node_are_named(tmp_path: Path) -> None:
     assert f"{REFUSED}cannot read the live ring: 127.0.0.1: cannot connect" in out, out[-3000:]
     out = run(tmp_path / "dead", {**WHOLE, "down": ["cass3"]})
     assert f"{REFUSED}down: cass3" in out, out[-3000:]
+
+
+def test_the_redis_judgement_names_the_node_that_drifted_and_stops_every_node(
+    tmp_path: Path,
+) -> None:
+    role = yaml.safe_load((REPO / "roles/redis/tasks/rollout_preflight.yml").read_text())
+    judge = [t for t in role if t["name"].startswith(("Judge", "Publish"))]
+    assert len(judge) == 2
+    play = tmp_path / "judge.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "Judge", "hosts": "redis", "gather_facts": False,
+        "vars": {"kairos_engine": "redis",
+                 "__refusal": "{{ lookup('ansible.builtin.vars', kairos_engine ~ "
+                              "'_rollout_refusal', default=[]) }}",
+                 "__redis_preflight_order": {"changed": False, "skipped": True}},
+        "tasks": [*judge, *skeleton_tasks(),
+                  {"name": "Go on", "ansible.builtin.debug": {"msg": "every node goes on"}}],
+    }], sort_keys=False))
+    # redis_replication_facts (run once) and redis_live_config (per node, failed_when: false).
+    topology = {"changed": False, "down": [], "unmet": {}, "cluster_state": "ok",
+                "nodes": {"redis1": {"up": True, "role": "primary"}}}
+    runs = {"changed": False, "before": {"hz": "10"}, "changed_keys": []}
+    drifted = {"changed": False, "failed": False, "failed_when_result": False,
+               "msg": "127.0.0.1:7002: the node does not run the expected values: hz=11 (runs 10)",
+               "before": {"hz": "10"}, "drift": {"hz": {"expected": "11", "running": "10"}}}
+    hosts = {f"redis{i}": {"__redis_preflight_facts": topology,
+                           "__redis_preflight_config": drifted if i == 2 else runs}
+             for i in (1, 2, 3)}
+    out = playbook(inventory(tmp_path, "redis", hosts), play, {})
+    assert (f"{REFUSED}redis2: 127.0.0.1:7002: the node does not run the expected values: "
+            "hz=11 (runs 10)") in out, out[-3000:]
+    assert out.count(f"msg: '{REFUSED}redis2: ") == 3, out[-3000:]
+    hosts["redis2"]["__redis_preflight_config"] = runs
+    out = playbook(inventory(tmp_path, "redis", hosts), play, {})
+    assert out.count("msg: every node goes on") == 3, out[-3000:]
