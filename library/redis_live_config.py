@@ -85,6 +85,12 @@ file_mismatch:
   description: Directives whose conf_file value differs from the running one ({file, running}).
   returned: when conf_file is given
   type: dict
+drift:
+  description:
+    - Directives of I(expect) the node does not run ({expected, running}), the pre-flight's
+      C(drift) refusal (M(kairos_preflight)).
+  returned: when the node does not run an expected value (failure)
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -160,6 +166,7 @@ def main():
                 for k in not_running
             ),
             before=before,
+            drift={k: {"expected": str(expect[k]), "running": before[k]} for k in not_running},
         )
     changed_keys = differing(settings, before)
     result = dict(before=before, changed_keys=changed_keys)
