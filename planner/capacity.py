@@ -116,6 +116,7 @@ def advise(
     need = np.maximum(upper, 0.0) * (1.0 + m)
     ratio = need / best
     peak = int(np.argmax(ratio))
+    horizon = float(ts.size * step_seconds)
     figures = {
         "margin": m,
         "peak_step": peak,
@@ -124,7 +125,7 @@ def advise(
         "peak_need": round(float(need[peak]), 1),
         "best_capacity_at_peak": round(float(best[peak]), 1),
         "peak_need_over_capacity": round(float(ratio[peak]), 4),
-        "horizon_seconds": float(ts.size * step_seconds),
+        "horizon_seconds": horizon,
         "scaling": "capacity proportional to the nodes",
     }
     needed = max(min_nodes, math.ceil(nodes * float(ratio[peak]) - 1e-9))
@@ -140,7 +141,6 @@ def advise(
                     f"plus a {m:.0%} margin needs more than the best reachable configuration's "
                     f"{best[first]:,.0f} ops/s; the peak needs {ratio[peak]:.2f} times it, "
                     f"so {needed} nodes instead of {nodes}"))
-    horizon = float(ts.size * step_seconds)
     if needed >= nodes:
         return CapacityAdvice("none", nodes, nodes, figures=figures, reason=(
             f"the best reachable configuration serves the forecast's upper band with a "
