@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "module_utils"))
+sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 

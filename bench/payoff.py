@@ -49,7 +49,7 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent / "module_utils"))
+sys.path.append(str(_HERE.parent / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 

@@ -233,7 +233,7 @@ class HintWatch:
         self._thread.join()
 
     def _run(self) -> None:
-        sys.path.insert(0, str(REPO / "module_utils"))
+        sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
         from kairos_cql import build_cluster
 
         names = {a: n for n, a in LAB_NODES.items()}

@@ -67,6 +67,10 @@ def run_module(
         The module (or AnsibleModule's argument validation) called fail_json.
     """
     module = importlib.import_module(name)
+    if Path(module.__file__ or "").parent != LIBRARY:
+        # A module_utils file of the same name came first on sys.path (a bench script
+        # imported by a test puts module_utils/ there): the test must run library's.
+        raise AssertionError(f"{name} was imported from {module.__file__}, not {LIBRARY}")
     wrapped = {**args, "_ansible_check_mode": check_mode, "_ansible_diff": diff}
     with (
         patch_module_args(wrapped),
