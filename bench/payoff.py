@@ -139,6 +139,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="seconds of full throughput the kairos policy charges a compaction "
                      "strategy change (kairos plan's option of that name; default "
                      f"{DEFAULT_CHANGE_SECONDS['compaction']:g})")
+    mod.add_argument("--change-costs",
+                     help="measured compaction switches (bench/change_cost.py --out) the kairos "
+                     "policy prices instead of --compaction-seconds (kairos plan's option)")
     mod.add_argument("--confidence", type=float, default=0.9,
                      help="the kairos policy keeps a step only when P(gain > cost) is at "
                      "least this (kairos plan's option of that name; default 0.9)")
@@ -220,6 +223,7 @@ def prepare(args: argparse.Namespace) -> Setup:
     options = {"cl": args.cl, "restart_seconds": args.restart_seconds,
                "restart_seconds_from": args.restart_seconds_from, "tables": tables,
                "compaction_seconds": args.compaction_seconds,
+               "change_costs": args.change_costs,
                "confidence": args.confidence, "seed": args.seed}
     schedules: dict[str, po.Schedule] = {}
     plans: dict[str, dict[str, po.PolicyPlan]] = {}

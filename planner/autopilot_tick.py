@@ -42,8 +42,10 @@ class TickInputs:
     """What one engine's tick is given (``kairos autopilot tick --help``).
 
     ``ring`` is the live ring just read (Cassandra); ``ring_error`` says why it could not be
-    read. ``plan_args`` are extra ``kairos plan`` arguments (the engine's, then the shared
-    ones). ``apply_vars`` are extra variables for the executor (no secrets).
+    read. ``restart_costs`` and ``change_costs`` are the measured cost files the plan charges
+    (``kairos plan --restart-costs`` / ``--change-costs``). ``plan_args`` are extra ``kairos
+    plan`` arguments (the engine's, then the shared ones). ``apply_vars`` are extra variables
+    for the executor (no secrets).
     """
 
     state_dir: str
@@ -61,6 +63,8 @@ class TickInputs:
     horizon: int = 48
     forecast_model: str = "auto"
     restart_seconds: float = 60.0
+    restart_costs: str | None = None
+    change_costs: str | None = None
     model: str | None = None
     current: str | None = None
     tables: tuple[str, ...] = ()
@@ -273,6 +277,10 @@ def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
              "--restart-seconds-from", str(Path(inp.state_dir).resolve()), "-o", plan]
     if inp.tables:
         argv += ["--tables", ",".join(inp.tables)]
+    if inp.restart_costs:
+        argv += ["--restart-costs", inp.restart_costs]
+    if inp.change_costs:
+        argv += ["--change-costs", inp.change_costs]
     argv += list(inp.plan_args)
     learning = learning or {}
     model = learning.get("model") or inp.model

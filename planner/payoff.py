@@ -521,6 +521,7 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
         rf=int(options.get("rf", 3)), cl=str(options.get("cl", "QUORUM")),
         restart_seconds=float(options.get("restart_seconds", 60.0)),
         restart_seconds_from=options.get("restart_seconds_from"),
+        change_costs=options.get("change_costs"),
         compaction_seconds=float(options.get("compaction_seconds",
                                              DEFAULT_CHANGE_SECONDS["compaction"])),
         confidence=float(options.get("confidence", DEFAULT_CONFIDENCE)),
@@ -541,6 +542,7 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
             "restart_seconds": cost.get("restart_seconds"),
             "restart_seconds_source": cost.get("restart_seconds_source"),
             "compaction_seconds": cost.get("compaction_seconds"),
+            "compaction_seconds_source": cost.get("compaction_seconds_source"),
             "confidence": plan.provenance.get("uncertainty", {}).get("confidence"),
             "offered_load_told": round(load, 1)}
     return PolicyPlan("kairos", start=dict(candidates[0]), changes=changes, info=info)
@@ -557,7 +559,8 @@ def decide(
 ) -> PolicyPlan:
     """What ``policy`` does over ``schedule``; ``candidates[0]`` is the default (the state
     every run starts from). ``kairos``: the planner's options (``cl``, ``hosts``, ``rf``,
-    ``restart_seconds``, ``restart_seconds_from``, ``compaction_seconds``, ``confidence``,
+    ``restart_seconds``, ``restart_seconds_from``, ``compaction_seconds``, ``change_costs``,
+    ``confidence``,
     ``tables``, ``seed``, ``cluster``)."""
     parse_policies([policy])
     if not candidates:

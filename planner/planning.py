@@ -29,6 +29,7 @@ import numpy as np
 from planner import capacity as cap_advice
 from planner import optimiser as op
 from planner import risk as rk
+from planner.change_cost import ChangeCosts, load_change_costs
 from planner.costbenefit import (
     SERVED_MODES,
     Evaluation,
@@ -168,16 +169,19 @@ def change_seconds_matrix(
     engine: str,
     candidates: Sequence[Mapping[str, Any]],
     seconds: Mapping[str, float] | None = None,
+    measured: ChangeCosts | None = None,
 ) -> np.ndarray:
     """``(K, K)`` extra cost (seconds of full throughput) of each candidate switch.
 
     The sum over changed parameters of ``seconds[param]`` (default
-    :data:`DEFAULT_CHANGE_SECONDS`).
+    :data:`DEFAULT_CHANGE_SECONDS`), except where ``measured`` holds the switch to the new
+    value (:meth:`planner.change_cost.ChangeCosts.seconds_for`: direction-dependent).
     """
     per = DEFAULT_CHANGE_SECONDS if seconds is None else dict(seconds)
 
     def change_seconds(key: str, old: Any, new: Any) -> float:
-        return float(per.get(key, 0.0))
+        found = measured.seconds_for(key, old, new) if measured is not None else None
+        return float(per.get(key, 0.0)) if found is None else found
 
     out = np.zeros((len(candidates), len(candidates)))
     for per_key in _per_parameter(engine, candidates, change_seconds, float):
@@ -491,6 +495,10 @@ class PlanRequest:
         A file bench/restart_cost.py wrote (:mod:`planner.restart_impact`): its measured
         survivor penalty replaces ``survivor_penalty``, and its warm-up seconds are charged
         to every restart (none without it).
+    change_costs
+        A file bench/change_cost.py wrote (:mod:`planner.change_cost`): the measured seconds
+        of each compaction strategy switch it holds replace ``compaction_seconds`` for that
+        switch's direction.
     headroom_weight
         With ``served="work"``: the weight of the headroom term ``load x (1 - utilisation)``
         below saturation (0: served work only).
@@ -546,6 +554,7 @@ class PlanRequest:
     served: Served = "work"
     restart_seconds_from: PathLike | None = None
     restart_costs: PathLike | None = None
+    change_costs: PathLike | None = None
     headroom_weight: float = DEFAULT_HEADROOM_WEIGHT
     latency_weight: float = DEFAULT_LATENCY_WEIGHT
     confidence: float = rk.DEFAULT_CONFIDENCE
@@ -841,9 +850,23 @@ def _restarts(req: PlanRequest) -> MeasuredRestarts:
                              engine=req.engine, default=req.restart_seconds)
 
 
+def _change_costs(req: PlanRequest) -> ChangeCosts | None:
+    """The measured change costs of ``req.change_costs`` (None when not given)."""
+    return load_change_costs(req.change_costs) if req.change_costs is not None else None
+
+
 def _impact(req: PlanRequest) -> RestartImpact | None:
     """The measured restart impact of ``req.restart_costs`` (None when not given)."""
     return load_restart_impact(req.restart_costs) if req.restart_costs is not None else None
+
+
+def _compaction_source(req: PlanRequest) -> str:
+    """Where a compaction switch's price comes from, for the plan's provenance."""
+    given = f"given: --compaction-seconds {req.compaction_seconds:g}"
+    costs = _change_costs(req)
+    if costs is None:
+        return given
+    return f"{costs.describe()}; {given} for a switch not measured"
 
 
 def _impact_provenance(req: PlanRequest, impact: RestartImpact | None) -> dict[str, Any]:
@@ -880,7 +903,8 @@ def _switch_costs(
         warmup_seconds=impact.warmup_seconds if impact else 0.0,
     )
     change = change_seconds_matrix(
-        req.engine, candidates, {"compaction": req.compaction_seconds}
+        req.engine, candidates, {"compaction": req.compaction_seconds},
+        measured=_change_costs(req),
     ) if req.engine == "cassandra" else None
     return SwitchCosts(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
@@ -1070,6 +1094,7 @@ def _provenance(
                        "live_seconds": 0.0,
                        "live_seconds_source": "live changes take no node out of service",
                        "compaction_seconds": req.compaction_seconds,
+                       "compaction_seconds_source": _compaction_source(req),
                        **_impact_provenance(req, impact), "served": req.served,
                        "batches": n_batches},
         "objective": objective,

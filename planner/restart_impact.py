@@ -25,7 +25,7 @@ import numpy as np
 
 from planner.errors import ValidationError
 
-__all__ = ["RestartImpact", "load_restart_impact", "restart_impact"]
+__all__ = ["RestartImpact", "load_restart_impact", "restart_impact", "served_rates"]
 
 #: The file's format version.
 SCHEMA = 1
@@ -86,7 +86,7 @@ class RestartImpact:
         return {"schema": SCHEMA, **asdict(self)}
 
 
-def _rates(points: Sequence[tuple[float, float]], start: float, end: float) -> np.ndarray:
+def served_rates(points: Sequence[tuple[float, float]], start: float, end: float) -> np.ndarray:
     """Served ops/s per BIN_SECONDS bin of [start, end), from (time, cumulative ops) points."""
     t = np.asarray([p[0] for p in points], dtype=float)
     ops = np.asarray([p[1] for p in points], dtype=float)
@@ -145,7 +145,7 @@ def restart_impact(
     b0, b1 = baseline
     if b1 - b0 < 10 * BIN_SECONDS:
         raise ValidationError(f"baseline: at least 10 s are needed, got {b1 - b0:.1f} s")
-    base = _rates(points, b0, b1)
+    base = served_rates(points, b0, b1)
     baseline_rate = float(np.median(base))
     if baseline_rate <= 0:
         raise ValidationError("baseline: the load served nothing before the restart")
@@ -156,7 +156,7 @@ def restart_impact(
     if end <= last:
         raise ValidationError("end: the observation must go on after the last node is back")
     start = math.floor(first)
-    rates = _rates(points, start, end)
+    rates = served_rates(points, start, end)
     bins = start + np.arange(len(rates)) * BIN_SECONDS
     is_down = _mask(bins, windows)
     down_share = float(rates[is_down].mean() / baseline_rate)

@@ -95,6 +95,12 @@ def _register_tick(actions: Any) -> None:
     t.add_argument("--horizon", type=inputs.bounded_int(2, inputs.MAX_HORIZON), default=48)
     t.add_argument("--forecast-model", default="auto")
     t.add_argument("--restart-seconds", type=inputs.DURATION, default=60.0, metavar="T_R")
+    t.add_argument("--restart-costs", default="", metavar="FILE",
+                   help="measured restart impact the plan charges (kairos plan's option; "
+                   "empty: none)")
+    t.add_argument("--change-costs", default="", metavar="FILE",
+                   help="measured compaction switches the plan charges (kairos plan's "
+                   "option; empty: none)")
     t.add_argument("--model", help="performance model JSON (default: the shipped prior)")
     t.add_argument("--current", help="what the nodes run when there is no plan yet (YAML)")
     t.add_argument("--tables", default="", help="tables a plan may alter, comma-separated")
@@ -180,6 +186,7 @@ def run_tick(args: argparse.Namespace) -> int:
         hosts=tuple(h for h in args.hosts.split(",") if h), trace=args.trace, store=args.store,
         history=args.history, step_seconds=args.step_seconds, horizon=args.horizon,
         forecast_model=args.forecast_model, restart_seconds=args.restart_seconds,
+        restart_costs=args.restart_costs or None, change_costs=args.change_costs or None,
         model=args.model or None, current=args.current or None,
         tables=tuple(t for t in args.tables.split(",") if t),
         plan_args=tuple(str(a) for a in plan_args), live_ring=args.live_ring,

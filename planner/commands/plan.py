@@ -92,7 +92,11 @@ def register(subparsers: Any) -> None:
                    "penalty, and its warm-up seconds charged to every restart")
     p.add_argument("--compaction-seconds", type=inputs.DURATION, default=120.0,
                    help="seconds of full throughput a compaction strategy change costs "
-                   "(SSTable rewrite; default 120)")
+                   "(SSTable rewrite; assumed, default 120; --change-costs replaces it for "
+                   "the switches it measured)")
+    p.add_argument("--change-costs", metavar="FILE",
+                   help="measured compaction strategy switches under load "
+                   "(bench/change_cost.py --out): each direction's seconds")
     _add_decision_arguments(p)
     p.add_argument("--horizon", type=PLAN_HORIZON, default=48,
                    help="decision intervals (default 48)")
@@ -180,6 +184,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
         restart_seconds=args.restart_seconds, survivor_penalty=args.survivor_penalty,
         compaction_seconds=args.compaction_seconds, served=args.served,
         restart_seconds_from=args.restart_seconds_from, restart_costs=args.restart_costs,
+        change_costs=args.change_costs,
         headroom_weight=args.headroom_weight, latency_weight=args.latency_weight,
         confidence=args.confidence, scenarios=args.scenarios, risk=args.risk,
         horizon=args.horizon, forecast_model=args.forecast_model,

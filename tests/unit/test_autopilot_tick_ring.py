@@ -193,6 +193,29 @@ def test_the_tick_plans_on_the_live_ring_with_the_inventory_s_tables(
         assert extra["kairos_tables"] == tables.split(",")
 
 
+def test_the_inventory_s_measured_change_costs_price_the_plan(tmp_path: Path) -> None:
+    from planner.change_cost import ChangeCost, merge_entry
+
+    costs = tmp_path / "change-costs.json"
+    merge_entry(costs, ChangeCost(
+        parameter="compaction", before="SizeTieredCompactionStrategy",
+        after="LeveledCompactionStrategy", change_seconds=55.0, rewrite_seconds=140.0,
+        apply_seconds=20.0, baseline_ops_per_s=400.0, steady_ops_per_s=420.0))
+    # Read on the control host, as the restart costs are: group_vars/all.
+    inventory = setup(tmp_path, all_vars={"kairos_cassandra_change_costs_file": str(costs)},
+                      cassandra_vars={})
+
+    run = tick(tmp_path, inventory)
+
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
+    assert f"--change-costs={costs}" in tick_argv
+    (line,) = logged(tmp_path)
+    cost_model = yaml.safe_load(Path(line["plan"]).read_text())["provenance"]["cost_model"]
+    assert cost_model["compaction_seconds_source"].startswith(
+        f"measured: {costs} (compaction SizeTiered -> Leveled 55 s)")
+
+
 def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Path) -> None:
     inventory = setup(tmp_path, all_vars={}, cassandra_vars={})
 
