@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import ValidationError
-from planner.restart_impact import BIN_SECONDS, served_rates
+from planner.restart_impact import BIN_SECONDS, read_measurement_file, served_rates
 
 __all__ = ["ChangeCost", "ChangeCosts", "change_cost", "load_change_costs", "merge_entry"]
 
@@ -194,15 +194,7 @@ def load_change_costs(path: str | os.PathLike[str]) -> ChangeCosts:
         Naming the file and the field: missing, unreadable, or out of range.
     """
     where = Path(path)
-    try:
-        data = json.loads(where.read_text())
-    except FileNotFoundError as exc:
-        raise ValidationError(f"--change-costs: {where}: no such file") from exc
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"--change-costs: {where}: not a JSON file ({exc})") from exc
-    if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
-        raise ValidationError(f"{where}: schema: expected {SCHEMA}, got "
-                              f"{data.get('schema') if isinstance(data, Mapping) else data!r}")
+    data = read_measurement_file(where, option="--change-costs", schema=SCHEMA)
     raw = data.get("changes")
     if not isinstance(raw, list) or not raw:
         raise ValidationError(f"{where}: changes: expected a non-empty list of measured changes")

@@ -25,7 +25,13 @@ import numpy as np
 
 from planner.errors import ValidationError
 
-__all__ = ["RestartImpact", "load_restart_impact", "restart_impact", "served_rates"]
+__all__ = [
+    "RestartImpact",
+    "load_restart_impact",
+    "read_measurement_file",
+    "restart_impact",
+    "served_rates",
+]
 
 #: The file's format version.
 SCHEMA = 1
@@ -182,6 +188,26 @@ def restart_impact(
     )
 
 
+def read_measurement_file(where: Path, *, option: str, schema: int) -> dict[str, Any]:
+    """A measured-cost file's JSON object, at format version ``schema``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``option`` or the file: missing, not JSON, or another version.
+    """
+    try:
+        data = json.loads(where.read_text())
+    except FileNotFoundError as exc:
+        raise ValidationError(f"{option}: {where}: no such file") from exc
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"{option}: {where}: not a JSON file ({exc})") from exc
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        raise ValidationError(f"{where}: schema: expected {schema}, got "
+                              f"{data.get('schema') if isinstance(data, dict) else data!r}")
+    return data
+
+
 def load_restart_impact(path: str | os.PathLike[str]) -> RestartImpact:
     """Read a file ``bench/restart_cost.py --out`` wrote.
 
@@ -191,15 +217,7 @@ def load_restart_impact(path: str | os.PathLike[str]) -> RestartImpact:
         Naming the file and the field: missing, unreadable, or out of range.
     """
     where = Path(path)
-    try:
-        data = json.loads(where.read_text())
-    except FileNotFoundError as exc:
-        raise ValidationError(f"--restart-costs: {where}: no such file") from exc
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"--restart-costs: {where}: not a JSON file ({exc})") from exc
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ValidationError(f"{where}: schema: expected {SCHEMA}, got "
-                              f"{data.get('schema') if isinstance(data, dict) else data!r}")
+    data = read_measurement_file(where, option="--restart-costs", schema=SCHEMA)
     names = [f for f in RestartImpact.__dataclass_fields__ if f != "environment"]
     missing = [n for n in names if n not in data]
     if missing:

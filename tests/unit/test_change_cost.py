@@ -13,18 +13,9 @@ import pytest
 from planner.change_cost import ChangeCost, change_cost, load_change_costs, merge_entry
 from planner.errors import ValidationError
 from planner.planning import PlanRequest, _compaction_source, change_seconds_matrix
+from tests.unit.test_restart_impact import series
 
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
-
-
-def series(rate_at, seconds: int, jitter: float = 0.0, seed: int = 0) -> list[tuple[float, float]]:
-    """(t, cumulative ops) every second for a rate function of t, with optional noise."""
-    rng = np.random.default_rng(seed)
-    total, points = 0.0, [(0.0, 0.0)]
-    for t in range(seconds):
-        total += rate_at(t) * (1 + jitter * rng.standard_normal())
-        points.append((t + 1.0, total))
-    return points
 
 
 def entry(before: str, after: str, seconds: float) -> ChangeCost:
