@@ -12,8 +12,9 @@ No server is contacted: every value comes from the control host's files (docs/me
 - the executor's last rollout, ``<apply-state-dir>/rollout-<cluster>-<engine>.json``
   (docs/rollout-contract.md), and the state file it names: per node verified and its
   phase durations;
-- the locks, ``<state-dir>/<cluster>-autopilot.lock`` (the run lock) and
-  ``<apply-state-dir>/<cluster>-<engine>.lock`` (the executors' apply locks);
+- the locks, in ``<apply-state-dir>`` (kairos_state_dir, as the playbooks keep them):
+  ``<cluster>-autopilot.lock`` (the run lock) and ``<cluster>-<engine>.lock`` (the
+  executors' apply locks);
 - the model's track, ``<state-dir>/models/<cluster>-<engine>-track.jsonl``
   (planner.learning): its recent error.
 
@@ -169,8 +170,9 @@ class Sources:
     """Where the files are (``kairos metrics --help``).
 
     ``state_dir`` is the autopilot's directory (kairos_autopilot_dir), ``apply_state_dir``
-    the executors' (kairos_state_dir; the same directory by default). ``plans`` are plan
-    files to export besides the autopilot's current ones (one plan per cluster and engine).
+    the executors' and the locks' (kairos_state_dir; the same directory by default).
+    ``plans`` are plan files to export besides the autopilot's current ones (one plan per
+    cluster and engine).
     """
 
     state_dir: Path
@@ -276,7 +278,7 @@ def collect(sources: Sources, *, now: datetime | None = None,
     out["kairos_metrics_generated_timestamp_seconds"].add(now.timestamp())
     host = hostname or socket.gethostname()
     cluster = sources.cluster
-    locks = {"autopilot": sources.state_dir / f"{cluster}-autopilot.lock"}
+    locks = {"autopilot": sources.apply_dir / f"{cluster}-autopilot.lock"}
     locks |= {e: sources.apply_dir / f"{cluster}-{e}.lock" for e in sources.engines}
     held = {name: _lock(out, path, cluster=cluster, lock=name, host=host)
             for name, path in locks.items()}

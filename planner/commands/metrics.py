@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--state-dir", default=".kairos",
                    help="the autopilot's directory (kairos_autopilot_dir; default .kairos)")
     p.add_argument("--apply-state-dir", metavar="DIR",
-                   help="the executors' directory (kairos_state_dir: apply locks, rollout "
-                   "files), when it differs from --state-dir")
+                   help="the executors' directory (kairos_state_dir: the run and apply locks, "
+                   "rollout files), when it differs from --state-dir")
     p.add_argument("--cluster", default="lab", help="cluster name (default lab)")
     p.add_argument("--engine", action="append", choices=ENGINES, dest="engines",
                    help="engine to export (repeatable; default both)")

@@ -412,10 +412,15 @@ def test_cli_apply_state_dir_holds_the_executors_files(state_dir: Path, tmp_path
     apply_dir.mkdir()
     (state_dir / "rollout-lab-cassandra.json").rename(apply_dir / "rollout-lab-cassandra.json")
     (apply_dir / "lab-cassandra.lock").write_text(json.dumps(lock_record(None, "ctl-2")))
+    # the run lock is kairos_state_dir's too (kairos_autopilot_lock_file's default)
+    (apply_dir / "lab-autopilot.lock").write_text(json.dumps(lock_record(None, "ctl-2")))
     assert main(["metrics", "--state-dir", str(state_dir), "--apply-state-dir", str(apply_dir),
                  "--engine", "cassandra"]) == 0
     got = series(capsys.readouterr().out)
     assert got['kairos_lock_held{cluster="lab",lock="cassandra"}'] == 1
+    assert got['kairos_lock_held{cluster="lab",lock="autopilot"}'] == 1
+    assert got['kairos_autopilot_last_outcome{cluster="lab",engine="cassandra",'
+               'outcome="nothing-to-do"}'] == 1  # the autopilot's own files: --state-dir
     assert got[f'kairos_rollout_nodes{{cluster="lab",engine="cassandra",step="{ADHOC_STEP}"}}'] \
         == 3
 
