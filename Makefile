@@ -25,7 +25,7 @@ help:  ## List the targets
 
 setup: setup-system setup-python setup-cassandra  ## Install everything (idempotent)
 
-setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium (only when missing)
+setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, promtool (only when missing)
 	@missing=""; \
 	for pkg in openjdk-17-jre-headless maven redis-server redis-tools iproute2 chromium cron; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
@@ -34,6 +34,24 @@ setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium (only when mi
 	  echo "setup: installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "setup: Debian packages present"; fi
+	@# promtool (tests of docs/prometheus) comes with Debian's prometheus. Its server must not
+	@# run: a policy-rc.d answering 101 (unless one exists) keeps the package's service from
+	@# starting, and under systemd it is disabled so that it does not start at boot either.
+	@if ! dpkg-query -W -f='$${Status}' prometheus 2>/dev/null | grep -q 'install ok installed'; then \
+	  echo "setup: installing Debian package prometheus (for promtool; its service is not started)"; \
+	  policy=""; \
+	  if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' > $$policy; chmod 755 $$policy; \
+	  fi; \
+	  if apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	       apt-get install -y -qq --no-install-recommends prometheus >/dev/null; then rc=0; else rc=1; fi; \
+	  if [ -n "$$policy" ]; then rm -f $$policy; fi; \
+	  if [ -d /run/systemd/system ]; then systemctl disable --quiet prometheus 2>/dev/null || true; \
+	    if systemctl is-active --quiet prometheus; then \
+	      echo "setup: the prometheus service runs: stop it with systemctl stop prometheus" >&2; exit 1; fi; \
+	  fi; \
+	  exit $$rc; \
+	fi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

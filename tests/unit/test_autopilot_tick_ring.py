@@ -46,8 +46,10 @@ if argv[0] == "collect":
     print("collected 1 new sample(s)")
 elif argv[0].startswith("--inventory="):
     print("the executor: done")
-else:
-    os.execv({kairos!r}, [{kairos!r}, *argv])
+else:  # the kairos of the repository under test, whichever one the venv's script imports
+    sys.path.insert(0, {repo!r})
+    from planner.cli import main
+    sys.exit(main(argv))
 '''
 
 FAKE_FACTS = r'''#!{python}
@@ -100,8 +102,7 @@ def setup(tmp: Path, *, all_vars: dict[str, Any], cassandra_vars: dict[str, Any]
     for path, text in ((tmp / "kairos", FAKE_KAIROS),
                        (tmp / "lib" / "cassandra_cluster_facts.py", FAKE_FACTS),
                        (tmp / "ansible-playbook", FAKE_KAIROS)):
-        path.write_text(text.format(python=sys.executable, error=RING_ERROR,
-                                    kairos=str(BIN / "kairos")))
+        path.write_text(text.format(python=sys.executable, error=RING_ERROR, repo=str(REPO)))
         path.chmod(0o755)
     trace(tmp / "trace.csv")
     return inventory
@@ -234,3 +235,27 @@ def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Pat
         f"cannot read the live ring: {RING_ERROR}"
     ), line
     assert not (tmp_path / "state" / "lab-autopilot.lock").exists()  # released
+    assert calls(tmp_path, "metrics") == []  # no kairos_autopilot_metrics_textfile: none
+
+
+def test_the_tick_refreshes_the_metrics_textfile_after_releasing_its_lock(
+        tmp_path: Path) -> None:
+    inventory = setup(tmp_path, all_vars={}, cassandra_vars={})
+    textfile = tmp_path / "node-exporter" / "kairos.prom"
+    textfile.parent.mkdir()
+
+    run = tick(tmp_path, inventory, "-e", f"kairos_autopilot_metrics_textfile={textfile}")
+
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    (argv,) = calls(tmp_path, "metrics")
+    assert after(argv, "--state-dir") == str(tmp_path)
+    assert after(argv, "--apply-state-dir") == str(tmp_path / "state")
+    assert after(argv, "--cluster") == "lab" and after(argv, "--textfile") == str(textfile)
+    assert "--engine=cassandra" in argv and not any("redis" in a for a in argv)
+    text = textfile.read_text()
+    assert 'kairos_lock_held{cluster="lab",lock="autopilot"} 0' in text  # released first
+    assert 'kairos_autopilot_last_outcome{cluster="lab",engine="cassandra",outcome="applied"} 1' \
+        in text
+    assert 'kairos_plan_step_status{cluster="lab",engine="cassandra",status="applied",' in text
+
