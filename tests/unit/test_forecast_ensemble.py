@@ -12,7 +12,8 @@ import pytest
 from planner import forecast_candidates as fcand
 from planner.errors import ValidationError
 from planner.forecast import forecast, load_forecast, save_forecast
-from planner.forecast_ensemble import combine, conformal_bands
+from planner.forecast_ensemble import combine
+from planner.forecast_intervals import conformal_bands
 from planner.traces import ops_like
 from planner.workload import WorkloadSeries
 
