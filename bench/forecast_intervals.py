@@ -18,9 +18,10 @@ next (the load: inside the band in log space; the mix: each class fraction insid
 
     .venv/bin/python bench/forecast_intervals.py [--trace T] [--seed-offset K] [--max-origins N]
 
-Prints, per trace and variant, the load's coverage over all origins and over the later half
-(the last three and a half days, furthest from every forecast's calibration), the mix's
-over all classes, and its worst class.
+Prints, per trace and variant, the load's coverage over all origins (with its standard error
+over the origins: the measurement's own noise) and over the later half (the last three and a
+half days, furthest from every forecast's calibration), the mix's over all classes, and its
+worst class.
 """
 
 from __future__ import annotations
@@ -178,7 +179,10 @@ def score(rows: list[dict[str, Any]], variant: Variant) -> dict[str, float]:
         mix_in.append(np.stack(per_class, axis=-1))
     load, mixes = np.array(load_in), np.array(mix_in)
     moving = np.ptp(np.concatenate([r["mix_actual"] for r in rows]), axis=0) > 0
+    per_origin = load.mean(axis=1)
     return {"load": float(load.mean()), "load_later": float(load[load.shape[0] // 2 :].mean()),
+            # the origins' spread: horizons of one origin miss together, origins rarely do
+            "load_se": float(per_origin.std(ddof=1) / np.sqrt(per_origin.size)),
             "mix": float(mixes.mean()),
             "mix_worst": float(np.mean(mixes, axis=(0, 1))[moving].min())}
 
@@ -191,14 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stride", type=int, default=36)
     ap.add_argument("--max-origins", type=int, default=None)
     args = ap.parse_args(argv)
-    print("| trace | origins | variant | load coverage | later half | mix coverage | "
+    print("| trace | origins | variant | load coverage (± s.e.) | later half | mix coverage | "
           "worst class |\n|---|---|---|---|---|---|---|")
     for name in args.trace or list(bench.TRACES):
         t0 = time.perf_counter()
         rows = record(name, args.seed_offset, args.stride, args.max_origins)
         for label, variant in VARIANTS.items():
             r = score(rows, variant)
-            print(f"| {name} | {len(rows)} | {label} | {100 * r['load']:.1f} % | "
+            print(f"| {name} | {len(rows)} | {label} | {100 * r['load']:.1f} % "
+                  f"(± {100 * r['load_se']:.1f}) | "
                   f"{100 * r['load_later']:.1f} % | {100 * r['mix']:.1f} % | "
                   f"{100 * r['mix_worst']:.1f} % |", flush=True)
         print(f"{name}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -105,3 +108,35 @@ def test_mix_bands_are_calibrated_on_every_backtest_origin(monkeypatch: pytest.M
     assert len(seen["mix"]) == len(s.classes)
     assert set(seen["mix"]) == set(seen["load"]) == {fc.info["ensemble"]["backtest"]["origins"]}
     assert math.isfinite(fc.info["ensemble"]["mix"]["interval_coverage_check"])
+
+
+def _bench_module(name: str) -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_variants_give_bands_and_the_shipped_one_is_no_narrower_than_plain() -> None:
+    bench = _bench_module("forecast_intervals")
+    rng = np.random.default_rng(6)
+    origins = np.arange(2000, 2400)
+    resid = rng.standard_t(4, (400, 12)) * 0.05
+    kw = {"day": 288, "level": 0.9}
+    plain = bench.plain("load", resid, origins, 2412, kw)
+    for name, variant in bench.VARIANTS.items():
+        lo, hi = variant("mix", resid, origins, 2412, kw)
+        assert lo.shape == hi.shape == (12,), name
+        assert np.all(lo <= 0) and np.all(hi >= 0), name
+    lo, hi = bench.dependence("load", resid, origins, 2412, kw)
+    assert np.all(hi >= plain[1]) and np.all(lo <= plain[0])
+
+
+def test_bench_reads_the_peer_cache_version_without_statsforecast(tmp_path: Path) -> None:
+    bench = _bench_module("forecast")
+    path = tmp_path / "peer.json"
+    assert bench.cached_version(path) is None
+    path.write_text('{"statsforecast": "2.1.1", "forecasts": {}}')
+    assert bench.cached_version(path) == "2.1.1"
