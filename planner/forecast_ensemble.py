@@ -46,6 +46,8 @@ from planner.forecast_results import ForecastError
 MAX_ORIGINS = 400
 DEFAULT_BUDGET_SECONDS = 5.0
 SHRINK_GRID = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
+#: profile_daytype looks back at least two weeks (four weekend days)
+MIN_DAYTYPE_LAG = 14
 MIX_CANDIDATES = ("naive", "ses", "profile_day", "profile_week", "ets")
 Progress = Callable[[str], None]
 
@@ -82,9 +84,14 @@ def backtest_origins(n: int, h: int, seasons: fcand.Seasons) -> np.ndarray:
 
 # ------------------------------------------------------------------ candidates
 def load_candidates(
-    seasons: fcand.Seasons, n_fit: int, h: int, *, mix: bool = False
+    seasons: fcand.Seasons, n_fit: int, h: int, *, mix: bool = False,
+    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[dict[str, fcand.Candidate], dict[str, str]]:
-    """The applicable candidates, cheapest first, and why the others are left out."""
+    """The applicable candidates, cheapest first, and why the others are left out.
+
+    ``weekday_of`` maps an index of the series to its day of the week (None: the series'
+    start is unknown, no day-type candidate).
+    """
     out: dict[str, fcand.Candidate] = {"naive": fcand.naive, "ses": fcand.ses}
     skipped: dict[str, str] = {}
     main, k_main = None, 0
@@ -101,6 +108,13 @@ def load_candidates(
             main, k_main = m, min(k_max, (n_fit - m) // m)
     if "profile_day" in out and "profile_week" in out:
         out["profile_switch"] = fcand.profile_switch(out["profile_day"], out["profile_week"])
+    if not mix and seasons.day and seasons.week and weekday_of is not None:
+        lag = fcand.daytype_days(n_fit, seasons.day, h)
+        if lag >= MIN_DAYTYPE_LAG:
+            out["profile_daytype"] = fcand.daytype_profile(seasons.day, lag, weekday_of)
+        else:
+            skipped["profile_daytype"] = (f"needs {MIN_DAYTYPE_LAG} days of history before "
+                                          "the backtest")
     out["ets"] = fcand.ets_adjusted(main, k_main)
     if mix:
         return {k: v for k, v in out.items() if k in MIX_CANDIDATES}, skipped
@@ -314,11 +328,12 @@ def _log_transform(load: np.ndarray) -> tuple[float, Callable[[np.ndarray], np.n
 def load_part(
     load: np.ndarray, origins: np.ndarray, h: int, seasons: fcand.Seasons, level: float,
     *, deadline: float, progress: Progress | None = None,
+    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Part:
     """Backtest the load candidates, combine them, and calibrate the intervals."""
     c, to_load = _log_transform(load)
     z = np.log(load + c)
-    cands, skipped = load_candidates(seasons, int(origins[0]), h)
+    cands, skipped = load_candidates(seasons, int(origins[0]), h, weekday_of=weekday_of)
     back, final = _run_candidates(cands, z, origins, h, deadline, skipped)
     names = list(back)
     f = np.stack([back[n] for n in names])
@@ -450,12 +465,14 @@ def mix_part(
 def ensemble_forecast(
     load: np.ndarray, mix: np.ndarray, *, step_seconds: float, horizon: int, level: float,
     season: int | None = None, budget_seconds: float = DEFAULT_BUDGET_SECONDS,
-    progress: Progress | None = None,
+    progress: Progress | None = None, start: float | None = None,
 ) -> tuple[Raw, dict[str, Any], dict[str, Part], np.ndarray]:
     """Forecast load and mix with the backtest-weighted ensemble.
 
-    Returns the raw arrays, the ``info["ensemble"]`` record for the forecast file, the two
-    parts (for the backtest table) and the newer half's origins they were judged on.
+    ``start`` is the first point's epoch seconds (the day of the week of every step; None:
+    unknown, no day-type candidate). Returns the raw arrays, the ``info["ensemble"]`` record
+    for the forecast file, the two parts (for the backtest table) and the newer half's
+    origins they were judged on.
     """
     if not budget_seconds > 0:
         raise ValidationError(f"budget_seconds: must be > 0, got {budget_seconds!r}")
@@ -465,8 +482,11 @@ def ensemble_forecast(
     # No load candidate starts after 60 % of the budget, no mix candidate after 90 %;
     # naive and ses always run. The budget is CPU time: on a busy machine the same history
     # gets the same candidates (and the same forecast) whatever the wall clock says.
+    weekday_of = (fcand.weekdays(start, step_seconds, seasons.day)
+                  if start is not None and seasons.day else None)
     lp = load_part(load, origins, horizon, seasons, level,
-                   deadline=cpu_start + 0.6 * budget_seconds, progress=progress)
+                   deadline=cpu_start + 0.6 * budget_seconds, progress=progress,
+                   weekday_of=weekday_of)
     mp = mix_part(mix, origins, horizon, seasons, level,
                   deadline=cpu_start + 0.9 * budget_seconds)
     seconds = time.perf_counter() - start
