@@ -116,6 +116,14 @@ def peer_forecast(y: np.ndarray, h: int, day: int, week: int
     return out
 
 
+def cached_version(path: Path) -> str | None:
+    """The statsforecast version a --peer-cache file was written with (None: no file)."""
+    if not path.exists():
+        return None
+    version = json.loads(path.read_text()).get("statsforecast")
+    return str(version) if version else None
+
+
 class PeerCache:
     """The peer's forecasts and seconds per (trace, seed offset, origin), kept in a JSON file.
 
@@ -311,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer-cache", type=Path, default=None,
                     help="JSON file of the peer's forecasts: reused when present, else written")
     ap.add_argument("--peer-cached-only", action="store_true",
-                    help="on the peer's traces, only the origins --peer-cache already holds")
+                    help="on the peer's traces, only the origins --peer-cache already holds "
+                         "(statsforecast need not be installed: the file names its version)")
     ap.add_argument("--peer-only", action="store_true",
                     help="only run the peer (to fill --peer-cache), no table")
     ap.add_argument("--json", action="store_true", help="print one JSON line per trace")
@@ -323,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     max_origins = args.max_origins or (QUICK_ORIGINS if args.quick else None)
     names = args.trace or list(SEASONAL_TRACES if args.quick else TRACES)
     version = None if args.no_peer else peer_version()
+    if version is None and not args.no_peer and args.peer_cached_only and args.peer_cache:
+        # the cached forecasts are enough for the table: no statsforecast needed to read them
+        version = cached_version(args.peer_cache)
     if not args.no_peer and version is None:
         print("statsforecast is not installed: no peer columns "
               "(pip install -e '.[dev]')", file=sys.stderr)

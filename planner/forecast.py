@@ -187,7 +187,8 @@ def backtest(
     load, mixm = series.load, series.mix_matrix()
     errs, sq, sm, mae, tv, inside = [], [], [], [], [], []
     for k, o in enumerate(origins):
-        raw = _raw(model, load[:o], mixm[:o], horizon, season_length, level, seed + k, step)
+        raw = _raw(model, load[:o], mixm[:o], horizon, season_length, level, seed + k, step,
+                   float(series.timestamps[0]))
         a_load, a_mix = load[o : o + horizon], mixm[o : o + horizon]
         diff = raw.load_mean - a_load
         errs.append(np.abs(diff))
@@ -215,12 +216,12 @@ def backtest(
 
 def _raw(
     model: str, load: np.ndarray, mix: np.ndarray, h: int, season: int | None, level: float,
-    seed: int, step: float,
+    seed: int, step: float, start: float | None = None,
 ) -> Raw:
     """One forecast of a named model (the ensemble included) from the given history."""
     if model == "ensemble":
         return ensemble_forecast(
-            load, mix, step_seconds=step, horizon=h, level=level, season=season
+            load, mix, step_seconds=step, horizon=h, level=level, season=season, start=start
         )[0]
     return raw_forecast(model, load, mix, h, season, level, seed)
 
@@ -325,6 +326,7 @@ def forecast(
         raw, ens, parts, newer = ensemble_forecast(
             series.load, series.mix_matrix(), step_seconds=step, horizon=horizon, level=level,
             season=season, budget_seconds=budget_seconds, progress=progress,
+            start=float(series.timestamps[0]),
         )
         chosen, results = "ensemble", _ensemble_backtests(series, parts, newer, horizon, ens)
         info.update(selection="ensemble", ensemble=ens, notes=ens["load"]["skipped"])

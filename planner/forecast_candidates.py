@@ -17,6 +17,8 @@ Candidates (see docs/forecasting.md):
 ``profile_day/week`` the median of the same phase over the last k days (weeks), plus the
                      current deviation from that profile, exponentially smoothed and damped.
 ``profile_switch``   the daily profile, or the weekly one where the two disagree by > 50 %.
+``profile_daytype``  the median of the same phase over the last days of the same type
+                     (weekdays, weekend), plus the smoothed and damped deviation.
 ``ets``              classical seasonal indices + damped exponential smoothing of the
                      seasonally adjusted series (ETS with a fixed season).
 ``theta``            the Theta method (SES with half the local linear drift) on the same
@@ -201,6 +203,67 @@ def profile_switch(day: Candidate, week: Candidate, threshold: float = SWITCH_LO
     def fc(z: np.ndarray, origins: np.ndarray, h: int) -> np.ndarray:
         d, w = day(z, origins, h), week(z, origins, h)
         return np.where(np.abs(w - d) > threshold, w, d)
+
+    return fc
+
+
+def weekdays(start: float, step_seconds: float, day: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Index -> day of the week (0 Monday .. 6 Sunday, UTC) of a series starting at ``start``."""
+    phase = round(((start / 86400.0 + 3.0) % 7.0) * day)  # 1970-01-01 was a Thursday
+
+    def of(t: np.ndarray) -> np.ndarray:
+        return np.asarray(((phase + t) // day) % 7)
+
+    return of
+
+
+DAYTYPE_DAYS = 4  # profile_daytype: the median over this many past days of the same type
+
+
+def daytype_days(n_fit: int, day: int, h: int, max_lag: int = 14) -> int:
+    """How many days back ``profile_daytype`` may look when fitted on ``n_fit`` points."""
+    return profile_seasons(n_fit, day, h, max_lag)
+
+
+def daytype_profile(day: int, max_lag: int, weekday_of: Callable[[np.ndarray], np.ndarray],
+                    k: int = DAYTYPE_DAYS) -> Candidate:
+    """Median of the same phase over the last ``k`` days of the same type, plus the damped
+    current deviation (as :func:`seasonal_profile`).
+
+    The types are weekdays and the weekend: a Saturday is forecast from the last weekend days
+    (four of them within two weeks, where the weekly profile has two Saturdays), a Monday
+    from the last weekdays, not from the Sunday before it (the daily profile's mistake).
+    Looks back at most ``max_lag`` days.
+    """
+
+    def same_type_profile(zp: np.ndarray, t: np.ndarray, first: int,
+                          shifts: tuple[int, ...]) -> np.ndarray:
+        kind = weekday_of(t) >= 5
+        lags = np.arange(first, first + max_lag)
+        back = t[None, :] - lags[:, None] * day  # (lags, targets)
+        ok = (weekday_of(back) >= 5) == kind[None, :]
+        ok &= np.cumsum(ok, axis=0) <= k
+        # every target has k same-type days within max_lag >= 14 days
+        vals = [np.where(ok, zp[np.clip(back + s, 0, zp.size - 1)], np.nan) for s in shifts]
+        return np.asarray(np.nanmedian(np.concatenate(vals), axis=0))
+
+    def fc(z: np.ndarray, origins: np.ndarray, h: int) -> np.ndarray:
+        zp = _padded(z, h)
+        start = max_lag * day + 1
+        t_in = np.arange(start, z.size)
+        dev = np.full(z.size, np.nan)
+        shifts = (-1, 0, 1) if h <= day - 1 else (0,)
+        dev[t_in] = z[t_in] - same_type_profile(zp, t_in, 1, shifts)
+        level = fit_level(dev[start : origins[0]], h)
+        targets = _targets(origins, h)
+        out = np.empty(targets.shape)
+        first = np.arange(h) // day + 1
+        for f in np.unique(first):
+            cols = first == f
+            out[:, cols] = same_type_profile(zp, targets[:, cols].ravel(), int(f),
+                                             shifts if f == 1 else (0,)
+                                             ).reshape(targets.shape[0], -1)
+        return out + level.forecast(dev, start, origins, h)
 
     return fc
 

@@ -18,7 +18,8 @@
    weights learnt on the other half), scaled per 3-hour bin of the day (locally weighted
    conformal: a bursty night is less predictable than a busy afternoon); their coverage is
    checked by calibrating on the older half and counting on the newer. The mix's come from
-   the newer half's residuals per class.
+   its cross-fitted residuals per class the same way. The conformal level counts one sample
+   per non-overlapping horizon (:mod:`planner.forecast_intervals`).
 
 The load is modelled as ``log(load + c)`` with ``c`` 1 % of the median load, so seasonality
 and bursts act multiplicatively and zero loads stay finite.
@@ -37,6 +38,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from planner import forecast_candidates as fcand
+from planner import forecast_intervals as fint
 from planner.errors import ValidationError
 from planner.forecast_models import Raw, alr_ref, from_alr, to_alr
 from planner.forecast_results import ForecastError
@@ -44,6 +46,8 @@ from planner.forecast_results import ForecastError
 MAX_ORIGINS = 400
 DEFAULT_BUDGET_SECONDS = 5.0
 SHRINK_GRID = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
+#: profile_daytype looks back at least two weeks (four weekend days)
+MIN_DAYTYPE_LAG = 14
 MIX_CANDIDATES = ("naive", "ses", "profile_day", "profile_week", "ets")
 Progress = Callable[[str], None]
 
@@ -80,9 +84,14 @@ def backtest_origins(n: int, h: int, seasons: fcand.Seasons) -> np.ndarray:
 
 # ------------------------------------------------------------------ candidates
 def load_candidates(
-    seasons: fcand.Seasons, n_fit: int, h: int, *, mix: bool = False
+    seasons: fcand.Seasons, n_fit: int, h: int, *, mix: bool = False,
+    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[dict[str, fcand.Candidate], dict[str, str]]:
-    """The applicable candidates, cheapest first, and why the others are left out."""
+    """The applicable candidates, cheapest first, and why the others are left out.
+
+    ``weekday_of`` maps an index of the series to its day of the week (None: the series'
+    start is unknown, no day-type candidate).
+    """
     out: dict[str, fcand.Candidate] = {"naive": fcand.naive, "ses": fcand.ses}
     skipped: dict[str, str] = {}
     main, k_main = None, 0
@@ -99,6 +108,13 @@ def load_candidates(
             main, k_main = m, min(k_max, (n_fit - m) // m)
     if "profile_day" in out and "profile_week" in out:
         out["profile_switch"] = fcand.profile_switch(out["profile_day"], out["profile_week"])
+    if not mix and seasons.day and seasons.week and weekday_of is not None:
+        lag = fcand.daytype_days(n_fit, seasons.day, h)
+        if lag >= MIN_DAYTYPE_LAG:
+            out["profile_daytype"] = fcand.daytype_profile(seasons.day, lag, weekday_of)
+        else:
+            skipped["profile_daytype"] = (f"needs {MIN_DAYTYPE_LAG} days of history before "
+                                          "the backtest")
     out["ets"] = fcand.ets_adjusted(main, k_main)
     if mix:
         return {k: v for k, v in out.items() if k in MIX_CANDIDATES}, skipped
@@ -279,100 +295,6 @@ def combine(
                        cross_forecast=np.concatenate([older, best_fc]), eval_smape=errors)
 
 
-# ------------------------------------------------------------------ intervals
-#: Interval calibration weighs each origin's residuals by its age: half the weight is lost
-#: every this share of the origins (None: all origins alike, plain split-conformal).
-CALIBRATION_HALF_LIFE: float | None = None
-
-
-def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float, *, upper: bool) -> float:
-    """The ``p`` quantile of ``x`` under weights ``w`` (the next value up or down)."""
-    order = np.argsort(x, kind="stable")
-    cum = np.cumsum(w[order]) / w.sum()
-    if upper:
-        return float(x[order][min(int(np.searchsorted(cum, p - 1e-12)), x.size - 1)])
-    return float(x[order][max(int(np.searchsorted(cum, p + 1e-12, side="right")) - 1, 0)])
-
-
-def row_weights(rows: int, half_life: float | None = None) -> np.ndarray:
-    """Recency weights of ``rows`` origins, oldest first (ones without a half-life)."""
-    share = CALIBRATION_HALF_LIFE if half_life is None else half_life
-    if not share:
-        return np.ones(rows)
-    return np.asarray(0.5 ** (np.arange(rows)[::-1] / max(share * rows, 1.0)))
-
-
-def conformal_bands(resid: np.ndarray, level: float, weights: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper residual quantiles per horizon step (pooled with the neighbours).
-
-    Finite-sample split-conformal levels ceil((n+1)(1-q))/n, with ``n`` the effective
-    number of rows when the rows are ``weights``-ed (non-exchangeable conformal: recent
-    origins count more, so a change of volatility shows in the band); bands only widen
-    with lead time.
-    """
-    h = resid.shape[1]
-    q = (1 - level) / 2
-    lo, hi = np.empty(h), np.empty(h)
-    w_rows = np.ones(resid.shape[0]) if weights is None else weights
-    for j in range(h):
-        block = resid[:, max(0, j - 1) : j + 2]
-        pool = block.ravel()
-        w = np.repeat(w_rows, block.shape[1])
-        n = float(w.sum() ** 2 / np.sum(w**2))
-        k_hi = min(1.0, math.ceil((n + 1) * (1 - q)) / n)
-        k_lo = max(0.0, 1.0 - k_hi)
-        lo[j] = _weighted_quantile(pool, w, k_lo, upper=False)
-        hi[j] = _weighted_quantile(pool, w, k_hi, upper=True)
-    lo = np.minimum(np.minimum.accumulate(lo), 0.0)
-    hi = np.maximum(np.maximum.accumulate(hi), 0.0)
-    return lo, hi
-
-
-PHASE_BINS = 8  # 3-hour bins of the day for the interval scale
-#: The mix's bands are calibrated on the newer half of the origins only (its shrinkage is
-#: chosen on them): a bin of the day gets its own spread from this many residuals on
-#: (5-minute steps: ~300 a bin; hourly: ~70, too few, where one spread fits better).
-MIX_BIN_SAMPLES = 100
-
-
-def phase_bins(times: np.ndarray, day: int | None) -> np.ndarray:
-    """The bin of the day each time index falls in (all 0 without a daily season)."""
-    if not day:
-        return np.zeros(times.shape, dtype=int)
-    return np.asarray((times % day) * PHASE_BINS // day, dtype=int)
-
-
-def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20) -> np.ndarray:
-    """Spread of the residuals per bin relative to all of them (locally weighted conformal).
-
-    Night-time residuals of a low, bursty load are larger in log terms than daytime ones;
-    one width for every hour would over-cover the day and under-cover the night. A bin with
-    fewer than ``min_samples`` residuals keeps the overall spread.
-    """
-    overall = float(np.median(np.abs(resid))) or 1.0
-    scale = np.ones(PHASE_BINS)
-    for b in range(PHASE_BINS):
-        sel = np.abs(resid[bins == b])
-        if sel.size >= min_samples:
-            # shrink towards 1 with few samples; never below a third of the overall spread
-            w = sel.size / (sel.size + 50.0)
-            scale[b] = max(1 / 3, w * float(np.median(sel)) / overall + (1 - w))
-    return scale
-
-
-def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
-                     min_samples: int = 20) -> float:
-    """Calibrate on the older half of the rows, return the coverage on the newer half."""
-    half = resid.shape[0] // 2
-    if half < 4:
-        return math.nan
-    scale = phase_scale(resid[:half], bins[:half], min_samples)
-    lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level, row_weights(half))
-    later = resid[half:] / scale[bins[half:]]
-    return float(np.mean((later >= lo[None] - 1e-12) & (later <= hi[None] + 1e-12)))
-
-
 def json_float(v: float) -> float | None:
     """A float for the forecast file (JSON has no NaN)."""
     return float(v) if math.isfinite(v) else None
@@ -406,11 +328,12 @@ def _log_transform(load: np.ndarray) -> tuple[float, Callable[[np.ndarray], np.n
 def load_part(
     load: np.ndarray, origins: np.ndarray, h: int, seasons: fcand.Seasons, level: float,
     *, deadline: float, progress: Progress | None = None,
+    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Part:
     """Backtest the load candidates, combine them, and calibrate the intervals."""
     c, to_load = _log_transform(load)
     z = np.log(load + c)
-    cands, skipped = load_candidates(seasons, int(origins[0]), h)
+    cands, skipped = load_candidates(seasons, int(origins[0]), h, weekday_of=weekday_of)
     back, final = _run_candidates(cands, z, origins, h, deadline, skipped)
     names = list(back)
     f = np.stack([back[n] for n in names])
@@ -419,13 +342,9 @@ def load_part(
     buckets = _buckets(h)
     comb = combine(names, f, a, split, buckets, to_load)
     zf = _apply(comb.weights, np.stack([final[n] for n in names]), buckets)
-    resid = a - comb.cross_forecast
-    bins = phase_bins(origins[:, None] + np.arange(h)[None, :], seasons.day or seasons.other)
-    scale = phase_scale(resid, bins)
-    lo, hi = conformal_bands(resid / scale[bins], level, row_weights(resid.shape[0]))
-    coverage = checked_coverage(resid, bins, level)
-    final_scale = scale[phase_bins(load.size + np.arange(h), seasons.day or seasons.other)]
-    lo, hi = lo * final_scale, hi * final_scale
+    bands = fint.load_bands(a - comb.cross_forecast, origins, load.size,
+                            day=seasons.day or seasons.other, level=level)
+    lo, hi, coverage = bands.lower, bands.upper, bands.coverage_check
     singles = {n: comb.eval_smape[f"single:{n}"] for n in names}
     if progress:
         for n in names:
@@ -460,7 +379,11 @@ def _mix_coordinates(
     zm: np.ndarray, origins: np.ndarray, h: int, seasons: fcand.Seasons, split: int,
     deadline: float,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Combined log-ratio forecasts: at the newer origins (O, h, K) and final (h, K)."""
+    """Combined log-ratio forecasts: at every origin (O, h, K), cross-fitted, and final (h, K).
+
+    The newer half's forecasts use weights learnt on the older half and the older half's
+    weights learnt on the newer, so every one is out of sample (the intervals use them all).
+    """
     buckets = _buckets(h)
     evals, finals, used = [], [], {}
     cands, _ = load_candidates(seasons, int(origins[0]), h, mix=True)
@@ -472,8 +395,10 @@ def _mix_coordinates(
         a = z[origins[:, None] + np.arange(h)[None, :]]
         scheme = _schemes(names).get("inverse_mse2", _single(0))
         w_old = _fit_weights(scheme, f[:, :split], a[:split], buckets)
+        w_new = _fit_weights(scheme, f[:, split:], a[split:], buckets)
         w_all = _fit_weights(scheme, f, a, buckets)
-        evals.append(_apply(w_old, f[:, split:], buckets))
+        evals.append(np.concatenate([_apply(w_new, f[:, :split], buckets),
+                                     _apply(w_old, f[:, split:], buckets)]))
         finals.append(_apply(w_all, np.stack([final[n] for n in names]), buckets))
         used[str(k)] = names
     return np.stack(evals, axis=-1), np.stack(finals, axis=-1), used
@@ -487,7 +412,8 @@ def mix_part(
     ref = alr_ref(mix)
     zm = to_alr(mix, ref)
     split = origins.size // 2
-    z_eval, z_final, used = _mix_coordinates(zm, origins, h, seasons, split, deadline)
+    z_cross, z_final, used = _mix_coordinates(zm, origins, h, seasons, split, deadline)
+    z_eval = z_cross[split:]
     newer = origins[split:]
     last_eval = zm[newer - 1][:, None, :]
     actual = mix[newer[:, None] + np.arange(h)[None, :]]
@@ -508,19 +434,20 @@ def mix_part(
     last = zm[-1][None, :]
     mean = from_alr(last + lam[:, None] * (z_final - last), ref)
     lower, upper = np.empty_like(mean), np.empty_like(mean)
-    day = seasons.day or seasons.other
-    bins = phase_bins(newer[:, None] + np.arange(h)[None, :], day)
-    final_bins = phase_bins(mix.shape[0] + np.arange(h), day)
+    # the intervals from every origin: the shrinkage chosen on the newer half applied to the
+    # older half's cross-fitted forecasts too (the newer half alone is three and a half days,
+    # which may miss the weekend)
+    last_all = zm[origins - 1][:, None, :]
+    pred_all = from_alr(last_all + lam[None, :, None] * (z_cross - last_all), ref)
+    actual_all = mix[origins[:, None] + np.arange(h)[None, :]]
     checks = []
     for c in range(mix.shape[1]):
-        resid = actual[:, :, c] - pred[:, :, c]
-        # the class's own spread per 3-hour bin: a nightly batch window moves the mix more
-        scale = phase_scale(resid, bins, MIX_BIN_SAMPLES)
-        lo_c, hi_c = conformal_bands(resid / scale[bins], level, row_weights(resid.shape[0]))
-        lower[:, c] = np.clip(mean[:, c] + lo_c * scale[final_bins], 0.0, 1.0)
-        upper[:, c] = np.clip(mean[:, c] + hi_c * scale[final_bins], 0.0, 1.0)
+        bands = fint.mix_bands(actual_all[:, :, c] - pred_all[:, :, c], origins, mix.shape[0],
+                               day=seasons.day or seasons.other, level=level)
+        lower[:, c] = np.clip(mean[:, c] + bands.lower, 0.0, 1.0)
+        upper[:, c] = np.clip(mean[:, c] + bands.upper, 0.0, 1.0)
         if np.ptp(mix[:, c]) > 0:
-            checks.append(checked_coverage(resid, bins, level, MIX_BIN_SAMPLES))
+            checks.append(bands.coverage_check)
     naive_tv = float(np.mean(_tv(mix[newer - 1][:, None, :], actual)))
     coverage = float(np.mean(checks)) if checks else math.nan
     info = {
@@ -538,12 +465,14 @@ def mix_part(
 def ensemble_forecast(
     load: np.ndarray, mix: np.ndarray, *, step_seconds: float, horizon: int, level: float,
     season: int | None = None, budget_seconds: float = DEFAULT_BUDGET_SECONDS,
-    progress: Progress | None = None,
+    progress: Progress | None = None, start: float | None = None,
 ) -> tuple[Raw, dict[str, Any], dict[str, Part], np.ndarray]:
     """Forecast load and mix with the backtest-weighted ensemble.
 
-    Returns the raw arrays, the ``info["ensemble"]`` record for the forecast file, the two
-    parts (for the backtest table) and the newer half's origins they were judged on.
+    ``start`` is the first point's epoch seconds (the day of the week of every step; None:
+    unknown, no day-type candidate). Returns the raw arrays, the ``info["ensemble"]`` record
+    for the forecast file, the two parts (for the backtest table) and the newer half's
+    origins they were judged on.
     """
     if not budget_seconds > 0:
         raise ValidationError(f"budget_seconds: must be > 0, got {budget_seconds!r}")
@@ -553,8 +482,11 @@ def ensemble_forecast(
     # No load candidate starts after 60 % of the budget, no mix candidate after 90 %;
     # naive and ses always run. The budget is CPU time: on a busy machine the same history
     # gets the same candidates (and the same forecast) whatever the wall clock says.
+    weekday_of = (fcand.weekdays(start, step_seconds, seasons.day)
+                  if start is not None and seasons.day else None)
     lp = load_part(load, origins, horizon, seasons, level,
-                   deadline=cpu_start + 0.6 * budget_seconds, progress=progress)
+                   deadline=cpu_start + 0.6 * budget_seconds, progress=progress,
+                   weekday_of=weekday_of)
     mp = mix_part(mix, origins, horizon, seasons, level,
                   deadline=cpu_start + 0.9 * budget_seconds)
     seconds = time.perf_counter() - start

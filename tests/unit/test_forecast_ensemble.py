@@ -12,7 +12,8 @@ import pytest
 from planner import forecast_candidates as fcand
 from planner.errors import ValidationError
 from planner.forecast import forecast, load_forecast, save_forecast
-from planner.forecast_ensemble import combine, conformal_bands
+from planner.forecast_ensemble import combine
+from planner.forecast_intervals import conformal_bands
 from planner.traces import ops_like
 from planner.workload import WorkloadSeries
 
@@ -285,3 +286,39 @@ def fcand_names(n_fit: int) -> set[str]:
 
     cands, _ = load_candidates(fcand.Seasons(day=24, week=168), n_fit, 12)
     return set(cands)
+
+
+def test_weekdays_count_from_monday_in_utc() -> None:
+    of = fcand.weekdays(ops_like(profile="web", steps=48).timestamps[0], 300.0, 288)
+    np.testing.assert_array_equal(of(np.array([0, 287, 288, 288 * 5, 288 * 7])), [0, 0, 1, 5, 0])
+    # a series starting on Wednesday 12:00
+    of = fcand.weekdays(1767571200.0 + 2.5 * 86400, 3600.0, 24)
+    np.testing.assert_array_equal(of(np.array([0, 11, 12, 24 * 3 + 12])), [2, 2, 3, 6])
+
+
+def test_profile_daytype_forecasts_a_saturday_from_weekend_days_and_a_monday_from_weekdays(
+) -> None:
+    # weekdays at level 0, weekends at log(0.2), a different daily shape each
+    rng = np.random.default_rng(11)
+    n = 24 * 7 * 5
+    t = np.arange(n)
+    weekend = (t // 24) % 7 >= 5
+    shape = np.where(weekend, 0.3 * np.sin(2 * np.pi * t / 24), 0.5 * np.cos(2 * np.pi * t / 24))
+    z = np.where(weekend, np.log(0.2), 0.0) + shape + rng.normal(0, 0.02, n)
+    cand = fcand.daytype_profile(24, 14, lambda i: (i // 24) % 7)
+    saturday, monday = 24 * 7 * 4 + 24 * 5, 24 * 7 * 4
+    got = cand(z, np.array([saturday, monday]), 12)
+    np.testing.assert_allclose(got[0], z[saturday : saturday + 12], atol=0.1)
+    np.testing.assert_allclose(got[1], z[monday : monday + 12], atol=0.1)
+
+
+def test_profile_daytype_needs_the_start_time_and_two_weeks() -> None:
+    from planner.forecast_ensemble import load_candidates
+
+    seasons = fcand.Seasons(day=24, week=168)
+    names, _ = load_candidates(seasons, 168 * 3, 12)
+    assert "profile_daytype" not in names  # the series' start is unknown
+    names, _ = load_candidates(seasons, 168 * 3, 12, weekday_of=lambda i: (i // 24) % 7)
+    assert "profile_daytype" in names
+    names, skipped = load_candidates(seasons, 24 * 12, 12, weekday_of=lambda i: (i // 24) % 7)
+    assert "profile_daytype" not in names and "14 days" in skipped["profile_daytype"]
