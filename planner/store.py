@@ -756,10 +756,15 @@ class Store:
         tasks are summed over the nodes, its requests in flight are the busiest node's;
         Redis's ``cpu_main_utilisation`` is the busiest node's main-thread CPU seconds over
         the seconds since its previous sample (same instance: a restart starts the count
-        again): the per-node readings and rates are :meth:`node_gauges`'s."""
+        again); ``cpu_limit_share`` is the busiest node's cores used over its envelope's
+        limit, in the rounds that read its resources: the per-node readings and rates are
+        :meth:`node_gauges`'s."""
         rounds: dict[float, dict[str, float]] = {}
         for g in self.node_gauges(engine, cluster, since=since):
             values = rounds.setdefault(g.ts, {})
+            cores, limit = g.values.get("cpu_cores"), g.values.get("cpu_limit_cores")
+            if cores is not None and limit:
+                values["cpu_limit_share"] = max(values.get("cpu_limit_share", 0.0), cores / limit)
             for k, v in g.values.items():
                 if k.startswith("p99_ms_") or k in ("active_requests", "cpu_main_utilisation"):
                     values[k] = max(values.get(k, 0.0), v)

@@ -16,6 +16,8 @@ import pytest
 
 from planner import envelope
 
+from .secret_watch import ArgvWatch, files_holding
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # The lab's random passwords (inventories/local/group_vars/all.yml makes them on first use).
@@ -139,12 +141,32 @@ def lab_processes() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def lab() -> Iterator[PlaybookRun]:
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlaybookRun]:
     """The running lab. Started once per session; stopped at the end if this session started it.
 
     The session runs in the lab's control envelope and its loads in the load envelope
-    (docs/envelopes.md): neither takes the nodes' CPU.
+    (docs/envelopes.md): neither takes the nodes' CPU. All along, every process's argv is
+    watched for the lab's passwords, and at the end every file the session's Kairos wrote
+    (under .kairos/ and the tests' temporary directories) is read back for them
+    (tests/integration/secret_watch.py): the session fails when one holds a password.
     """
+    watch = ArgvWatch(lab_secrets)
+    watch.start()
+    watch.prove()
+    try:
+        yield from _lab()
+    finally:
+        watch.stop()
+    roots = (REPO / ".kairos", tmp_path_factory.getbasetemp())
+    print(f"\nsecrets: {watch.samples} argv samples of {len(watch.processes)} processes; "
+          f"files under {', '.join(map(str, roots))} read back")
+    assert watch.samples > 1 and watch.canary_seen
+    assert not watch.found, f"a lab password was in the argv of {sorted(watch.found)}"
+    holding = files_holding(roots, lab_secrets())
+    assert not holding, f"a lab password is in {holding}"
+
+
+def _lab() -> Iterator[PlaybookRun]:
     started_here = not lab_processes()
     run = run_playbook("playbooks/lab_up.yml")
     print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")

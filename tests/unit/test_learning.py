@@ -494,3 +494,35 @@ def test_a_cassandra_window_is_saturated_by_its_mean_requests_in_flight() -> Non
     assert window([54, 30, 2, 60, 41, 1, 1]).saturated  # 4 of 7, mean 27
     assert not window([1, 1, 2, 1, 2, 1, 1]).saturated  # 200 ops/s, rate-limited
     assert not window([40, 1, 1, 1]).saturated  # one burst: mean 10.75, 1 of 4
+
+
+def test_a_cassandra_node_held_at_its_cpu_limit_is_saturated(tmp_path: Path) -> None:
+    """The demo's scan-heavy window on the enveloped lab (2026-11-27): Cassandra's queues
+    showed 1 request in flight while each node used 0.36-0.38 of its 0.4 CPU. The rounds that
+    read the nodes' envelopes decide; the others cannot say (one such round in a window
+    suffices)."""
+    store = Store(tmp_path / "k.db")
+    for r in range(8):
+        ts = 1000.0 + r * STEP
+        resources = r in (3, 4)  # the collect playbook's rounds
+        samples = []
+        for n in NODES:
+            gauges = {"active_requests": 1.0, "pending_tasks": 0.0, "blocked_tasks": 0.0}
+            if resources:  # 0.37 cores between the two rounds; 0.12 in the calm store below
+                gauges |= {"cpu_seconds": 100.0 + 0.37 * STEP * r, "cpu_limit_cores": 0.4}
+            samples.append(CounterSample(node=n, scope="node", ts=ts,
+                                         counters={"read": 0, "write": 0, "scan": 150 * r},
+                                         started_at=0.0, instance=f"{n}:1", gauges=gauges))
+        store.append_counters("cassandra", "lab", samples, round_ts=ts)
+    with store:
+        rounds = store.gauge_rounds("cassandra", "lab")
+        window = observe(store, "cassandra", "lab", start=1000.0, end=1000.0 + 7 * STEP,
+                         step_seconds=STEP)
+    assert [round(g.values.get("cpu_limit_share", 0.0), 3) for g in rounds] == [
+        0, 0, 0, 0, 0.925, 0, 0, 0]
+    assert window.saturated_share == 0.0 and window.in_flight == 1.0
+    assert window.cpu_limit_share == pytest.approx(0.925) and window.saturated
+    calm = ProductionWindow("cassandra", 0.0, 35.0, 150.0, {"scan": 1.0}, 8, 0.0, {}, 1.0, 0.3)
+    assert not calm.saturated
+    assert not ProductionWindow("cassandra", 0.0, 35.0, 150.0, {"scan": 1.0}, 8, 0.0, {},
+                                1.0).saturated  # no envelope read: unknown, not saturated
