@@ -159,6 +159,94 @@ def login(module, params):
     module.fail_json(msg=f"cannot connect to {params['host']}:{params['port']} over CQL: {last}")
 
 
+def _check_params(module, params):
+    """Fail on a replication factor below 1, an empty role or password, the built-in role."""
+    if params["replication_factor"] < 1:
+        module.fail_json(
+            msg=f"replication_factor={params['replication_factor']}: must be at least 1"
+        )
+    if not params["username"]:
+        module.fail_json(msg="username: empty; give the role Kairos logs in as")
+    if not params["password"]:
+        module.fail_json(
+            msg=f"password: empty; give the password of {params['username']} "
+            "(cassandra_cql_password), a superuser is never created without one"
+        )
+    if params["username"] == params["default_username"]:
+        module.fail_json(msg=f"username must not be the built-in {params['default_username']} role")
+
+
+class _Setup:
+    """One run's connection (replaced once the Kairos role is proven) and the actions taken.
+
+    In check mode each action is recorded and its statement is not executed.
+    """
+
+    def __init__(self, module, cluster, session, logged_in_as):
+        self.module = module
+        self.params = module.params
+        self.cluster, self.session, self.logged_in_as = cluster, session, logged_in_as
+        self.actions = []
+
+    def run(self, statement, action):
+        self.actions.append(action)
+        if not self.module.check_mode:
+            self.session.execute(statement, timeout=self.params["timeout"])
+
+    def replicate_system_auth(self):
+        """system_auth on NetworkTopologyStrategy, min(RF, nodes) per DC: (wanted, changed)."""
+        row = self.session.execute(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'system_auth'"
+        ).one()
+        current = dict(row.replication) if row else {}
+        wanted = wanted_replication(self.cluster.metadata.all_hosts(),
+                                    self.params["replication_factor"])
+        current_dcs = {k: int(v) for k, v in current.items() if k not in ("class",)
+                       and str(v).isdigit()}
+        repair_needed = current.get("class") != NTS or current_dcs != wanted
+        if repair_needed:
+            options = ", ".join(f"'{dc}': {rf}" for dc, rf in wanted.items())
+            self.run(
+                "ALTER KEYSPACE system_auth WITH replication = "
+                f"{{'class': 'NetworkTopologyStrategy', {options}}}",
+                f"system_auth replication {current_dcs or current.get('class')} -> {wanted}",
+            )
+        return wanted, repair_needed
+
+    def ensure_kairos_role(self):
+        """The Kairos role exists as a superuser with the given password."""
+        user, password = self.params["username"], self.params["password"]
+        exists = self.session.execute(
+            "SELECT role FROM system_auth.roles WHERE role = %s", (user,)
+        ).one() is not None
+        if not exists:
+            self.run(f"CREATE ROLE {_identifier(user)} WITH PASSWORD = {_quote(password)} "
+                     "AND SUPERUSER = true AND LOGIN = true",
+                     f"created superuser role {user}")
+        elif self.logged_in_as != user:
+            self.run(f"ALTER ROLE {_identifier(user)} WITH PASSWORD = {_quote(password)} "
+                     "AND SUPERUSER = true AND LOGIN = true",
+                     f"set the password of role {user}")
+
+    def disable_default_superuser(self):
+        """The built-in role can neither log in nor act as a superuser."""
+        default_username = self.params["default_username"]
+        default = self.session.execute(
+            "SELECT can_login, is_superuser FROM system_auth.roles WHERE role = %s",
+            (default_username,),
+        ).one()
+        if default is None or not (default.can_login or default.is_superuser):
+            return
+        user = self.params["username"]
+        if self.logged_in_as != user and not self.module.check_mode:
+            # Prove the Kairos role works before locking the built-in one out.
+            self.cluster.shutdown()
+            self.cluster, self.session = _connect(self.params, user, self.params["password"])
+        self.run(f"ALTER ROLE {_identifier(default_username)} "
+                 "WITH SUPERUSER = false AND LOGIN = false",
+                 f"disabled login and superuser of the built-in {default_username} role")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=cql_argument_spec(
@@ -175,83 +263,28 @@ def main():
     if not HAS_DRIVER:
         module.fail_json(msg="cassandra-driver is required on the host running this module")
     params = module.params
-    if params["replication_factor"] < 1:
-        module.fail_json(
-            msg=f"replication_factor={params['replication_factor']}: must be at least 1"
-        )
-    if not params["username"]:
-        module.fail_json(msg="username: empty; give the role Kairos logs in as")
-    if not params["password"]:
-        module.fail_json(
-            msg=f"password: empty; give the password of {params['username']} "
-            "(cassandra_cql_password), a superuser is never created without one"
-        )
-    if params["username"] == params["default_username"]:
-        module.fail_json(msg=f"username must not be the built-in {params['default_username']} role")
+    _check_params(module, params)
 
-    actions = []
-    cluster, session, logged_in_as = login(module, params)
+    setup = _Setup(module, *login(module, params))
     try:
-        def run(statement, action):
-            actions.append(action)
-            if not module.check_mode:
-                session.execute(statement, timeout=params["timeout"])
-
         # Replication first, so the roles written next land on every replica.
-        row = session.execute(
-            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'system_auth'"
-        ).one()
-        current = dict(row.replication) if row else {}
-        wanted = wanted_replication(cluster.metadata.all_hosts(), params["replication_factor"])
-        current_dcs = {k: int(v) for k, v in current.items() if k not in ("class",)
-                       and str(v).isdigit()}
-        repair_needed = current.get("class") != NTS or current_dcs != wanted
-        if repair_needed:
-            options = ", ".join(f"'{dc}': {rf}" for dc, rf in wanted.items())
-            run(
-                "ALTER KEYSPACE system_auth WITH replication = "
-                f"{{'class': 'NetworkTopologyStrategy', {options}}}",
-                f"system_auth replication {current_dcs or current.get('class')} -> {wanted}",
-            )
-
-        user = params["username"]
-        exists = session.execute(
-            "SELECT role FROM system_auth.roles WHERE role = %s", (user,)
-        ).one() is not None
-        if not exists:
-            run(f"CREATE ROLE {_identifier(user)} WITH PASSWORD = {_quote(params['password'])} "
-                "AND SUPERUSER = true AND LOGIN = true",
-                f"created superuser role {user}")
-        elif logged_in_as != user:
-            run(f"ALTER ROLE {_identifier(user)} WITH PASSWORD = {_quote(params['password'])} "
-                "AND SUPERUSER = true AND LOGIN = true",
-                f"set the password of role {user}")
-
+        wanted, repair_needed = setup.replicate_system_auth()
+        setup.ensure_kairos_role()
         if params["disable_default_superuser"]:
-            default = session.execute(
-                "SELECT can_login, is_superuser FROM system_auth.roles WHERE role = %s",
-                (params["default_username"],),
-            ).one()
-            if default is not None and (default.can_login or default.is_superuser):
-                if logged_in_as != user and not module.check_mode:
-                    # Prove the Kairos role works before locking the built-in one out.
-                    cluster.shutdown()
-                    cluster, session = _connect(params, user, params["password"])
-                run(f"ALTER ROLE {_identifier(params['default_username'])} "
-                    "WITH SUPERUSER = false AND LOGIN = false",
-                    f"disabled login and superuser of the built-in "
-                    f"{params['default_username']} role")
+            setup.disable_default_superuser()
     except Exception as exc:
         # A server error may quote the statement: never let the password through.
         message = str(exc).replace(params["password"], "********")
         module.fail_json(
-            msg=f"{params['host']}: authentication setup failed: {message}", actions=actions
+            msg=f"{params['host']}: authentication setup failed: {message}",
+            actions=setup.actions,
         )
     finally:
-        cluster.shutdown()
+        setup.cluster.shutdown()
 
-    module.exit_json(changed=bool(actions), logged_in_as=logged_in_as, replication=wanted,
-                     repair_needed=repair_needed and not module.check_mode, actions=actions)
+    module.exit_json(changed=bool(setup.actions), logged_in_as=setup.logged_in_as,
+                     replication=wanted, repair_needed=repair_needed and not module.check_mode,
+                     actions=setup.actions)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,61 @@ def replica_map(token_map, replication):
     return strategy.make_token_replica_map(token_map.token_to_host_owner, token_map.ring)
 
 
+def _nodes(all_hosts, name):
+    """The driver's hosts, by address: inventory name, address, DC, rack, up, host ID."""
+    return [
+        {
+            "host": name(h.address),
+            "address": str(h.address),
+            "dc": h.datacenter,
+            "rack": h.rack,
+            "up": bool(h.is_up),
+            "host_id": str(h.host_id) if h.host_id else None,
+        }
+        for h in sorted(all_hosts, key=lambda h: str(h.address))
+    ]
+
+
+def _token_ranges(token_map, replication, keyspaces, name):
+    """Each range of the ring, (previous token, token], with its replicas per keyspace.
+
+    Raises ValueError naming each keyspace the driver cannot place.
+    """
+    ring = sorted(token_map.ring)
+    placed = {ks: replica_map(token_map, replication[ks]) for ks in keyspaces}
+    unplaced = [ks for ks in keyspaces if not placed[ks]]
+    if unplaced:
+        raise ValueError("no replica placement for " + ", ".join(
+            f"keyspace {ks} (replication {replication[ks]})" for ks in unplaced))
+    ranges = []
+    for i, token in enumerate(ring):
+        start = ring[i - 1].value
+        replicas = {ks: [name(h.address) for h in placed[ks].get(token, ())] for ks in keyspaces}
+        ranges.append({"start": start, "end": token.value, "replicas": replicas})
+    return ranges
+
+
+def _schema_versions(session, name):
+    """Schema version -> the nodes on it, this node first, as system.local and peers_v2 say."""
+    local = session.execute("SELECT broadcast_address, schema_version FROM system.local").one()
+    versions = {str(local.schema_version): [name(local.broadcast_address)]}
+    for row in session.execute("SELECT peer, schema_version FROM system.peers_v2"):
+        versions.setdefault(str(row.schema_version), []).append(name(row.peer))
+    return versions
+
+
+def _write_ring(dest, ring_description):
+    """Write the ring description to ``dest`` unless it already holds the same text."""
+    text = json.dumps(ring_description, indent=1, sort_keys=True)
+    old = None
+    if os.path.exists(dest):
+        with open(dest, encoding="utf-8") as handle:
+            old = handle.read()
+    if old != text:
+        with open(dest, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=cql_argument_spec(
@@ -115,11 +170,14 @@ def main():
     )
     params = module.params
     names = {str(k): str(v) for k, v in params["hosts"].items()}
+
+    def name(address):
+        return names.get(str(address), str(address))
+
     # The token map without the schema: the replicas come from each keyspace's replication
     # (read below) through the driver's own placement, as its schema read would give them.
     cluster, session = connect_one(module, params, metadata="tokens")
     try:
-        metadata = cluster.metadata
         replication = {
             row.keyspace_name: dict(row.replication)
             for row in session.execute(
@@ -130,38 +188,9 @@ def main():
         missing = [k for k in wanted if k not in replication]
         if missing:
             module.fail_json(msg=f"keyspaces not in the cluster: {', '.join(missing)}")
-
-        def name(address):
-            return names.get(str(address), str(address))
-
-        all_hosts = metadata.all_hosts()
-        nodes = [
-            {
-                "host": name(h.address),
-                "address": str(h.address),
-                "dc": h.datacenter,
-                "rack": h.rack,
-                "up": bool(h.is_up),
-                "host_id": str(h.host_id) if h.host_id else None,
-            }
-            for h in sorted(all_hosts, key=lambda h: str(h.address))
-        ]
-        token_map = metadata.token_map
-        ring = sorted(token_map.ring)
-        placed = {ks: replica_map(token_map, replication[ks]) for ks in wanted}
-        unplaced = [ks for ks in wanted if not placed[ks]]
-        if unplaced:
-            raise ValueError("no replica placement for " + ", ".join(
-                f"keyspace {ks} (replication {replication[ks]})" for ks in unplaced))
-        ranges = []
-        for i, token in enumerate(ring):
-            start = ring[i - 1].value
-            replicas = {ks: [name(h.address) for h in placed[ks].get(token, ())] for ks in wanted}
-            ranges.append({"start": start, "end": token.value, "replicas": replicas})
-        local = session.execute("SELECT broadcast_address, schema_version FROM system.local").one()
-        versions = {str(local.schema_version): [name(local.broadcast_address)]}
-        for row in session.execute("SELECT peer, schema_version FROM system.peers_v2"):
-            versions.setdefault(str(row.schema_version), []).append(name(row.peer))
+        nodes = _nodes(cluster.metadata.all_hosts(), name)
+        ranges = _token_ranges(cluster.metadata.token_map, replication, wanted, name)
+        versions = _schema_versions(session, name)
         # Each node's gossip generation as this node knows it: a sync gate after a restart
         # asks every peer for a newer one (proof that the restart reached it).
         generations = {
@@ -180,18 +209,10 @@ def main():
         "token_ranges": ranges,
     }
     live_versions = {v for v, hs in versions.items() if any(h not in down for h in hs)}
-    changed = False
     if params["dest"] and not module.check_mode:
-        text = json.dumps(ring_description, indent=1, sort_keys=True)
-        old = None
-        if os.path.exists(params["dest"]):
-            with open(params["dest"], encoding="utf-8") as handle:
-                old = handle.read()
-        if old != text:
-            with open(params["dest"], "w", encoding="utf-8") as handle:
-                handle.write(text)
+        _write_ring(params["dest"], ring_description)
     module.exit_json(
-        changed=changed,
+        changed=False,
         ring=ring_description,
         nodes=nodes,
         down=down,

@@ -386,42 +386,57 @@ def failure_detector_verdict(why_not, peers, conditions):
     return False, "not asked: no peer answered"
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=cql_argument_spec(
-            host=dict(type="list", elements="str"),
-            peer_addresses=dict(type="list", elements="str", default=[]),
-            nodes=dict(type="list", elements="str", default=[]),
-            generations=dict(type="dict", default={}),
-            failure_detector=dict(type="bool", default=True),
-            cross_check=dict(type="bool", default=False),
-            expected_down=dict(type="list", elements="str", default=[]),
-            max_hint_files=dict(type="int", default=0),
-            settle_flush=dict(type="bool", default=False),
-            down_grace=dict(type="float", default=5),
-            timeout=dict(type="float", default=180),
-            interval=dict(type="float", default=0.5),
-        ),
-        supports_check_mode=True,
+def _options():
+    """The gate's own options (cql_argument_spec adds the connection's)."""
+    return dict(
+        host=dict(type="list", elements="str"),
+        peer_addresses=dict(type="list", elements="str", default=[]),
+        nodes=dict(type="list", elements="str", default=[]),
+        generations=dict(type="dict", default={}),
+        failure_detector=dict(type="bool", default=True),
+        cross_check=dict(type="bool", default=False),
+        expected_down=dict(type="list", elements="str", default=[]),
+        max_hint_files=dict(type="int", default=0),
+        settle_flush=dict(type="bool", default=False),
+        down_grace=dict(type="float", default=5),
+        timeout=dict(type="float", default=180),
+        interval=dict(type="float", default=0.5),
     )
-    params = module.params
-    if not HAS_DRIVER:
-        module.fail_json(msg="cassandra-driver is required on the host running this module")
+
+
+def _peers_to_ask(module, params, expected, why_not):
+    """(listen address -> Peer, listen address -> the nodes it is asked about).
+
+    Every host but the batch and the nodes known down is asked; with ``cross_check`` each
+    about all the others, else about the batch.
+    """
     listen = params["peer_addresses"] or params["host"]
     if len(listen) != len(params["host"]):
         module.fail_json(msg="peer_addresses must name one listen address per host, in order")
-    known_down = set(params["expected_down"])
-    expected = known_down | set(params["nodes"])
     pairs = zip(listen, params["host"], strict=True)
     if params["cross_check"] and params["nodes"]:
         module.fail_json(msg="cross_check is for the gate before the first batch: no nodes")
-    why_not = not_probing(params, known_down)
     hosts = {a: h for a, h in pairs if a not in expected}
     nodes_of = {
         a: [o for o in hosts if o != a] if params["cross_check"] else params["nodes"]
         for a in hosts
     }
     peers = {a: Peer(h, params, () if why_not else nodes_of[a]) for a, h in hosts.items()}
+    return peers, nodes_of
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=cql_argument_spec(**_options()),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not HAS_DRIVER:
+        module.fail_json(msg="cassandra-driver is required on the host running this module")
+    known_down = set(params["expected_down"])
+    expected = known_down | set(params["nodes"])
+    why_not = not_probing(params, known_down)
+    peers, nodes_of = _peers_to_ask(module, params, expected, why_not)
     generations = {str(k): v for k, v in params["generations"].items()}
     began = time.monotonic()
     held_since = None  # (monotonic, epoch) when every condition first held

@@ -94,6 +94,35 @@ from ansible.module_utils.kairos_redis import (
 _ASK_AGAIN_AFTER = 6.0
 
 
+def _failover_target(module, topology, node, wanted, result):
+    """The replica to promote: ``wanted`` if it is one of ``node``'s, else the most caught up."""
+    try:
+        target = choose_failover_target(topology, node)
+    except RedisModuleError as exc:
+        module.fail_json(msg=str(exc), **result)
+    if wanted is not None:
+        if wanted not in topology["primaries"].get(node, []):
+            module.fail_json(msg=f"{wanted} is not a replica of {node}", **result)
+        target = wanted
+    return target
+
+
+def _ask_failover(module, mode, endpoints, auth, node, target, result):
+    """One failover request (counted in ``result``): CLUSTER FAILOVER on the replica in a
+    cluster, FAILOVER TO on the primary otherwise; a refusal fails the module."""
+    result["attempts"] += 1
+    try:
+        if mode == "cluster":
+            Node(endpoints[target], *auth).raw("CLUSTER", "FAILOVER")
+        else:
+            host, port = split_endpoint(endpoints[target])
+            Node(endpoints[node], *auth).raw("FAILOVER", "TO", host, str(port), "TIMEOUT",
+                                             str(int(module.params["timeout"] * 1000)))
+    except Exception as exc:
+        module.fail_json(msg=f"failover of {node} to {target} refused: {error_text(exc)}",
+                         **result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=redis_argument_spec(
@@ -122,35 +151,15 @@ def main():
     if fact["role"] == "replica":
         module.exit_json(changed=False, msg=f"{node} is already a replica of {fact['primary']}",
                          **result)
-    try:
-        target = choose_failover_target(topology, node)
-    except RedisModuleError as exc:
-        module.fail_json(msg=str(exc), **result)
-    if p["target"] is not None:
-        if p["target"] not in topology["primaries"].get(node, []):
-            module.fail_json(msg=f"{p['target']} is not a replica of {node}", **result)
-        target = p["target"]
+    target = _failover_target(module, topology, node, p["target"], result)
     result["target"] = target
     diff = {"before": {node: "primary", target: "replica"},
             "after": {node: "replica", target: "primary"}}
     if module.check_mode:
         module.exit_json(changed=True, diff=diff, **result)
 
-    def ask():
-        result["attempts"] += 1
-        try:
-            if mode == "cluster":
-                Node(endpoints[target], *auth).raw("CLUSTER", "FAILOVER")
-            else:
-                host, port = split_endpoint(endpoints[target])
-                Node(endpoints[node], *auth).raw("FAILOVER", "TO", host, str(port),
-                                                 "TIMEOUT", str(int(p["timeout"] * 1000)))
-        except Exception as exc:
-            module.fail_json(msg=f"failover of {node} to {target} refused: {error_text(exc)}",
-                             **result)
-
     began = time.monotonic()
-    ask()
+    _ask_failover(module, mode, endpoints, auth, node, target, result)
     asked = began
     while True:
         after, unmet = gate_once(endpoints, *auth, node=node, role="replica")
@@ -172,7 +181,7 @@ def main():
                 module.fail_json(
                     msg=f"Redis did not complete the failover of {node} to {target} after "
                     f"{result['attempts']} requests; roles are unchanged", **result)
-            ask()
+            _ask_failover(module, mode, endpoints, auth, node, target, result)
             asked = now
         time.sleep(p["interval"])
     result.update(after=after["primaries"], waited_seconds=round(time.monotonic() - began, 2))

@@ -108,6 +108,102 @@ from ansible.module_utils.kairos_redis import (
 )
 
 
+def _refuse_what_cannot_be_set(module, where, settings, expect, restart_only):
+    """Fail before any read on a restart-only directive to set, or on the role's secrets."""
+    refused = sorted(set(settings) & {str(k).lower() for k in restart_only})
+    if refused:
+        module.fail_json(
+            msg=f"{where}: cannot change live (needs a restart): {', '.join(refused)}; "
+            "nothing was set"
+        )
+    secret = sorted((set(settings) | set(expect)) & SECRET_DIRECTIVES)
+    if secret:
+        module.fail_json(msg=f"{where}: {', '.join(secret)} are the role's (redis_password)")
+
+
+def _read_running(module, where, keys):
+    """The connected node and what it runs for ``keys`` (CONFIG GET); unknown keys fail."""
+    try:
+        node = Node(where, *credentials(module.params))
+        before = node.config_get(keys)
+    except RedisModuleError as exc:
+        module.fail_json(msg=str(exc))
+    except Exception as exc:
+        module.fail_json(msg=f"{where}: cannot read the configuration: {error_text(exc)}")
+    unknown = sorted(k for k in keys if before[k] is None)
+    if unknown:
+        module.fail_json(
+            msg=f"{where}: unknown directives (CONFIG GET returns nothing): {', '.join(unknown)}; "
+            "nothing was set",
+            before=before,
+        )
+    return node, before
+
+
+def _read_conf_file(module, where, conf_file):
+    """The node's conf file's directives."""
+    try:
+        with open(conf_file, encoding="utf-8") as handle:
+            return parse_conf(handle.read())
+    except OSError as exc:
+        module.fail_json(msg=f"{where}: cannot read {conf_file}: {exc}")
+
+
+def _refuse_drift(module, where, expect, before, conf_file, in_file):
+    """Fail, naming each value and what the file says, when the node does not run ``expect``."""
+    not_running = differing(expect, before)
+    if not_running:
+        module.fail_json(
+            msg=f"{where}: the node does not run the expected values: "
+            + ", ".join(
+                f"{k}={expect[k]} (runs {before[k]}"
+                + (f", {conf_file} says {in_file.get(k)!r})" if in_file is not None else ")")
+                for k in not_running
+            ),
+            before=before,
+            drift={k: {"expected": str(expect[k]), "running": before[k]} for k in not_running},
+        )
+
+
+def _set_live(module, node, where, changes, keys, result):
+    """One atomic CONFIG SET of ``changes``, then what the node runs, each change read back."""
+    try:
+        node.raw(*config_set_args(changes))
+        after = node.config_get(keys)
+    except Exception as exc:
+        module.fail_json(
+            msg=f"{where}: CONFIG SET {', '.join(changes)} refused: {error_text(exc)} "
+            "(CONFIG SET is atomic: nothing was set)",
+            **result,
+        )
+    not_taken = differing(changes, after)
+    if not_taken:
+        module.fail_json(
+            msg=f"{where}: the node did not take: "
+            + ", ".join(f"{k}={changes[k]} (runs {after[k]})" for k in not_taken),
+            after=after,
+            **result,
+        )
+    return after
+
+
+def _file_mismatch(module, where, conf_file, in_file, keys, after, result):
+    """Key -> {file, running} where the conf file disagrees; fails unless in check mode."""
+    mismatch = {
+        k: {"file": in_file.get(k), "running": after[k]}
+        for k in keys
+        if not same_value(in_file.get(k, ""), after[k])
+    }
+    if mismatch and not module.check_mode:
+        module.fail_json(
+            msg=f"{where}: {conf_file} disagrees with the running server: "
+            + ", ".join(f"{k} file={v['file']!r} running={v['running']!r}"
+                        for k, v in sorted(mismatch.items())),
+            **{**result, "file_mismatch": mismatch},
+        )
+    return mismatch
+
+
 def main():
     module = AnsibleModule(
         argument_spec=redis_argument_spec(
@@ -124,89 +220,25 @@ def main():
     settings = {str(k).lower(): v for k, v in p["settings"].items()}
     expect = {str(k).lower(): v for k, v in p["expect"].items()}
     where = f"{p['host']}:{p['port']}"
-    refused = sorted(set(settings) & {str(k).lower() for k in p["restart_only"]})
-    if refused:
-        module.fail_json(
-            msg=f"{where}: cannot change live (needs a restart): {', '.join(refused)}; "
-            "nothing was set"
-        )
-    secret = sorted((set(settings) | set(expect)) & SECRET_DIRECTIVES)
-    if secret:
-        module.fail_json(msg=f"{where}: {', '.join(secret)} are the role's (redis_password)")
+    _refuse_what_cannot_be_set(module, where, settings, expect, p["restart_only"])
 
     keys = sorted(set(settings) | set(expect))
-    try:
-        node = Node(where, *credentials(p))
-        before = node.config_get(keys)
-    except RedisModuleError as exc:
-        module.fail_json(msg=str(exc))
-    except Exception as exc:
-        module.fail_json(msg=f"{where}: cannot read the configuration: {error_text(exc)}")
-    unknown = sorted(k for k in keys if before[k] is None)
-    if unknown:
-        module.fail_json(
-            msg=f"{where}: unknown directives (CONFIG GET returns nothing): {', '.join(unknown)}; "
-            "nothing was set",
-            before=before,
-        )
-    in_file = None
-    if p["conf_file"]:
-        try:
-            with open(p["conf_file"], encoding="utf-8") as handle:
-                in_file = parse_conf(handle.read())
-        except OSError as exc:
-            module.fail_json(msg=f"{where}: cannot read {p['conf_file']}: {exc}")
-    not_running = differing(expect, before)
-    if not_running:
-        module.fail_json(
-            msg=f"{where}: the node does not run the expected values: "
-            + ", ".join(
-                f"{k}={expect[k]} (runs {before[k]}"
-                + (f", {p['conf_file']} says {in_file.get(k)!r})" if in_file is not None else ")")
-                for k in not_running
-            ),
-            before=before,
-            drift={k: {"expected": str(expect[k]), "running": before[k]} for k in not_running},
-        )
+    node, before = _read_running(module, where, keys)
+    in_file = _read_conf_file(module, where, p["conf_file"]) if p["conf_file"] else None
+    _refuse_drift(module, where, expect, before, p["conf_file"], in_file)
     changed_keys = differing(settings, before)
     result = dict(before=before, changed_keys=changed_keys)
     after = dict(before)
     if changed_keys and not module.check_mode:
-        try:
-            node.raw(*config_set_args({k: settings[k] for k in changed_keys}))
-            after = node.config_get(keys)
-        except Exception as exc:
-            module.fail_json(
-                msg=f"{where}: CONFIG SET {', '.join(changed_keys)} refused: {error_text(exc)} "
-                "(CONFIG SET is atomic: nothing was set)",
-                **result,
-            )
-        not_taken = differing({k: settings[k] for k in changed_keys}, after)
-        if not_taken:
-            module.fail_json(
-                msg=f"{where}: the node did not take: "
-                + ", ".join(f"{k}={settings[k]} (runs {after[k]})" for k in not_taken),
-                after=after,
-                **result,
-            )
+        after = _set_live(module, node, where, {k: settings[k] for k in changed_keys}, keys,
+                          result)
     elif changed_keys:
         after.update({k: str(settings[k]) for k in changed_keys})
     result.update(after=after, diff={"before": before, "after": after})
 
     if in_file is not None:
-        mismatch = {
-            k: {"file": in_file.get(k), "running": after[k]}
-            for k in keys
-            if not same_value(in_file.get(k, ""), after[k])
-        }
-        result["file_mismatch"] = mismatch
-        if mismatch and not module.check_mode:
-            module.fail_json(
-                msg=f"{where}: {p['conf_file']} disagrees with the running server: "
-                + ", ".join(f"{k} file={v['file']!r} running={v['running']!r}"
-                            for k, v in sorted(mismatch.items())),
-                **result,
-            )
+        result["file_mismatch"] = _file_mismatch(module, where, p["conf_file"], in_file, keys,
+                                                 after, result)
     node.close()
     module.exit_json(changed=bool(changed_keys), **result)
 

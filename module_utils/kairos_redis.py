@@ -262,59 +262,14 @@ def build_topology(endpoints, views):
             down.append(name)
             nodes[name] = {"up": False, "error": view["error"]}
             continue
-        state = replication_state(parse_info(view["info"]))
-        fact = {
-            "up": True,
-            "endpoint": endpoints[name],
-            "role": state["role"],
-            "primary": None,
-            "primary_endpoint": state["primary_endpoint"],
-            "link": state["link"],
-            "sync_in_progress": state["sync_in_progress"],
-            "offset": state["offset"],
-            "repl_offset": state["repl_offset"],
-            "failover_state": state["failover_state"],
-            "replicas": [],
-        }
-        if state["primary_endpoint"]:
-            fact["primary"] = by_endpoint.get(state["primary_endpoint"])
+        fact = _replication_fact(endpoints[name], view["info"], by_endpoint)
         if view.get("cluster_info") is not None:
             cluster_enabled = True
-            info = parse_cluster_info(view["cluster_info"])
-            seen = parse_cluster_nodes(view.get("cluster_nodes") or "")
-            me = next((n for n in seen if n["myself"]), None)
-            fact.update(
-                cluster_state=info.get("cluster_state"),
-                slots_assigned=info.get("cluster_slots_assigned", 0),
-                slots_ok=info.get("cluster_slots_ok", 0),
-                slots_pfail=info.get("cluster_slots_pfail", 0),
-                slots_fail=info.get("cluster_slots_fail", 0),
-                known_nodes=info.get("cluster_known_nodes", 0),
-                id=me["id"] if me else None,
-                slots=slot_count(me["slots"]) if me else 0,
-                failing_seen=sorted(
-                    by_endpoint.get(n["endpoint"], n["endpoint"]) for n in seen if n["failing"]
-                ),
-                view={
-                    by_endpoint.get(n["endpoint"], n["endpoint"]): {
-                        "role": n["role"],
-                        "primary_id": n["primary_id"],
-                    }
-                    for n in seen
-                },
-            )
+            me = _add_cluster_facts(fact, view, by_endpoint)
             if me:
                 ids[me["id"]] = name
         nodes[name] = fact
-    primaries = {}
-    for name, fact in nodes.items():
-        if fact.get("up") and fact["role"] == "primary":
-            primaries.setdefault(name, [])
-    for name, fact in nodes.items():
-        if fact.get("up") and fact["role"] == "replica" and fact["primary"]:
-            primaries.setdefault(fact["primary"], []).append(name)
-            if fact["primary"] in nodes and nodes[fact["primary"]].get("up"):
-                nodes[fact["primary"]]["replicas"].append(name)
+    primaries = _link_replicas(nodes)
     for fact in nodes.values():
         for peer in (fact.get("view") or {}).values():
             peer["primary"] = ids.get(peer.pop("primary_id"))
@@ -324,6 +279,73 @@ def build_topology(endpoints, views):
         "primaries": {k: sorted(v) for k, v in sorted(primaries.items())},
         "cluster_enabled": cluster_enabled,
     }
+
+
+def _replication_fact(endpoint, info_text, by_endpoint):
+    """A node's facts from its ``INFO replication`` (:func:`build_topology`)."""
+    state = replication_state(parse_info(info_text))
+    fact = {
+        "up": True,
+        "endpoint": endpoint,
+        "role": state["role"],
+        "primary": None,
+        "primary_endpoint": state["primary_endpoint"],
+        "link": state["link"],
+        "sync_in_progress": state["sync_in_progress"],
+        "offset": state["offset"],
+        "repl_offset": state["repl_offset"],
+        "failover_state": state["failover_state"],
+        "replicas": [],
+    }
+    if state["primary_endpoint"]:
+        fact["primary"] = by_endpoint.get(state["primary_endpoint"])
+    return fact
+
+
+def _add_cluster_facts(fact, view, by_endpoint):
+    """Add what ``CLUSTER INFO`` / ``CLUSTER NODES`` show to ``fact``; the node's own entry.
+
+    ``view`` maps each peer (inventory name, else its endpoint) to its role and its
+    primary's node id, which :func:`build_topology` turns into a name once every id is known.
+    """
+    info = parse_cluster_info(view["cluster_info"])
+    seen = parse_cluster_nodes(view.get("cluster_nodes") or "")
+    me = next((n for n in seen if n["myself"]), None)
+    fact.update(
+        cluster_state=info.get("cluster_state"),
+        slots_assigned=info.get("cluster_slots_assigned", 0),
+        slots_ok=info.get("cluster_slots_ok", 0),
+        slots_pfail=info.get("cluster_slots_pfail", 0),
+        slots_fail=info.get("cluster_slots_fail", 0),
+        known_nodes=info.get("cluster_known_nodes", 0),
+        id=me["id"] if me else None,
+        slots=slot_count(me["slots"]) if me else 0,
+        failing_seen=sorted(
+            by_endpoint.get(n["endpoint"], n["endpoint"]) for n in seen if n["failing"]
+        ),
+        view={
+            by_endpoint.get(n["endpoint"], n["endpoint"]): {
+                "role": n["role"],
+                "primary_id": n["primary_id"],
+            }
+            for n in seen
+        },
+    )
+    return me
+
+
+def _link_replicas(nodes):
+    """Primary name -> its replicas' names; each live primary's ``replicas`` filled in."""
+    primaries = {}
+    for name, fact in nodes.items():
+        if fact.get("up") and fact["role"] == "primary":
+            primaries.setdefault(name, [])
+    for name, fact in nodes.items():
+        if fact.get("up") and fact["role"] == "replica" and fact["primary"]:
+            primaries.setdefault(fact["primary"], []).append(name)
+            if fact["primary"] in nodes and nodes[fact["primary"]].get("up"):
+                nodes[fact["primary"]]["replicas"].append(name)
+    return primaries
 
 
 def caught_up(replica_offset, primary_offset, max_lag=0):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible.module_utils.kairos_javamap import java_map, memtable_configuration
+
 _SIZE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
           "kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40}
@@ -42,11 +44,6 @@ def _as_bool(value):
 #: cassandra.yaml keys whose value is a mapping -> the system_views.settings row showing it.
 #: Cassandra 5.0 flattens nested options into dotted rows; ``memtable`` has one field.
 NESTED_ROWS = {"memtable": "memtable.configurations"}
-# One memtable configuration as Cassandra 5.0.6 prints it (InheritingClass.toString()):
-# ``[<inherits>+][<class_name>][<parameters map>]``, e.g. ``trie+`` or ``TrieMemtable``.
-_MEMTABLE_ENTRY = re.compile(
-    r"^(?:(?P<inherits>[^{}+=]+)\+)?(?P<class_name>[^{}+=]*)(?P<parameters>\{.*\})?$"
-)
 
 
 #: cassandra.yaml cache sizes -> their ``system_views.caches`` row. ``nodetool
@@ -73,29 +70,6 @@ def settings_row(key):
     return NESTED_ROWS.get(key, key)
 
 
-def _java_map(text):
-    """``{a=b, c=d{e=f}}`` (java.util.Map.toString) -> ``{"a": "b", "c": "d{e=f}"}``."""
-    text = text.strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        raise ValueError(f"not a map: {text!r}")
-    parts, depth, start, body = [], 0, 0, text[1:-1]
-    for i, char in enumerate(body):
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-    parts.append(body[start:])
-    entries = {}
-    for part in (p.strip() for p in parts):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ValueError(f"not a map entry: {part!r}")
-        entries[key.strip()] = value.strip()
-    return entries
-
-
 def _configuration(entry):
     """One memtable configuration in cassandra.yaml's shape, without its unset fields."""
     return {k: v for k, v in entry.items()
@@ -109,8 +83,9 @@ def memtable_configurations(shown):
     ``{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}`` is
     ``{"default": {"inherits": "trie"}, "skiplist": {"class_name": "SkipListMemtable"},
     "trie": {"class_name": "TrieMemtable"}}``; with
-    -Dcassandra.virtual_table_complex_settings_format_json=true, as JSON.
-    (planner/spaces.py reads the same row for the planner.)
+    -Dcassandra.virtual_table_complex_settings_format_json=true, as JSON. Each entry is
+    an InheritingClass, ``[<inherits>+][<class_name>][<parameters map>]``, read by
+    module_utils/kairos_javamap.py, the parser planner/spaces.py reads the same row with.
     """
     text = str(shown).strip()
     try:
@@ -120,13 +95,10 @@ def memtable_configurations(shown):
                 return None
             return {name: _configuration(conf or {}) for name, conf in data.items()}
         out = {}
-        for name, value in _java_map(text).items():
-            match = _MEMTABLE_ENTRY.match(value)
-            if not match:
-                return None
-            entry = match.groupdict()
+        for name, value in java_map(text).items():
+            entry = memtable_configuration(value)
             if entry["parameters"]:
-                entry["parameters"] = _java_map(entry["parameters"])
+                entry["parameters"] = java_map(entry["parameters"])
             out[name] = _configuration(entry)
         return out
     except (ValueError, AttributeError):

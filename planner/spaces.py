@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import yaml
 
+from planner._module_utils import kairos_javamap
 from planner.errors import ValidationError
 
 ENGINES: tuple[str, ...] = ("cassandra", "redis")
@@ -793,33 +794,8 @@ def from_settings_view(engine: str, name: str, shown: str | None) -> Any:
 # ``{default=trie+, skiplist=SkipListMemtable, trie=TrieMemtable}``; with
 # -Dcassandra.virtual_table_complex_settings_format_json=true, as a JSON object of
 # {class_name, parameters, inherits}. module_utils/kairos_settings.py reads the same row on
-# the nodes (the read-back after a rollout), where the planner cannot be imported.
-_MEMTABLE_ENTRY = re.compile(
-    r"^(?:(?P<inherits>[^{}+=]+)\+)?(?P<class_name>[^{}+=]*)(?P<parameters>\{.*\})?$"
-)
-
-
-def _java_map_entries(text: str) -> dict[str, str]:
-    """``{a=b, c=d{e=f}}`` -> ``{"a": "b", "c": "d{e=f}"}`` (split outside braces)."""
-    text = text.strip()
-    if not (text.startswith("{") and text.endswith("}")):
-        raise ValueError(f"not a map: {text!r}")
-    parts, depth, start, body = [], 0, 0, text[1:-1]
-    for i, char in enumerate(body):
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-    parts.append(body[start:])
-    entries: dict[str, str] = {}
-    for part in (p.strip() for p in parts):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise ValueError(f"not a map entry: {part!r}")
-        entries[key.strip()] = value.strip()
-    return entries
+# the nodes (the read-back after a rollout), where the planner cannot be imported; both read
+# the Java text with module_utils/kairos_javamap.py.
 
 
 def _memtable_configurations(shown: str) -> dict[str, dict[str, str | None]]:
@@ -832,12 +808,9 @@ def _memtable_configurations(shown: str) -> dict[str, dict[str, str | None]]:
                             "class_name": (conf or {}).get("class_name")}
                 for name, conf in data.items()}
     out: dict[str, dict[str, str | None]] = {}
-    for name, value in _java_map_entries(shown).items():
-        match = _MEMTABLE_ENTRY.match(value)
-        if not match:
-            raise ValueError(f"not a memtable configuration: {value!r}")
-        out[name] = {"inherits": match["inherits"],
-                     "class_name": match["class_name"] or None}
+    for name, value in kairos_javamap.java_map(shown).items():
+        entry = kairos_javamap.memtable_configuration(value)
+        out[name] = {"inherits": entry["inherits"], "class_name": entry["class_name"] or None}
     return out
 
 

@@ -301,7 +301,7 @@ def _node_file(previous: dict[str, Any] | None, applied: dict[str, Any]) -> dict
             "cassandra_applied_settings": rollout,
         },
     ).template(_trusted(expression))
-    template = (REPO / "templates" / "cassandra.yaml.j2").read_text()
+    template = (REPO / "roles" / "cassandra" / "templates" / "cassandra.yaml.j2").read_text()
     text = Templar(
         loader=DataLoader(), variables={**variables, "__cassandra_applied": merged}
     ).template(_trusted(template))
