@@ -41,6 +41,8 @@ from scipy.signal import lfilter
 
 #: A candidate: (z, origins, h) -> (len(origins), h) forecasts.
 Candidate = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+#: profile(padded series, targets, first period back, phase shifts) -> the profile there.
+Profile = Callable[[np.ndarray, np.ndarray, int, tuple[int, ...]], np.ndarray]
 
 ALPHAS = (0.03, 0.1, 0.2, 0.35, 0.55, 0.8, 1.0)
 PHIS = (0.0, 0.5, 0.8, 0.9, 0.95, 0.98, 1.0)
@@ -171,20 +173,33 @@ def seasonal_profile(m: int, k: int) -> Candidate:
     halves the noise of a weekly profile built from 2-3 weeks without blurring its shape.
     """
 
+    def profile(zp: np.ndarray, t: np.ndarray, first: int, shifts: tuple[int, ...]
+                ) -> np.ndarray:
+        return _profile(zp, t, m, k, first, shifts)
+
+    return _profile_forecast(profile, m, k * m + 1)
+
+
+
+def _profile_forecast(profile: Profile, period: int, start: int) -> Candidate:
+    """A profile candidate: ``profile(zp, t, first, shifts)`` at each target, plus the
+    damped deviation of the series from its own profile since ``start`` (the fitted level).
+    A target ``first`` periods ahead or more reads the profile from ``first`` periods back;
+    the neighbouring phases join the median only where the horizon allows it."""
+
     def fc(z: np.ndarray, origins: np.ndarray, h: int) -> np.ndarray:
         zp = _padded(z, h)
-        shifts = (-1, 0, 1) if h <= m - 1 else (0,)
-        t_in = np.arange(k * m + 1, z.size)
+        shifts = (-1, 0, 1) if h <= period - 1 else (0,)
+        t_in = np.arange(start, z.size)
         dev = np.full(z.size, np.nan)
-        dev[t_in] = z[t_in] - _profile(z, t_in, m, k, 1, shifts)
-        start = k * m + 1
+        dev[t_in] = z[t_in] - profile(zp, t_in, 1, shifts)
         level = fit_level(dev[start : origins[0]], h)
         targets = _targets(origins, h)
         out = np.empty(targets.shape)
-        first = np.arange(h) // m + 1
+        first = np.arange(h) // period + 1
         for f in np.unique(first):
             cols = first == f
-            out[:, cols] = _profile(zp, targets[:, cols], m, k, int(f), shifts if f == 1 else (0,))
+            out[:, cols] = profile(zp, targets[:, cols], int(f), shifts if f == 1 else (0,))
         return out + level.forecast(dev, start, origins, h)
 
     return fc
@@ -247,25 +262,11 @@ def daytype_profile(day: int, max_lag: int, weekday_of: Callable[[np.ndarray], n
         vals = [np.where(ok, zp[np.clip(back + s, 0, zp.size - 1)], np.nan) for s in shifts]
         return np.asarray(np.nanmedian(np.concatenate(vals), axis=0))
 
-    def fc(z: np.ndarray, origins: np.ndarray, h: int) -> np.ndarray:
-        zp = _padded(z, h)
-        start = max_lag * day + 1
-        t_in = np.arange(start, z.size)
-        dev = np.full(z.size, np.nan)
-        shifts = (-1, 0, 1) if h <= day - 1 else (0,)
-        dev[t_in] = z[t_in] - same_type_profile(zp, t_in, 1, shifts)
-        level = fit_level(dev[start : origins[0]], h)
-        targets = _targets(origins, h)
-        out = np.empty(targets.shape)
-        first = np.arange(h) // day + 1
-        for f in np.unique(first):
-            cols = first == f
-            out[:, cols] = same_type_profile(zp, targets[:, cols].ravel(), int(f),
-                                             shifts if f == 1 else (0,)
-                                             ).reshape(targets.shape[0], -1)
-        return out + level.forecast(dev, start, origins, h)
+    def profile(zp: np.ndarray, t: np.ndarray, first: int, shifts: tuple[int, ...]
+                ) -> np.ndarray:
+        return same_type_profile(zp, t.ravel(), first, shifts).reshape(t.shape)
 
-    return fc
+    return _profile_forecast(profile, day, max_lag * day + 1)
 
 
 # ------------------------------------------------------ seasonal adjustment
