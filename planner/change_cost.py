@@ -31,7 +31,12 @@ from typing import Any
 import numpy as np
 
 from planner.errors import ValidationError
-from planner.restart_impact import BIN_SECONDS, read_measurement_file, served_rates
+from planner.restart_impact import (
+    BIN_SECONDS,
+    lost_seconds,
+    read_measurement_file,
+    served_rates,
+)
 
 __all__ = ["ChangeCost", "ChangeCosts", "change_cost", "load_change_costs", "merge_entry"]
 
@@ -130,13 +135,10 @@ def change_cost(
     if steady_rate <= 0:
         raise ValidationError("end: the load served nothing after the rewrite")
     # The steady window's own shortfall per second is noise, not the change's cost.
-    noise = float(np.maximum(0.0, 1.0 - steady / steady_rate).mean())
-    start = math.floor(c0)
-    during = served_rates(points, start, settled)
-    short = np.maximum(0.0, 1.0 - during / steady_rate) - noise
+    during = served_rates(points, math.floor(c0), settled)
     return ChangeCost(
         parameter=parameter, before=str(before), after=str(after),
-        change_seconds=round(float(max(0.0, short.sum())) * BIN_SECONDS, 1),
+        change_seconds=round(lost_seconds(during, steady_rate, steady), 1),
         rewrite_seconds=round(settled - c0, 1), apply_seconds=round(c1 - c0, 1),
         baseline_ops_per_s=round(float(np.median(base)), 1),
         steady_ops_per_s=round(steady_rate, 1), environment=dict(environment or {}),

@@ -860,10 +860,10 @@ def _impact(req: PlanRequest) -> RestartImpact | None:
     return load_restart_impact(req.restart_costs) if req.restart_costs is not None else None
 
 
-def _compaction_source(req: PlanRequest) -> str:
-    """Where a compaction switch's price comes from, for the plan's provenance."""
+def _compaction_source(req: PlanRequest, costs: ChangeCosts | None) -> str:
+    """Where a compaction switch's price comes from (``costs``: the request's measured
+    change costs, read once), for the plan's provenance."""
     given = f"given: --compaction-seconds {req.compaction_seconds:g}"
-    costs = _change_costs(req)
     if costs is None:
         return given
     return f"{costs.describe()}; {given} for a switch not measured"
@@ -890,12 +890,15 @@ def _switch_costs(
     restarts: MeasuredRestarts | None = None,
     impact: RestartImpact | None = None,
     p99: np.ndarray | None = None,
+    change_costs: ChangeCosts | None = None,
 ) -> SwitchCosts:
     """The cost model of the request over the candidates (T_r per node when measured; the
     survivor penalty and warm-up of ``impact``, the request's ``restart_costs`` read once;
-    the latency term's ``p99`` when it is on)."""
+    the latency term's ``p99`` when it is on; the measured switches of ``change_costs``,
+    the request's ``change_costs`` read once)."""
     tr = restarts or _restarts(req)
     impact = impact or _impact(req)
+    change_costs = change_costs or _change_costs(req)
     reconfig = ReconfigModel.from_batches(
         batches, restart_seconds=tr.seconds,
         survivor_penalty=impact.survivor_penalty if impact else req.survivor_penalty,
@@ -904,7 +907,7 @@ def _switch_costs(
     )
     change = change_seconds_matrix(
         req.engine, candidates, {"compaction": req.compaction_seconds},
-        measured=_change_costs(req),
+        measured=change_costs,
     ) if req.engine == "cassandra" else None
     return SwitchCosts(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
@@ -1056,6 +1059,7 @@ def _provenance(
     decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
     impact: RestartImpact | None, uncertainty: Mapping[str, Any], utilisation: np.ndarray,
     batching: Mapping[str, Any] | None = None, p99: np.ndarray | None = None,
+    change_costs: ChangeCosts | None = None,
 ) -> dict[str, Any]:
     """What the plan was made from, as the plan file records it.
 
@@ -1094,7 +1098,7 @@ def _provenance(
                        "live_seconds": 0.0,
                        "live_seconds_source": "live changes take no node out of service",
                        "compaction_seconds": req.compaction_seconds,
-                       "compaction_seconds_source": _compaction_source(req),
+                       "compaction_seconds_source": _compaction_source(req, change_costs),
                        **_impact_provenance(req, impact), "served": req.served,
                        "batches": n_batches},
         "objective": objective,
@@ -1155,8 +1159,10 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
     impact = _impact(request)
+    change_costs = _change_costs(request)
     p99 = _p99(request, fc, perf, candidates, horizon)
-    costs = _switch_costs(request, candidates, batches, step, restarts, impact, p99)
+    costs = _switch_costs(request, candidates, batches, step, restarts, impact, p99,
+                          change_costs)
     decision = _decide(request, fc=fc, perf=perf, candidates=candidates, costs=costs,
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
@@ -1166,7 +1172,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         decision=decision, n_batches=len(batches), restarts=restarts, impact=impact,
         uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
                                  candidates=candidates, start=start, step=step),
-        utilisation=pload / pcap[:, 0], batching=batching, p99=p99,
+        utilisation=pload / pcap[:, 0], batching=batching, p99=p99, change_costs=change_costs,
     )
     prov["capacity_advice"] = cap_advice.advise(
         timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],

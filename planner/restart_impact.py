@@ -28,6 +28,7 @@ from planner.errors import ValidationError
 __all__ = [
     "RestartImpact",
     "load_restart_impact",
+    "lost_seconds",
     "read_measurement_file",
     "restart_impact",
     "served_rates",
@@ -102,6 +103,14 @@ def served_rates(points: Sequence[tuple[float, float]], start: float, end: float
     return np.diff(np.interp(edges, t, ops)) / BIN_SECONDS
 
 
+def lost_seconds(rates: np.ndarray, full: float, reference: np.ndarray) -> float:
+    """Seconds of ``full`` ops/s lost over ``rates`` (one per bin), less the mean shortfall
+    of ``reference``, a window at that rate (its noise), so that noise is not charged."""
+    noise = float(np.maximum(0.0, 1.0 - reference / full).mean())
+    short = np.maximum(0.0, 1.0 - rates / full) - noise
+    return float(max(0.0, short.sum()) * BIN_SECONDS)
+
+
 def _mask(bins: np.ndarray, windows: Sequence[tuple[float, float]]) -> np.ndarray:
     """Which bins (by start time) overlap any window."""
     out = np.zeros(len(bins), dtype=bool)
@@ -169,9 +178,7 @@ def restart_impact(
     penalty = max(0.0, 1.0 - down_share / (1.0 - batch_share))
     # Up again: every second outside the down windows from the first restart on, less the
     # baseline's own shortfall per second (its noise), so that noise is not charged.
-    noise = float(np.maximum(0.0, 1.0 - base / baseline_rate).mean())
-    short = np.maximum(0.0, 1.0 - rates[~is_down] / baseline_rate) - noise
-    warmup = float(max(0.0, short.sum()) * BIN_SECONDS)
+    warmup = lost_seconds(rates[~is_down], baseline_rate, base)
     after = rates[bins >= last]
     recovery = None
     for i in range(len(after) - 9):

@@ -73,12 +73,12 @@ def test_each_direction_is_priced_from_its_own_measurement(tmp_path: Path) -> No
     assert matrix[0, 1] == 50.0 and matrix[1, 0] == 4.0
     assert matrix[0, 2] == 120.0  # not measured: the given price
     assert np.all(np.diag(matrix) == 0)
-    source = _compaction_source(PlanRequest(change_costs=path, compaction_seconds=120.0))
+    source = _compaction_source(PlanRequest(change_costs=path, compaction_seconds=120.0), costs)
     assert source.startswith(f"measured: {path} (")
     assert "compaction SizeTiered -> Leveled 50 s" in source
     assert "compaction Leveled -> SizeTiered 4 s" in source
     assert source.endswith("given: --compaction-seconds 120 for a switch not measured")
-    assert _compaction_source(PlanRequest()) == "given: --compaction-seconds 120"
+    assert _compaction_source(PlanRequest(), None) == "given: --compaction-seconds 120"
 
 
 @pytest.mark.parametrize(("content", "message"), [
