@@ -1158,11 +1158,9 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     step = float(fc.step_seconds)
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
-    impact = _impact(request)
-    change_costs = _change_costs(request)
+    impact, change_costs = _impact(request), _change_costs(request)  # each file read once
     p99 = _p99(request, fc, perf, candidates, horizon)
-    costs = _switch_costs(request, candidates, batches, step, restarts, impact, p99,
-                          change_costs)
+    costs = _switch_costs(request, candidates, batches, step, restarts, impact, p99, change_costs)
     decision = _decide(request, fc=fc, perf=perf, candidates=candidates, costs=costs,
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
