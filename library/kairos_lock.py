@@ -63,16 +63,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def process_start(pid):
-    """The start time of ``pid`` in clock ticks since boot (tells a reused pid apart), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[19])  # field 22 of proc(5), counted after "pid (comm)"
+from ansible.module_utils.kairos_proc import process_start
 
 
 def playbook_process():

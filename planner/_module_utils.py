@@ -17,6 +17,9 @@ _MODULE_UTILS = str(Path(__file__).resolve().parent.parent / "module_utils")
 if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
-from ansible.module_utils import kairos_javamap  # noqa: E402  (found once the path is set)
+from ansible.module_utils import (  # noqa: E402  (found once the path is set)
+    kairos_javamap,
+    kairos_proc,
+)
 
-__all__ = ["kairos_javamap"]
+__all__ = ["kairos_javamap", "kairos_proc"]

@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from planner._module_utils import kairos_proc
 from planner.errors import KairosError, ValidationError
 from planner.metrics import Family, stateset
 from planner.plan import Plan, load_plan
@@ -244,16 +245,6 @@ def _epoch(value: Any) -> float | None:
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
-def _process_start(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot (as kairos_lock records), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[19])
-
-
 def _tail_lines(path: Path, max_bytes: int = LOG_TAIL_BYTES) -> list[str]:
     """The complete lines in the last ``max_bytes`` of ``path``."""
     with path.open("rb") as handle:
@@ -336,7 +327,7 @@ def _lock(out: Collected, path: Path, *, cluster: str, lock: str, host: str) -> 
         if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
             out["kairos_lock_holder_pid"].add(pid, **labels)
             if holder == host:
-                started = _process_start(pid)
+                started = kairos_proc.process_start(pid)
                 alive = started is not None and record.get("pid_start") in (None, started)
                 out["kairos_lock_holder_running"].add(alive, **labels)
     return True

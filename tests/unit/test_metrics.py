@@ -17,10 +17,11 @@ import pytest
 import yaml
 
 from planner import capacity
+from planner._module_utils import kairos_proc
 from planner.cli import main
 from planner.errors import ValidationError
 from planner.metrics import Family, format_value, render, write_textfile
-from planner.metrics_collect import FAMILIES, Sources, _process_start, collect
+from planner.metrics_collect import FAMILIES, Sources, collect
 from planner.rollout import record_step
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -73,7 +74,7 @@ def export(state_dir: Path, now: datetime = LATER, **kwargs: object) -> dict[str
 def lock_record(pid: int | None, host: str, created: float = 1_795_800_000.0) -> dict:
     """A lock as library/kairos_lock.py writes it."""
     return {"owner": "autopilot-20261127T151630324582", "host": host, "pid": pid,
-            "pid_start": _process_start(pid) if pid else None, "created_at": created,
+            "pid_start": kairos_proc.process_start(pid) if pid else None, "created_at": created,
             "created": "2026-11-27T17:20:00+0000", "heartbeat_at": created + 60}
 
 
