@@ -49,9 +49,6 @@ from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE.parent / "module_utils"))  # after library/ in tests: names overlap
-
-import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 
 from planner import payoff as po  # noqa: E402
 from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
@@ -547,9 +544,7 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
             return 1
         from planner.calibrate_bench import describe_environment
 
-        # The lab nodes' envelopes as the kernel holds them (docs/envelopes.md).
-        results["environment"] = {**describe_environment(lab.version),
-                                  **kairos_cgroup.held(["lab-cass1", "lab-cass2", "lab-cass3"])}
+        results["environment"] = describe_environment(lab.version)
         results["initial_config"] = dict(lab.running)
         for i, (shape, rep, policy) in enumerate(setup.order, start=1):
             rec = run_one(lab, shape, rep, policy, i, len(setup.order))

@@ -445,13 +445,17 @@ def describe(limits):
     return ", ".join(parts) or "no limits"
 
 
-def held(names):
-    """Provenance of a measurement: each envelope of ``names`` as the kernel holds it (its
-    limits, described), "none" for a name without one; ``{"envelopes": why}`` where
-    envelopes cannot be made here."""
+def held(names=None):
+    """Provenance of a measurement: each envelope of ``names`` (default: every one in this
+    starter's Kairos folder) as the kernel holds it (its limits, described), "none" for a
+    name without one; ``{"envelopes": why}`` where envelopes cannot be made here."""
     kind, folders = layout()
     if kind is None:
         return {"envelopes": f"none: {folders}"}
+    if names is None:
+        folder = next(iter(folders.values()))
+        names = sorted(n for n in (os.listdir(folder) if os.path.isdir(folder) else ())
+                       if os.path.isdir(os.path.join(folder, n)))
     out = {}
     for name in names:
         state = read(kind, folders, name)

@@ -479,8 +479,10 @@ def read_running_config(
 
 
 def describe_environment(cluster_version: str = "") -> dict[str, Any]:
-    """Provenance of the measurements: hardware, versions, date."""
+    """Provenance of the measurements: hardware, versions, date, and the resource envelopes
+    this starter's nodes run in, as the kernel holds them (docs/envelopes.md)."""
     from planner import __version__
+    from planner._module_utils import kairos_cgroup
 
     cpu = ""
     with contextlib.suppress(OSError):
@@ -503,4 +505,5 @@ def describe_environment(cluster_version: str = "") -> dict[str, Any]:
         "python": platform.python_version(),
         "kairos": __version__,
         "cluster_version": cluster_version,
+        **kairos_cgroup.held(),
     }

@@ -183,6 +183,9 @@ def test_a_side_envelope_is_made_joined_left_and_removed() -> None:
         # A measurement's provenance names it as the kernel holds it, and a missing one.
         assert cgroup.held([label, name("absent")]) == {
             "envelopes": {label: "CPU weight 10", name("absent"): "none"}, "cgroup": KIND}
+        # With no names, every envelope in the folder (a calibration's provenance).
+        assert cgroup.held()["envelopes"][label] == "CPU weight 10"
+        assert name("absent") not in cgroup.held()["envelopes"]
     finally:
         assert run_module("kairos_envelope", {"name": label, "state": "absent"})["changed"]
 
