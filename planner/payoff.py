@@ -74,7 +74,7 @@ __all__ = [
 
 ENGINE = "cassandra"
 POLICIES: tuple[str, ...] = ("default", "static-best", "naive", "kairos")
-SHAPES: tuple[str, ...] = ("bus", "hpc", "mgrast")
+SHAPES: tuple[str, ...] = ("bus", "hpc", "mgrast", "reporting")
 #: Length of one step of the replayed schedule and of the recorded time series.
 DEFAULT_STEP_SECONDS = 5.0
 #: The target time between two shifts of the mix (SOPHIA's shifts, compressed: 1-3 min).
@@ -197,6 +197,8 @@ def _source_series(shape: str, seed: int, segments: int) -> WorkloadSeries:
                                      concurrency=1)
     if shape == "mgrast":  # read-heavy/write-heavy regimes of random length (~12 steps)
         return traces.mgrast_like(steps=12 * segments, step_seconds=60.0, seed=seed)
+    if shape == "reporting":  # one day: report scans, ingestion batches at 00-02 and 12-14
+        return traces.reporting_like(steps=288, step_seconds=300.0, seed=seed)
     raise ValidationError(f"--shape: unknown {shape!r}; known: {', '.join(SHAPES)}")
 
 

@@ -9,6 +9,9 @@
 * :func:`hpc_queue_like` -- a queue of analytics jobs, each a write (upload), read
   (analysis), write (commit) sequence of U(200, 100k)-operation phases; some jobs are
   recurring and skip the upload. Forecastable from the queue (SOPHIA's perfect f_pred).
+* :func:`reporting_like` -- an analytics store: report scans through the day, and ingestion
+  batches that rewrite recent rows at fixed hours (the issue-38 shape: scans and write
+  bursts, whose best compaction differs).
 
 Every generator is seeded and returns a Cassandra :class:`planner.workload.WorkloadSeries`
 with a regular step. :data:`GENERATORS` maps the shape names used by ``kairos simulate``.
@@ -32,6 +35,7 @@ __all__ = [
     "mgrast_draws",
     "mgrast_like",
     "ops_like",
+    "reporting_like",
     "synthetic_capacity",
 ]
 
@@ -199,11 +203,47 @@ def hpc_queue_like(
     return _series(load, mix, step_seconds=step_seconds, start=start, scope="cluster:hpc-like")
 
 
+#: Hours of a day (start, end) that :func:`reporting_like` gives to ingestion batches.
+INGESTION_HOURS: tuple[tuple[float, float], ...] = ((0.0, 2.0), (12.0, 14.0))
+
+
+def reporting_like(
+    *,
+    steps: int = 288,
+    step_seconds: float = 300.0,
+    seed: int = 0,
+    base_load: float = 20_000.0,
+    start: float = DEFAULT_START,
+) -> WorkloadSeries:
+    """Reporting-like: report scans all day (scan 0.9, update 0.1), and ingestion batches
+    that rewrite recent rows (update 0.9, scan 0.1) in :data:`INGESTION_HOURS`: the nightly
+    load and a midday refresh.
+
+    The two mixes are the ones the enveloped lab's compaction calibration measured
+    (docs/calibration.md): leveled compaction serves the scans about half as much again as
+    size-tiered, and the batches less. Each step is a little noisy; a day repeats.
+    """
+    _check(steps, step_seconds)
+    rng = np.random.default_rng(seed)
+    ts = start + step_seconds * np.arange(steps, dtype=float)
+    hour = (ts % 86400.0) / 3600.0
+    batch = np.zeros(steps, dtype=bool)
+    for a, b in INGESTION_HOURS:
+        batch |= (hour >= a) & (hour < b)
+    update = np.where(batch, 0.9, 0.1) + rng.normal(0.0, 0.01, steps)
+    zero = np.zeros(steps)
+    mix = np.stack([zero, update, zero, 1.0 - update], axis=1)
+    load = base_load * np.where(batch, 1.5, 1.0) * (1.0 + rng.normal(0.0, 0.05, steps))
+    return _series(load, mix, step_seconds=step_seconds, start=start,
+                   scope="cluster:reporting-like")
+
+
 #: Shape name -> generator, as ``kairos simulate --shape`` names them.
 GENERATORS: dict[str, Callable[..., WorkloadSeries]] = {
     "mgrast": mgrast_like,
     "bus": bus_tracking_like,
     "hpc": hpc_queue_like,
+    "reporting": reporting_like,
 }
 
 

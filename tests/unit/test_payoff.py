@@ -276,6 +276,29 @@ def test_the_compaction_cost_and_the_confidence_reach_the_kairos_policy() -> Non
     assert k.info["compaction_seconds"] == 30.0 and k.info["confidence"] == 0.8
 
 
+def test_on_the_reporting_day_naive_follows_every_batch_and_kairos_levels_once() -> None:
+    # Scans, a batch of updates, scans: the calibrated model's best strategy changes at
+    # every shift. With the measured switch costs (41.9 s to leveled) Kairos levels the
+    # table when the scans begin and keeps it through the midday batch; naive switches
+    # back and forth.
+    from planner.perfmodel import load_model
+
+    m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
+    cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
+    sched = po.make_schedule("reporting", minutes=10, seed=0)
+    assert [(s.start, round(s.mix["scan"], 1)) for s in sched.segments] == [
+        (0.0, 0.1), (90.0, 0.9), (300.0, 0.1), (390.0, 0.9)]
+    lcs, stcs = "LeveledCompactionStrategy", "SizeTieredCompactionStrategy"
+    naive = po.decide("naive", model=m, schedule=sched, candidates=cands)
+    assert [(c.at, c.settings["compaction"]) for c in naive.changes] == [
+        (90.0, lcs), (300.0, stcs), (390.0, lcs)]
+    costs = REPO / "inventories/local/calibration/change-costs.json"
+    k = po.decide("kairos", model=m, schedule=sched, candidates=cands,
+                  kairos={"tables": ("kairos_effect.usertable",), "change_costs": costs})
+    assert [(c.at, c.settings["compaction"]) for c in k.changes] == [(90.0, lcs)]
+    assert k.info["compaction_seconds_source"].startswith("measured")
+
+
 def test_a_live_change_needs_no_restart_and_kairos_makes_it_at_once() -> None:
     m = model()
     cands = po.candidate_grid(m, {"concurrent_reads": 32})

@@ -11,6 +11,7 @@ from planner.traces import (
     bus_tracking_like,
     hpc_queue_like,
     mgrast_like,
+    reporting_like,
     synthetic_capacity,
 )
 
@@ -50,6 +51,15 @@ def test_bus_tracking_has_a_daily_scan_update_cycle() -> None:
     assert s.mix["update"][rush].mean() > 0.6
     days = s.mix["scan"].reshape(3, 288)
     assert np.corrcoef(days[0], days[1])[0, 1] > 0.8
+
+
+def test_reporting_scans_all_day_but_in_the_ingestion_hours() -> None:
+    s = reporting_like(steps=288 * 2, seed=4)
+    hour = (s.timestamps % 86400) / 3600
+    batch = (hour < 2) | ((hour >= 12) & (hour < 14))
+    assert s.mix["update"][batch].mean() == pytest.approx(0.9, abs=0.01)
+    assert s.mix["scan"][~batch].mean() == pytest.approx(0.9, abs=0.01)
+    assert np.all(s.mix["read"] == 0.0) and np.all(s.mix["insert"] == 0.0)
 
 
 def test_hpc_jobs_alternate_write_read_write_phases() -> None:
