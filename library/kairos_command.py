@@ -9,7 +9,9 @@ module: kairos_command
 short_description: Run a kairos command in Ansible's own Python on the control host
 description:
   - Runs C(kairos) with I(argv) as the console script would (the same output, errors and
-    exit codes), but inside this module's interpreter instead of a new process.
+    exit codes), but inside this module's interpreter instead of a new process. The
+    function run is the installed C(kairos) console script's entry point, found through
+    the package metadata, so the module never imports the planner's modules by name.
   - Under Mitogen's strategy (ansible.cfg) that interpreter lives for the whole run, so
     the planner is imported once; a record or a guard took 0.2-0.4 s on the busy lab
     instead of 1.3-3.9 s as a process (bench/rollout.py, docs/executor.md).
@@ -62,12 +64,27 @@ import contextlib
 import io
 import sys
 import traceback
+from importlib.metadata import entry_points
 
 from ansible.module_utils.basic import AnsibleModule
 
 
+def console_script():
+    """The ``kairos`` console script's function, found through the installed package's
+    metadata as the script itself finds it: the module depends on the published command,
+    not on the planner's modules (docs/architecture.md, "Layers").
+
+    Raises ImportError when Kairos is not installed in this Python.
+    """
+    found = entry_points(group="console_scripts", name="kairos")
+    if not found:
+        raise ImportError("no 'kairos' console script is installed")
+    return next(iter(found)).load()
+
+
 def run_kairos(kairos_main, argv):
-    """(rc, stdout, stderr) of ``kairos argv``, ``kairos_main`` being planner.cli.main."""
+    """(rc, stdout, stderr) of ``kairos argv``, ``kairos_main`` being the console script's
+    function (:func:`console_script`)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -89,7 +106,7 @@ def main():
     )
     argv = module.params["argv"]
     try:
-        from planner.cli import main as kairos_main
+        kairos_main = console_script()
     except ImportError as exc:
         module.fail_json(
             msg=f"the Kairos planner cannot be imported by {sys.executable} ({exc}): run "

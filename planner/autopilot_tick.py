@@ -3,11 +3,15 @@
 ``playbooks/autopilot.yml`` does only what needs Ansible — the run lock, collecting the
 counters, reading the live ring, running the executor — and calls two commands per engine:
 
-- ``kairos autopilot tick`` (:func:`run_tick`): export the workload history from the store
-  (or take the given trace), :func:`planner.autopilot.decide`; when a re-plan is due,
-  forecast, plan on the live ring (Cassandra; no ring, no plan) or the inventory's hosts
-  (Redis), check the plan's batches against that ring and the inventory (``kairos explain``'s
-  refusal), adopt it (not in a dry run), and decide again on it. The result is a
+- ``kairos autopilot tick --inputs FILE`` (:func:`run_tick`): the role's settings as one
+  JSON document, read into :class:`planner.tick_inputs.TickInputs`; export the workload
+  history from the store (or take the given trace), :func:`planner.autopilot.decide`; when a
+  re-plan is due, forecast, plan on the live ring (Cassandra; no ring, no plan) or the
+  inventory's hosts (Redis) with :func:`planner.planning.make_plan` on the
+  :func:`plan_request` the inputs describe, read the plan file back once and check its
+  batches against that ring and the inventory (``kairos explain``'s refusal), adopt it (not
+  in a dry run), and decide again on it. No command line is built or parsed on the way, and
+  nothing's output is captured. The result is a
   :class:`TickResult` written as JSON: what the playbook passes to the executor, and what
   :func:`record_run` logs.
 - ``kairos autopilot record`` (:func:`record_run`): after the executor (or a failure of an
@@ -20,11 +24,9 @@ says at which stage, and the record names it (``replan-failed``, ...).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,50 +34,13 @@ from typing import Any
 
 from planner import autopilot as ap
 from planner.errors import KairosError, ValidationError
+from planner.tick_inputs import TickInputs
+
+__all__ = ["TickInputs", "TickResult", "decide_on_files", "load_tick", "plan_request",
+           "record_run", "run_tick", "tick_path"]
 
 #: Lines of the executor's output kept in the tick's record when it failed.
 APPLY_OUTPUT_LINES = 60
-
-
-@dataclass(frozen=True)
-class TickInputs:
-    """What one engine's tick is given (``kairos autopilot tick --help``).
-
-    ``ring`` is the live ring just read (Cassandra); ``ring_error`` says why it could not be
-    read. ``restart_costs`` and ``change_costs`` are the measured cost files the plan charges
-    (``kairos plan --restart-costs`` / ``--change-costs``). ``plan_args`` are extra ``kairos
-    plan`` arguments (the engine's, then the shared ones). ``apply_vars`` are extra variables
-    for the executor (no secrets).
-    """
-
-    state_dir: str
-    cluster: str
-    engine: str
-    run: str
-    started_at: datetime
-    policy: ap.Policy
-    hosts: tuple[str, ...]
-    dry_run: bool = False
-    trace: str | None = None
-    store: str | None = None
-    history: str = "7d"
-    step_seconds: float = 300.0
-    horizon: int = 48
-    forecast_model: str = "auto"
-    restart_seconds: float = 60.0
-    restart_costs: str | None = None
-    change_costs: str | None = None
-    model: str | None = None
-    current: str | None = None
-    tables: tuple[str, ...] = ()
-    plan_args: tuple[str, ...] = ()
-    live_ring: bool = False
-    ring: str | None = None
-    ring_error: str | None = None
-    apply_state_dir: str | None = None
-    apply_vars: Mapping[str, Any] = field(default_factory=dict)
-    learn_settle_seconds: float = 60.0
-    learn_window_seconds: float = 900.0
 
 
 @dataclass
@@ -188,15 +153,14 @@ def _pick_trace(inp: TickInputs) -> tuple[str | None, str]:
         return inp.trace, f"trace {inp.trace}"
     if not inp.store:
         return None, "no trace: no store and no trace file"
-    from planner.commands.collect import parse_since
-    from planner.store import Store
+    from planner.store import Store, parse_since
     from planner.workload import save_trace
 
     path = Path(inp.state_dir) / f"{inp.cluster}-{inp.engine}-trace.csv"
     try:
         with Store(inp.store) as store:
             series = store.cluster_series(inp.engine, inp.cluster,
-                                          since=parse_since(inp.history),
+                                          since=parse_since(inp.history, field="history.age"),
                                           step_seconds=inp.step_seconds)
             save_trace(series, path)
             store.refresh_cluster_samples(inp.engine, inp.cluster, step_seconds=inp.step_seconds)
@@ -253,79 +217,88 @@ def _replan(inp: TickInputs, now: datetime, trace: str, first: Mapping[str, Any]
     if inp.live_ring and inp.ring:  # kept beside the plan it was made on
         ring = f"{base}.ring.json"
         shutil.copyfile(inp.ring, ring)
-    lines = _command(["forecast", "--trace", trace, "--horizon", str(inp.horizon),
-                      "--model", inp.forecast_model, "--out", forecast])
-    lines += _make_plan(_plan_argv(inp, forecast, plan, ring, first, base, learning), plan)
-    lines += _command(["explain", plan, "--hosts", ",".join(inp.hosts)]
-                      + (["--ring", ring] if ring else []))
+    fc, lines = _forecast(inp, trace, forecast)
+    lines += _make_plan(plan_request(inp, forecast=fc, forecast_path=forecast, ring=ring,
+                                     first=first, base=base, learning=learning), plan, inp, ring)
     if not inp.dry_run:
         ap.adopt_plan(ap.state_path(inp.state_dir, inp.cluster, inp.engine), plan=plan,
                       forecast=forecast, now=now, reasons=first["replan_reasons"])
     return plan, forecast, lines
 
 
-def _plan_argv(inp: TickInputs, forecast: str, plan: str, ring: str | None,
-               first: Mapping[str, Any], base: Path,
-               learning: Mapping[str, Any] | None = None) -> list[str]:
-    """``kairos plan`` arguments: the ring or hosts, T_r, tables, the model (the one learnt
-    from production once there is one), a restart hold, what runs now."""
-    argv = ["plan", "--forecast", forecast, "--engine", inp.engine, "--cluster", inp.cluster]
-    argv += ["--ring", ring] if ring else ["--hosts", ",".join(inp.hosts)]
-    # T_r measured by the executor on earlier steps (their state files under the state
-    # directory); --restart-seconds only until a restart has been measured.
-    argv += ["--horizon", str(inp.horizon), "--restart-seconds", f"{inp.restart_seconds:g}",
-             "--restart-seconds-from", str(Path(inp.state_dir).resolve()), "-o", plan]
-    if inp.tables:
-        argv += ["--tables", ",".join(inp.tables)]
-    if inp.restart_costs:
-        argv += ["--restart-costs", inp.restart_costs]
-    if inp.change_costs:
-        argv += ["--change-costs", inp.change_costs]
-    argv += list(inp.plan_args)
+def _forecast(inp: TickInputs, trace: str, path: str) -> tuple[Any, list[str]]:
+    """Forecast the trace ``inp.horizon`` steps ahead (``kairos forecast``'s defaults) and
+    write it to ``path``; the forecast and what to log."""
+    from planner.forecast import backtest_table, forecast, save_forecast
+    from planner.workload import load_trace
+
+    series = load_trace(trace)
+    fc = forecast(series, horizon=inp.horizon, model=inp.forecast_model)
+    save_forecast(fc, path)
+    lines = [f"forecast of {len(series)} points of {trace}: season length "
+             f"{fc.season_length or 'none detected'}, chosen model {fc.model}"]
+    if fc.backtest:
+        lines += backtest_table(fc.backtest, chosen=fc.model).splitlines()
+    return fc, [*lines, f"wrote {path} ({fc.horizon} steps, {int(fc.level * 100)}% intervals)"]
+
+
+def plan_request(inp: TickInputs, *, forecast: Any, forecast_path: str, ring: str | None,
+                 first: Mapping[str, Any], base: Path,
+                 learning: Mapping[str, Any] | None = None) -> Any:
+    """The :class:`planner.planning.PlanRequest` of a re-plan: the ring or hosts, T_r
+    (measured on earlier steps under the state directory; ``restart_seconds`` only until a
+    restart is measured), tables, the model (the one learnt from production once there is
+    one), a restart hold, what runs now, and the settings' plan options."""
+    from planner.planning import plan_request as request
+
     learning = learning or {}
-    model = learning.get("model") or inp.model
-    if model:
-        argv += ["--model", str(model)]
-    if learning.get("hold"):
-        argv += ["--hold-restarts", str(learning["hold"])]
+    return request(
+        **inp.plan_options, forecast=forecast, source=forecast_path, engine=inp.engine,
+        cluster=inp.cluster, horizon=inp.horizon, forecast_model=inp.forecast_model,
+        **({"ring": ring} if ring else {"hosts": inp.hosts}),
+        restart_seconds=inp.restart_seconds,
+        restart_seconds_from=str(Path(inp.state_dir).resolve()), tables=list(inp.tables),
+        restart_costs=inp.restart_costs, change_costs=inp.change_costs,
+        model=learning.get("model") or inp.model, hold_restarts=learning.get("hold") or None,
+        current=_current(inp, first, base),
+    )
+
+
+def _current(inp: TickInputs, first: Mapping[str, Any], base: Path) -> str | None:
+    """What the cluster runs: what the current plan's applied steps left it running (kept
+    beside the new plan as ``.running.yml``), else the configured file."""
     running = first.get("running_config")
-    if running is not None:  # what the current plan's applied steps left the cluster running
-        import yaml
+    if running is None:
+        return inp.current
+    import yaml
 
-        path = Path(f"{base}.running.yml")
-        path.write_text(yaml.safe_dump(dict(running), sort_keys=True))
-        argv += ["--current", str(path)]
-    elif inp.current:
-        argv += ["--current", inp.current]
-    return argv
+    path = Path(f"{base}.running.yml")
+    path.write_text(yaml.safe_dump(dict(running), sort_keys=True))
+    return str(path)
 
 
-def _make_plan(argv: Sequence[str], path: str) -> list[str]:
-    """:func:`planner.planning.make_plan` on ``kairos plan`` arguments (the user's extra
-    ``kairos_autopilot_plan_args`` are in that syntax); write the plan; its progress lines."""
-    from planner.cli import build_parser
-    from planner.commands.plan import request_from_args
-    from planner.plan import save_plan
+def _make_plan(request: Any, path: str, inp: TickInputs, ring: str | None) -> list[str]:
+    """:func:`planner.planning.make_plan`, the plan written; then the file read back once,
+    checked against the inventory's hosts and, on a ring, each batch's safety (``kairos
+    explain``'s refusal). Its progress and explanation lines."""
+    from planner.batch_safety import batch_safety, unsafe_message
+    from planner.explain import explain_text
+    from planner.plan import load_plan, save_plan
     from planner.planning import make_plan
+    from planner.topology import UnsafeBatchError, load_ring
 
     lines: list[str] = []
-    result = make_plan(request_from_args(build_parser().parse_args(list(argv))),
-                       progress=lines.append)
+    result = make_plan(request, progress=lines.append)
     save_plan(result.plan, path, known_hosts=result.hosts)
-    return [*lines, f"wrote {path}: {result.summary()}"]
-
-
-def _command(argv: Sequence[str]) -> list[str]:
-    """Run one ``kairos`` sub-command in this process; its printed lines (errors raise)."""
-    from planner.cli import build_parser
-
-    args = build_parser().parse_args(list(argv))
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = int(args.func(args))
-    if code != 0:
-        raise ValidationError(f"kairos {argv[0]} exited {code}: {buffer.getvalue()[-500:]}")
-    return buffer.getvalue().splitlines()
+    lines.append(f"wrote {path}: {result.summary()}")
+    plan = load_plan(path, known_hosts=inp.hosts)
+    safety = batch_safety(plan, load_ring(ring)) if ring else None
+    source = f"the ring {ring}" if ring else None
+    lines += explain_text(plan, safety=safety, ring_source=source).splitlines()
+    unsafe = [v for v in safety or [] if v.problem]
+    if unsafe:
+        raise UnsafeBatchError(unsafe_message(path, str(source), unsafe))
+    return lines
 
 
 def _apply_vars(inp: TickInputs, decision: Mapping[str, Any]) -> dict[str, Any]:
@@ -355,12 +328,15 @@ def _outcome(result: TickResult) -> str:
 
 # ------------------------------------------------------------------- the record
 def load_tick(path: str | Path) -> dict[str, Any]:
-    """A tick file (an absent one: the tick never started, e.g. collection failed)."""
+    """A tick file. An absent one: the tick never started; when its inputs were written
+    (``<run>-<engine>.inputs.json`` beside it) the tick refused them (stage ``decide``),
+    else an earlier task failed (collection: stage ``collect``)."""
     from planner import inputs
 
     p = Path(path)
     if not p.exists():
-        return {"stage": "collect", "decision": {}}
+        written = p.with_name(f"{p.stem}.inputs.json").exists()
+        return {"stage": "decide" if written else "collect", "decision": {}}
     data = inputs.load_json(p, kind=inputs.FileKind("autopilot tick", inputs.STATE.max_bytes))
     if not isinstance(data, dict):
         raise ValidationError(f"{p}: a tick file must be a JSON object")

@@ -61,6 +61,7 @@ __all__ = [
     "DEFAULT_RESTART_SECONDS",
     "MAX_SAMPLES",
     "MAX_SAMPLE_STEPS",
+    "OPTIMISER_FIELDS",
     "OptimiserOptions",
     "PlanRequest",
     "PlanResult",
@@ -72,6 +73,7 @@ __all__ = [
     "make_problem",
     "optimise",
     "p99_matrix",
+    "plan_request",
     "restart_matrix",
     "steps_from_evaluation",
 ]
@@ -569,6 +571,22 @@ class PlanRequest:
     hold_restarts: str | None = None
     capacity_margin: float = cap_advice.DEFAULT_MARGIN
     scale_in_after_seconds: float = cap_advice.DEFAULT_SCALE_IN_AFTER_SECONDS
+
+
+#: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
+#: request's own fields in ``kairos plan``'s options and the autopilot's ``plan_options``.
+OPTIMISER_FIELDS = ("method", "seed", "population", "generations", "searches", "workers")
+
+
+def plan_request(**options: Any) -> PlanRequest:
+    """The :class:`PlanRequest` that flat plan options describe.
+
+    ``options`` are :class:`PlanRequest` fields and the optimiser's (:data:`OPTIMISER_FIELDS`,
+    gathered into ``optimiser``); what is not given keeps the request's default, which is
+    ``kairos plan``'s. An unknown name is a TypeError (a caller's bug, not an input).
+    """
+    optimiser = {k: options.pop(k) for k in OPTIMISER_FIELDS if k in options}
+    return PlanRequest(**options, optimiser=OptimiserOptions(**optimiser))
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict, Unpack
@@ -170,6 +171,39 @@ CREATE TABLE IF NOT EXISTS rollout_events (
     at REAL NOT NULL
 );
 """
+
+#: The units of an age such as ``6h`` (``parse_since``).
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str | None, *, now: float | None = None,
+                field: str = "--since") -> float | None:
+    """Epoch seconds from ``text``: a number, ISO 8601 (naive = UTC) or an age (``6h``).
+
+    ``field`` names the option or setting in the error (``--since`` by default).
+    """
+    if text is None:
+        return None
+    value = text.strip()
+    now = time.time() if now is None else now
+    if value and value[-1] in _AGE_UNITS:
+        try:
+            return now - float(value[:-1]) * _AGE_UNITS[value[-1]]
+        except ValueError:
+            pass
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(
+            f"{field}: {text!r} is not epoch seconds, ISO 8601 or an age like 6h"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 class StoreError(KairosError):
@@ -945,8 +979,6 @@ class Store:
 
 def _iso_seconds(text: Any) -> float:
     """Epoch seconds of an ISO 8601 time (0 when absent or unreadable: sorts first)."""
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:

@@ -187,8 +187,8 @@ AUTOPILOT=(ansible-playbook playbooks/autopilot.yml
   # load the collector sees is the capacity, not the demand, so the plan credits capacity.
   # (The default, served work, credits capacity only up to the forecast load: on a saturated
   # cluster that is what it serves now, and a faster configuration would seem to gain little.)
-  -e "{\"kairos_autopilot_plan_args\": [\"--method\", \"dp\", \"--served\", \"capacity\",
-       \"--compaction-seconds\", \"$COMPACTION_SECONDS\"]}"
+  -e "{\"kairos_autopilot_plan_options\": {\"method\": \"dp\", \"served\": \"capacity\",
+       \"compaction_seconds\": $COMPACTION_SECONDS}}"
   -e '{"kairos_autopilot_engines": ["cassandra"]}'  # the demo's load and trace are Cassandra's
   # A compaction step alters the loads' tables.
   -e '{"kairos_tables": ["kairos_demo.usertable"]}')

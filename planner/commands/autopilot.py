@@ -77,45 +77,13 @@ def _register_tick(actions: Any) -> None:
     t = actions.add_parser(
         "tick", help="one engine's tick: decide, re-plan when due, adopt (prints JSON)",
         description="Export the history, decide; when a re-plan is due forecast, plan on the "
-        "live ring (Cassandra) or --hosts (Redis), check it as `kairos explain` does, adopt it "
-        "(not with --dry-run) and decide again. Writes the tick file that `record` reads.",
+        "live ring (Cassandra) or the engine's hosts (Redis), check it as `kairos explain` "
+        "does, adopt it (not in a dry run) and decide again. Writes the tick file that "
+        "`record` reads. Everything the tick is given is one JSON document (docs/autopilot.md, "
+        "\"The tick's inputs\"), which playbooks/autopilot.yml writes from the role's settings.",
     )
-    _common(t)
-    _policy_arguments(t)
-    t.add_argument("--run", required=True, help="this run's id (names the tick file)")
-    t.add_argument("--started-at", required=True, help="ISO 8601 start of this run")
-    t.add_argument("--dry-run", action="store_true", help="plan and report, never adopt or apply")
-    t.add_argument("--hosts", required=True, help="the engine's inventory hosts, comma-separated")
-    src = t.add_mutually_exclusive_group()
-    src.add_argument("--trace", help="a trace file to decide on (default: export --store)")
-    src.add_argument("--store", help="the workload store to export the history from")
-    t.add_argument("--history", default="7d", help="age of the exported history (7d)")
-    t.add_argument("--step-seconds", type=inputs.DURATION, default=300.0,
-                   help="step of the exported history (300)")
-    t.add_argument("--horizon", type=inputs.bounded_int(2, inputs.MAX_HORIZON), default=48)
-    t.add_argument("--forecast-model", default="auto")
-    t.add_argument("--restart-seconds", type=inputs.DURATION, default=60.0, metavar="T_R")
-    t.add_argument("--restart-costs", default="", metavar="FILE",
-                   help="measured restart impact the plan charges (kairos plan's option; "
-                   "empty: none)")
-    t.add_argument("--change-costs", default="", metavar="FILE",
-                   help="measured compaction switches the plan charges (kairos plan's "
-                   "option; empty: none)")
-    t.add_argument("--model", help="performance model JSON (default: the shipped prior)")
-    t.add_argument("--current", help="what the nodes run when there is no plan yet (YAML)")
-    t.add_argument("--tables", default="", help="tables a plan may alter, comma-separated")
-    t.add_argument("--plan-args", default="[]", help="extra `kairos plan` arguments (JSON list)")
-    t.add_argument("--live-ring", action=argparse.BooleanOptionalAction, default=False,
-                   help="plan on the live ring only (Cassandra): no ring, no plan")
-    ring = t.add_mutually_exclusive_group()
-    ring.add_argument("--ring", help="the live ring just read (cassandra_cluster_facts)")
-    ring.add_argument("--ring-error", help="why the live ring could not be read")
-    t.add_argument("--apply-state-dir", help="the executor's kairos_state_dir")
-    t.add_argument("--apply-vars", default="{}", help="extra executor variables (JSON object)")
-    t.add_argument("--learn-settle", type=inputs.DURATION, default=60.0, metavar="SECONDS",
-                   help="after a step is applied, seconds before its window opens (60)")
-    t.add_argument("--learn-window", type=inputs.DURATION, metavar="SECONDS",
-                   help="seconds of a window judged against the model (default 3 steps)")
+    t.add_argument("--inputs", required=True, metavar="FILE",
+                   help="the tick's input document (JSON)")
     t.set_defaults(func=run_tick)
 
 
@@ -177,27 +145,13 @@ def _register_status(actions: Any) -> None:
 
 
 def run_tick(args: argparse.Namespace) -> int:
-    from planner.autopilot_tick import TickInputs, run_tick, tick_path
+    from planner.autopilot_tick import run_tick, tick_path
+    from planner.tick_inputs import load_tick_inputs
 
-    plan_args = inputs.json_argument("--plan-args", args.plan_args, list)
-    inp = TickInputs(
-        state_dir=args.state_dir, cluster=args.cluster, engine=args.engine, run=args.run,
-        started_at=_now(args.started_at), policy=_policy(args), dry_run=args.dry_run,
-        hosts=tuple(h for h in args.hosts.split(",") if h), trace=args.trace, store=args.store,
-        history=args.history, step_seconds=args.step_seconds, horizon=args.horizon,
-        forecast_model=args.forecast_model, restart_seconds=args.restart_seconds,
-        restart_costs=args.restart_costs or None, change_costs=args.change_costs or None,
-        model=args.model or None, current=args.current or None,
-        tables=tuple(t for t in args.tables.split(",") if t),
-        plan_args=tuple(str(a) for a in plan_args), live_ring=args.live_ring,
-        ring=args.ring, ring_error=args.ring_error, apply_state_dir=args.apply_state_dir,
-        apply_vars=inputs.json_argument("--apply-vars", args.apply_vars, dict),
-        learn_settle_seconds=args.learn_settle,
-        learn_window_seconds=args.learn_window or 3 * args.step_seconds,
-    )
-    out = tick_path(args.state_dir, args.run, args.engine)
+    inp = load_tick_inputs(args.inputs)
+    out = tick_path(inp.state_dir, inp.run, inp.engine)
     result = run_tick(inp, out)
-    for line in result.plan_text:  # the new plan as `kairos plan` and `explain` print it
+    for line in result.plan_text:  # the forecast, the plan's progress and its explanation
         print(line, file=sys.stderr)
     print(out.read_text().strip())
     return 0

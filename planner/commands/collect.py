@@ -10,9 +10,9 @@ from typing import Any
 
 from planner import inputs
 from planner.errors import ValidationError
+from planner.store import parse_since  # re-exported: callers import it from here
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
+__all__ = ["parse_since", "register", "run"]
 
 def register(subparsers: Any) -> None:
     """Add the ``collect`` sub-command."""
@@ -64,32 +64,6 @@ def register(subparsers: Any) -> None:
         help="Cassandra: share of writes counted as insert (default 0: all update)",
     )
     p.set_defaults(func=run)
-
-
-def parse_since(text: str | None, *, now: float | None = None) -> float | None:
-    """Epoch seconds from ``text``: a number, ISO 8601 (naive = UTC) or an age (``6h``)."""
-    if text is None:
-        return None
-    value = text.strip()
-    now = time.time() if now is None else now
-    if value and value[-1] in _UNITS:
-        try:
-            return now - float(value[:-1]) * _UNITS[value[-1]]
-        except ValueError:
-            pass
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValidationError(
-            f"--since: {text!r} is not epoch seconds, ISO 8601 or an age like 6h"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 def _mix_text(mix: dict[str, float]) -> str:

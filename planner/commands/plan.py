@@ -174,27 +174,18 @@ def _log(msg: str) -> None:
 def request_from_args(args: argparse.Namespace) -> Any:
     """The :class:`planner.planning.PlanRequest` the options describe."""
     from planner.commands.validate_plan import parse_hosts
-    from planner.planning import OptimiserOptions, PlanRequest
+    from planner.planning import OPTIMISER_FIELDS, plan_request
 
-    return PlanRequest(
-        forecast=args.forecast, trace=args.trace, engine=args.engine, cluster=args.cluster,
-        current=args.current, model=args.model, ring=args.ring,
-        hosts=tuple(parse_hosts(args.hosts) or ()), rf=args.rf, cl=args.cl,
-        tolerate=args.tolerate, aggressive=args.aggressive,
-        restart_seconds=args.restart_seconds, survivor_penalty=args.survivor_penalty,
-        compaction_seconds=args.compaction_seconds, served=args.served,
-        restart_seconds_from=args.restart_seconds_from, restart_costs=args.restart_costs,
-        change_costs=args.change_costs,
-        headroom_weight=args.headroom_weight, latency_weight=args.latency_weight,
-        confidence=args.confidence, scenarios=args.scenarios, risk=args.risk,
-        horizon=args.horizon, forecast_model=args.forecast_model,
-        season_length=args.season_length, samples=args.samples,
+    fields = ("forecast", "trace", "engine", "cluster", "current", "model", "ring", "rf", "cl",
+              "tolerate", "aggressive", "restart_seconds", "survivor_penalty",
+              "compaction_seconds", "served", "restart_seconds_from", "restart_costs",
+              "change_costs", "headroom_weight", "latency_weight", "confidence", "scenarios",
+              "risk", "horizon", "forecast_model", "season_length", "samples",
+              "hold_restarts", "capacity_margin", *OPTIMISER_FIELDS)
+    return plan_request(
+        **{name: getattr(args, name) for name in fields},
+        hosts=tuple(parse_hosts(args.hosts) or ()),
         tables=[t.strip() for t in args.tables.split(",") if t.strip()],
-        optimiser=OptimiserOptions(
-            method=args.method, seed=args.seed, population=args.population,
-            generations=args.generations, searches=args.searches, workers=args.workers,
-        ),
-        hold_restarts=args.hold_restarts, capacity_margin=args.capacity_margin,
         scale_in_after_seconds=args.scale_in_after * 3600,
     )
 

@@ -105,7 +105,7 @@ def write_inputs(tmp: Path) -> list[str]:
         "-e", f"kairos_autopilot_redis_current={tmp}/redis-current.yml",
         # SOPHIA's capacity credit: 300 ops/s is far below the prior's capacity, and under
         # the default served-work objective no step would be due.
-        "-e", '{"kairos_autopilot_plan_args": ["--method", "dp", "--served", "capacity"]}',
+        "-e", '{"kairos_autopilot_plan_options": {"method": "dp", "served": "capacity"}}',
         # A compaction step names the tables it alters (the plan's steps[].tables).
         "-e", json.dumps({"kairos_tables": [APP_TABLE]}),
     ]  # fmt: skip

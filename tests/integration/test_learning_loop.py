@@ -135,7 +135,7 @@ def autopilot_args(tmp: Path, store: Path) -> list[str]:
         "-e", f"kairos_autopilot_learn_settle={SETTLE}",
         "-e", f"kairos_autopilot_learn_window={WINDOW}",
         "-e", f"kairos_autopilot_current={tmp}/current.yml",
-        "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}',
+        "-e", '{"kairos_autopilot_plan_options": {"method": "dp"}}',
         # The model is the inventory's: the lab's calibrated one (inventories/local).
         *only("cassandra"),
     ]  # fmt: skip

@@ -125,7 +125,7 @@ def tick(tmp: Path, inventory: Path, *extra: str, **env: str) -> subprocess.Comp
          "-e", f"kairos_autopilot_dir={tmp}", "-e", f"kairos_autopilot_trace={tmp / 'trace.csv'}",
          "-e", f"kairos_autopilot_ansible_playbook={tmp / 'ansible-playbook'}",
          "-e", "kairos_autopilot_forecast_model=naive", "-e", "kairos_autopilot_horizon=30",
-         "-e", '{"kairos_autopilot_plan_args": ["--method", "dp"]}', *extra],
+         "-e", '{"kairos_autopilot_plan_options": {"method": "dp"}}', *extra],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
         env=dict(os.environ, FAKE_DIR=str(tmp), ANSIBLE_FORCE_COLOR="0",
                  ANSIBLE_LIBRARY=f"{tmp / 'lib'}:{REPO / 'library'}", **env),
@@ -139,6 +139,13 @@ def calls(tmp: Path, command: str) -> list[list[str]]:
 
 def logged(tmp: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (tmp / "autopilot.log.jsonl").read_text().splitlines()]
+
+
+def tick_inputs(tmp: Path) -> dict[str, Any]:
+    """The document the playbook gave the (first) tick: ``kairos autopilot tick --inputs``."""
+    (argv,) = calls(tmp, "autopilot")[:1]
+    assert argv[:3] == ["autopilot", "tick", "--inputs"] and len(argv) == 4, argv
+    return dict(json.loads(Path(argv[3]).read_text()))
 
 
 def after(argv: list[str], flag: str) -> str:
@@ -170,9 +177,9 @@ def test_the_tick_plans_on_the_live_ring_with_the_inventory_s_tables(
     assert facts["host"] == list(HOSTS.values())
     assert facts["hosts"] == {a: h for h, a in HOSTS.items()}
     assert facts["keyspaces"] is None  # every non-system keyspace, as the pre-flight reads it
-    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
-    assert tick_argv[:2] == ["autopilot", "tick"] and after(tick_argv, "--ring") == ring_read
-    assert "--live-ring" in tick_argv
+    ring_given = tick_inputs(tmp_path)["ring"]
+    assert ring_given["file"] == ring_read and ring_given["live"] in (True, "True")
+    assert ring_given["read"] in (True, "True")
     (line,) = logged(tmp_path)
     assert line["outcome"] == "applied" and line["replanned"], line
     # The plan was made on that ring (kept beside it) with the inventory's tables and the CL.
@@ -209,8 +216,7 @@ def test_the_inventory_s_measured_change_costs_price_the_plan(tmp_path: Path) ->
     run = tick(tmp_path, inventory)
 
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
-    assert f"--change-costs={costs}" in tick_argv
+    assert tick_inputs(tmp_path)["plan"]["change_costs"] == str(costs)
     (line,) = logged(tmp_path)
     cost_model = yaml.safe_load(Path(line["plan"]).read_text())["provenance"]["cost_model"]
     assert cost_model["compaction_seconds_source"].startswith(
@@ -225,8 +231,8 @@ def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Pat
     out = run.stdout + run.stderr
     assert run.returncode != 0, out[-4000:]
     assert "the autopilot tick failed for cassandra" in out, out[-4000:]
-    (tick_argv,) = calls(tmp_path, "autopilot")[:1]
-    assert after(tick_argv, "--ring-error") == RING_ERROR
+    ring_given = tick_inputs(tmp_path)["ring"]
+    assert ring_given["read"] in (False, "False") and ring_given["error"] == RING_ERROR
     assert list((tmp_path / "plans").iterdir()) == []  # no forecast, no plan
     (line,) = logged(tmp_path)
     assert line["outcome"] == "replan-failed", line

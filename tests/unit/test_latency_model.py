@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from planner import calibrate as cal
-from planner.commands.explain import _decision_lines
 from planner.costbenefit import ReconfigModel, evaluate, served_matrix
 from planner.errors import ValidationError
+from planner.explain import _decision_lines
 from planner.perfmodel import (
     Feature,
     LatencyTerms,

@@ -292,7 +292,7 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     window moves the level 97 % of the way (sigma 0.1 against the prior's 0.5), so the
     next windows are judged -2.8 % and -1.4 % off, and the restart hold set by the first
     lifts once the mean of the last three errors (20 %) is below 25 %."""
-    from planner.autopilot_tick import _plan_argv
+    from planner.autopilot_tick import plan_request
     from planner.learning import learnt_paths
     from planner.perfmodel import load_model
 
@@ -333,10 +333,11 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     # The only evidence says the model is 56 % off: restart steps are held from now on.
     assert first.judgement["error"] == pytest.approx(-0.56, abs=0.01)
     assert first.hold is not None and "recent error is 56%" in first.hold
-    argv = _plan_argv(_inputs(tmp_path, model), "f.json", "p.yml", None, {}, tmp_path / "b",
-                      {"model": first.model, "hold": first.hold})
-    assert argv[argv.index("--model") + 1] == str(paths["model"])
-    assert argv[argv.index("--hold-restarts") + 1] == first.hold
+    request = plan_request(_inputs(tmp_path, model), forecast="f.json", forecast_path="f.json",
+                           ring=None, first={}, base=tmp_path / "b",
+                           learning={"model": first.model, "hold": first.hold})
+    assert request.model == str(paths["model"])
+    assert request.hold_restarts == first.hold
     again = tick(1080.0)
     assert "window is not over" in again.note  # a window is judged once
     second, third = tick(1140.0), tick(1200.0)
@@ -353,10 +354,11 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     assert "production offset -56% from 3 windows (se 6%)" in third.note
     assert recent_error(track) == pytest.approx(0.201, abs=0.001)
     assert third.hold is None and restart_hold(track) is None  # 20 %: lifted
-    argv = _plan_argv(_inputs(tmp_path, model), "f.json", "p.yml", None, {}, tmp_path / "b",
-                      {"model": third.model, "hold": third.hold})
-    assert argv[argv.index("--model") + 1] == str(paths["model"])
-    assert "--hold-restarts" not in argv
+    request = plan_request(_inputs(tmp_path, model), forecast="f.json", forecast_path="f.json",
+                           ring=None, first={}, base=tmp_path / "b",
+                           learning={"model": third.model, "hold": third.hold})
+    assert request.model == str(paths["model"])
+    assert request.hold_restarts is None
 
 
 def test_the_tick_learns_from_the_prior_when_no_model_is_configured(tmp_path: Path) -> None:

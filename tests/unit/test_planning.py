@@ -116,7 +116,7 @@ def test_the_plan_carries_capacity_advice_from_the_forecast_and_the_best_candida
     assert advice["action"] == "none" and advice["nodes_now"] == 3
     assert advice["figures"]["peak_load_upper"] >= 200.0
     assert "3 nodes is the fewest for replication factor 3" in advice["reason"]
-    from planner.commands.explain import explain_text
+    from planner.explain import explain_text
 
     assert "Capacity: no change of node count advised: the best reachable" in explain_text(plan)
     six = make_plan(_request(demo, hosts=tuple(f"cass{i}" for i in range(1, 7)),

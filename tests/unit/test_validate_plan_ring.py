@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from planner.cli import main
-from planner.commands.validate_plan import inventory_nodes, inventory_ring
+from planner.inventory import inventory_nodes, inventory_ring
 from planner.topology import Ring, check_batch
 
 from .test_plan import good_plan
