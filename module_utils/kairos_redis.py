@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import time
 
+from ansible.module_utils.kairos_driverlog import route_driver_log
+
 try:
     import redis as _redis
 
@@ -509,6 +511,7 @@ class Node:
     def __init__(self, endpoint, password="", username="", timeout=5.0):
         if not HAS_REDIS:
             raise RedisModuleError(f"the redis Python package is required: {REDIS_IMPORT_ERROR}")
+        route_driver_log()  # redis-py's own log: to the driver log file (kairos_driverlog)
         self.endpoint = endpoint
         host, port = split_endpoint(endpoint)
         self.client = _redis.Redis(

@@ -18,8 +18,9 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(_MODULE_UTILS)
 
 from ansible.module_utils import (  # noqa: E402  (found once the path is set)
+    kairos_driverlog,
     kairos_javamap,
     kairos_proc,
 )
 
-__all__ = ["kairos_javamap", "kairos_proc"]
+__all__ = ["kairos_driverlog", "kairos_javamap", "kairos_proc"]
