@@ -215,6 +215,16 @@ def normalise_value(value):
     return text
 
 
+def config_get_value(key, reply):
+    """The value of ``key`` in a CONFIG GET reply (a flat ``[name, value, ...]`` list, or a
+    RESP3 map); None when the server does not know the directive (an empty reply)."""
+    if isinstance(reply, dict):
+        pairs = reply
+    else:
+        pairs = dict(zip(reply[::2], reply[1::2], strict=False)) if reply else {}
+    return pairs.get(key)
+
+
 def same_value(a, b):
     return normalise_value(a) == normalise_value(b)
 
@@ -542,15 +552,7 @@ class Node:
 
     def config_get(self, keys):
         """CONFIG GET for each key: key -> value, or None for a key the server does not know."""
-        values = {}
-        for key in keys:
-            reply = self.raw("CONFIG", "GET", key)
-            if isinstance(reply, dict):  # RESP3 map
-                pairs = reply
-            else:
-                pairs = dict(zip(reply[::2], reply[1::2], strict=False)) if reply else {}
-            values[key] = pairs.get(key)
-        return values
+        return {key: config_get_value(key, self.raw("CONFIG", "GET", key)) for key in keys}
 
     def close(self):
         self.client.close()

@@ -21,6 +21,8 @@ from ansible.module_utils import (  # noqa: E402  (found once the path is set)
     kairos_driverlog,
     kairos_javamap,
     kairos_proc,
+    kairos_redis,
+    kairos_settings,
 )
 
-__all__ = ["kairos_driverlog", "kairos_javamap", "kairos_proc"]
+__all__ = ["kairos_driverlog", "kairos_javamap", "kairos_proc", "kairos_redis", "kairos_settings"]
