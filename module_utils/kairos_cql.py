@@ -12,6 +12,8 @@ import decimal
 import time
 import uuid
 
+from ansible.module_utils.kairos_driverlog import route_driver_log
+
 try:
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
@@ -52,8 +54,10 @@ def build_cluster(
     virtual tables needs neither); ``metadata="tokens"`` reads the token map only: the
     schema (every table, column and type of every keyspace) is the costly part, and grows
     with the cluster's tables. ``profile``: extra ExecutionProfile settings, e.g.
-    consistency_level.
+    consistency_level. The driver's own log (its tracebacks of refused connections) goes to
+    the driver log file, never to the operator's output (kairos_driverlog).
     """
+    route_driver_log()
     auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
     return Cluster(
         hosts,

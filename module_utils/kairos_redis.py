@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import time
 
+from ansible.module_utils.kairos_driverlog import route_driver_log
+
 try:
     import redis as _redis
 
@@ -211,6 +213,16 @@ def normalise_value(value):
     if match:
         return str(int(match.group(1)) * _MEMORY_FACTOR[match.group(2)])
     return text
+
+
+def config_get_value(key, reply):
+    """The value of ``key`` in a CONFIG GET reply (a flat ``[name, value, ...]`` list, or a
+    RESP3 map); None when the server does not know the directive (an empty reply)."""
+    if isinstance(reply, dict):
+        pairs = reply
+    else:
+        pairs = dict(zip(reply[::2], reply[1::2], strict=False)) if reply else {}
+    return pairs.get(key)
 
 
 def same_value(a, b):
@@ -509,6 +521,7 @@ class Node:
     def __init__(self, endpoint, password="", username="", timeout=5.0):
         if not HAS_REDIS:
             raise RedisModuleError(f"the redis Python package is required: {REDIS_IMPORT_ERROR}")
+        route_driver_log()  # redis-py's own log: to the driver log file (kairos_driverlog)
         self.endpoint = endpoint
         host, port = split_endpoint(endpoint)
         self.client = _redis.Redis(
@@ -539,15 +552,7 @@ class Node:
 
     def config_get(self, keys):
         """CONFIG GET for each key: key -> value, or None for a key the server does not know."""
-        values = {}
-        for key in keys:
-            reply = self.raw("CONFIG", "GET", key)
-            if isinstance(reply, dict):  # RESP3 map
-                pairs = reply
-            else:
-                pairs = dict(zip(reply[::2], reply[1::2], strict=False)) if reply else {}
-            values[key] = pairs.get(key)
-        return values
+        return {key: config_get_value(key, self.raw("CONFIG", "GET", key)) for key in keys}
 
     def close(self):
         self.client.close()

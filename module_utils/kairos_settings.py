@@ -2,8 +2,9 @@
 
 cassandra.yaml says ``row_cache_size: 64MiB`` and ``memtable_cleanup_threshold: 0.33``;
 ``system_views.settings`` answers ``64MiB`` and ``0.33000001`` (a float), booleans as
-``true``. Equal means equal after reading both as the same kind of value; a mapping (the
-nested ``memtable`` key) equals one with the same keys and equal values.
+``true``; a rate (``64MiB/s``) compares as its size. Equal means equal after reading both
+as the same kind of value; a mapping (the nested ``memtable`` key) equals one with the same
+keys and equal values.
 
 Nested cassandra.yaml keys are shown in dotted rows: ``memtable`` in the row
 ``memtable.configurations`` (:func:`settings_row`), whose text :func:`running_value` reads
@@ -28,7 +29,9 @@ def _as_number(value):
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    match = _SIZE.match(str(value))
+    text = str(value).strip()
+    # a rate compares as its size per second: compaction_throughput 64MiB/s = 65536KiB/s
+    match = _SIZE.match(text[:-2] if text.endswith("/s") else text)
     if not match:
         return None
     return float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]

@@ -19,8 +19,14 @@ if _MODULE_UTILS not in ansible.module_utils.__path__:
 
 from ansible.module_utils import (  # noqa: E402  (found once the path is set)
     kairos_cgroup,
+    kairos_driverlog,
     kairos_javamap,
     kairos_proc,
+    kairos_redis,
+    kairos_settings,
 )
 
-__all__ = ["kairos_cgroup", "kairos_javamap", "kairos_proc"]
+__all__ = [
+    "kairos_cgroup", "kairos_driverlog", "kairos_javamap", "kairos_proc", "kairos_redis",
+    "kairos_settings",
+]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import loadgen
+from planner._module_utils import kairos_driverlog
 from planner.calibrate_space import Config
 from planner.errors import KairosError, ValidationError
 from planner.spaces import CACHE_VIEW_ROWS, from_settings_view, get_space, settings_row
@@ -266,6 +267,7 @@ def node_session(host: str, port: int, *, timeout: float = 30.0) -> Iterator[Any
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
+    kairos_driverlog.route_driver_log()  # the driver's tracebacks: to its file, not stderr
     user = os.environ.get(loadgen.CASSANDRA_USER_ENV)
     auth = PlainTextAuthProvider(username=user, password=os.environ.get(
         loadgen.CASSANDRA_PASSWORD_ENV, "")) if user else None

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "report",
     "autopilot",
     "metrics",
+    "drift",
 )
 
 

@@ -76,6 +76,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner._module_utils import kairos_driverlog
 from planner.errors import KairosError, ValidationError
 from planner.store import CounterSample
 
@@ -350,6 +351,7 @@ def read_redis_info(target: Target, *, password: str | None, timeout: float) -> 
     node."""
     import redis
 
+    kairos_driverlog.route_driver_log()  # redis-py's own log: to its file, not stderr
     conn = redis.Connection(
         host=target.address,
         port=target.port,
@@ -537,6 +539,7 @@ def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
+    kairos_driverlog.route_driver_log()  # the driver's tracebacks: to its file, not stderr
     profile = ExecutionProfile(
         load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
     )

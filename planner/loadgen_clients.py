@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from planner._module_utils import kairos_driverlog
 from planner.errors import ValidationError
 from planner.loadgen_check import (
     AckLog,
@@ -183,6 +184,7 @@ class _CassandraWorker:
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
 
+        kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
         cfg = self.config
         hosts = [split_host_port(p, cfg.port or 9042) for p in cfg.contact_points]
         ports = {p for _, p in hosts}
@@ -407,6 +409,7 @@ class _RedisWorker:
         from redis.cluster import ClusterNode, RedisCluster
         from redis.retry import Retry
 
+        kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
         cfg = self.config
         nodes = [ClusterNode(*split_host_port(p, cfg.port or 6379)) for p in cfg.contact_points]
         self.rc = RedisCluster(

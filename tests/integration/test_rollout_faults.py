@@ -101,6 +101,13 @@ def seen_down(session: Any, address: str) -> bool:
     return any(r.address == address and r.status == "DOWN" for r in rows)
 
 
+def assert_no_traceback(output: str, what: str) -> None:
+    """No library traceback reaches the operator's output (issue 40): the drivers log to
+    their own file (module_utils/kairos_driverlog.py), the tasks fail in clean messages."""
+    at = output.find("Traceback")
+    assert at < 0, f"a traceback in {what}:\n{output[max(0, at - 500):at + 2500]}"
+
+
 def run_with_fault(
     plan: Path, task: str, delay: float, once_back: bool, extra: tuple[str, ...], log: Path
 ) -> dict[str, float | int | str]:
@@ -155,6 +162,7 @@ def run_with_fault(
     witness.shutdown()
     output = log.read_text()
     assert_no_secret(output, "the output of apply_plan.yml")
+    assert_no_traceback(output, "the output of apply_plan.yml under a fault")
     assert killed_at, f"the fault's task never started:\n{output[-3000:]}"
     return {"rc": proc.returncode, "output": output, "killed_at": killed_at,
             "back_at": back_at, "down_seen_at": down_seen_at,
@@ -299,6 +307,7 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
                 assert again.rc != 0
                 tail = again.output[-3000:]
                 assert "pre-flight refused, nothing was touched" in again.output, tail
+                assert_no_traceback(again.output, "the refused run's output")
                 assert f"down: {VICTIM}" in again.output, tail
                 assert "batch 1 ['cass1']" in again.output, tail
                 assert not LOCK.exists()
@@ -388,6 +397,8 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
     assert run.rc == 0, run.output[-4000:]
     assert "taking over the lock of" in run.output and "is gone" in run.output
     assert "resuming step s1: cass1 already verified" in run.output, run.output[-4000:]
+    assert_no_traceback(log.read_text(), "the interrupted run's output")
+    assert_no_traceback(run.output, "the resumed run's output")
     assert node_pid("cass1") == pids_before["cass1"], "a verified node was restarted again"
     assert all(node_pid(h) != pids_before[h] for h in ("cass2", "cass3"))
     assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)

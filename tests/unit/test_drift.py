@@ -1,0 +1,214 @@
+"""`kairos drift` (issue 40 part 4): each node's running values against the applied record.
+
+The expected side is a real plan and state file (tests/unit/fixtures/metrics: step s1,
+LeveledCompactionStrategy, recorded applied); the observed side is captured-looking
+output of ``system_views.settings``, ``system_views.caches`` and ``CONFIG GET``
+(tests/unit/fixtures/drift), read with the same readers as the rollout's read-back.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import namedtuple
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from planner import drift, rollout
+from planner.plan import load_plan
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+PLAN = FIXTURES / "metrics" / "lab-cassandra-20261127T152000Z.yml"
+NODES = ["cass1", "cass2"]
+
+CacheRow = namedtuple("CacheRow", "name capacity_bytes")
+
+
+class CachesSession:
+    """A session answering ``system_views.caches`` from a fixture's capacities."""
+
+    def __init__(self, capacities: dict[str, int]) -> None:
+        self.capacities = capacities
+
+    def execute(self, query: str) -> list[CacheRow]:
+        assert "system_views.caches" in query
+        return [CacheRow(n, c) for n, c in self.capacities.items()]
+
+
+def captured(node: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / "drift" / f"cassandra_{node}.json").read_text())
+
+
+def cassandra_observed(keys: list[str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for node in NODES:
+        doc = captured(node)
+        sizes = drift.kairos_settings.read_cache_sizes(CachesSession(doc["caches"]))
+        out[node] = {"running": drift.cassandra_running(keys, doc["settings"], sizes),
+                     "tables": doc["tables"]}
+    return out
+
+
+def cassandra_expected() -> drift.Expected:
+    plan = load_plan(PLAN)
+    return drift.expected_values(plan, rollout.load_state(f"{PLAN}.state.json"), NODES)
+
+
+def test_the_expected_values_are_the_applied_composition_as_the_templates_write_it() -> None:
+    expected = cassandra_expected()
+    assert expected.applied_through == "s1"
+    assert expected.tables == {"compaction": "LeveledCompactionStrategy"}
+    cass1 = expected.settings["cass1"]
+    assert cass1["compaction_throughput"] == "64MiB/s" and cass1["concurrent_compactors"] == 2
+    assert cass1["memtable"]["configurations"]["default"] == {"inherits": "skiplist"}
+
+
+def test_a_node_that_runs_what_was_applied_shows_no_drift() -> None:
+    expected = cassandra_expected()
+    findings = drift.compare(expected, cassandra_observed(sorted(expected.settings["cass1"])))
+    cass1 = [f for f in findings if f.node == "cass1"]
+    # 11 settings (memtable as its map, 0.33 against 0.33000001, false against False) and
+    # the table's compaction
+    assert len(cass1) == 12
+    assert not drift.drifted(cass1)
+
+
+def test_values_changed_by_hand_are_drift_with_both_values() -> None:
+    expected = cassandra_expected()
+    findings = drift.compare(expected, cassandra_observed(sorted(expected.settings["cass1"])))
+    got = {(f.node, f.parameter, f.source): (f.expected, f.observed)
+           for f in drift.drifted(findings)}
+    assert got == {
+        ("cass2", "compaction_throughput", "running"): ("64MiB/s", "128MiB/s"),
+        ("cass2", "concurrent_compactors", "running"): (2, "4"),
+        ("cass2", "key_cache_size", "running"): ("51MiB", "100MiB"),
+        ("cass2", "compaction", "table kairos_demo.usertable"):
+            ("LeveledCompactionStrategy", "SizeTieredCompactionStrategy"),
+    }
+
+
+@pytest.mark.parametrize(("expected", "running", "same"), [
+    ("64MiB/s", "64MiB/s", True),
+    ("64MiB/s", "65536KiB/s", True),  # a rate compares as its size per second
+    ("64MiB/s", "128MiB/s", False),
+    (2, "2", True),
+    (0.33, "0.33000001", True),  # float32 on the node
+    (False, "false", True),
+    ("51MiB", "53477376B", True),
+    ("51MiB", None, False),  # no row: not running it
+])
+def test_cassandra_values_compare_as_the_read_back_compares_them(
+    expected: Any, running: Any, same: bool
+) -> None:
+    assert drift.same("cassandra", expected, running) is same
+
+
+def test_a_node_not_read_is_drift_on_every_value_never_agreement() -> None:
+    expected = cassandra_expected()
+    observed = cassandra_observed(sorted(expected.settings["cass1"]))
+    del observed["cass2"]
+    lost = [f for f in drift.compare(expected, observed) if f.node == "cass2"]
+    assert lost and all(f.drifted and f.observed is None for f in lost)
+
+
+def test_the_rendered_file_is_compared_when_a_reader_supplied_it() -> None:
+    expected = cassandra_expected()
+    observed = cassandra_observed(sorted(expected.settings["cass1"]))
+    recorded = json.loads(Path(f"{PLAN}.state.json").read_text())
+    observed["cass1"]["file"] = {
+        **recorded["steps"]["s1"]["verified"]["cass1"]["readback"]["file"],
+        "concurrent_reads": 64}
+    bad = [f for f in drift.drifted(drift.compare(expected, observed)) if f.node == "cass1"]
+    assert [(f.parameter, f.source, f.observed) for f in bad] == [("concurrent_reads", "file", 64)]
+
+
+# ------------------------------------------------------------------------------ Redis
+def redis_plan(tmp_path: Path) -> Path:
+    doc = yaml.safe_load(PLAN.read_text())
+    doc["engine"] = "redis"
+    doc["current_config"] = {"maxmemory": "256mb", "maxmemory-policy": "noeviction", "hz": 10,
+                             "appendfsync": "everysec", "io-threads": 1,
+                             "io-threads-do-reads": False}
+    step = doc["steps"][0]
+    step.update(target={"hz": 50}, live=["hz"], restart=[], batches=[])
+    step.pop("tables", None)
+    path = tmp_path / "lab-redis.yml"
+    path.write_text(yaml.safe_dump(doc))
+    (tmp_path / "lab-redis.yml.state.json").write_text(json.dumps(
+        {"version": 1, "steps": {"s1": {"status": "applied", "finished_at": "2026-11-27T15:39Z"}}}))
+    return path
+
+
+def redis_observed() -> dict[str, dict[str, Any]]:
+    out = {}
+    for port in (7001, 7002):
+        doc = json.loads((FIXTURES / "drift" / f"redis_{port}.json").read_text())
+        out[doc["node"]] = {"running": drift.redis_running(doc["config_get"])}
+    return out
+
+
+def test_redis_config_get_replies_against_the_applied_directives(tmp_path: Path) -> None:
+    plan_path = redis_plan(tmp_path)
+    expected = drift.expected_values(load_plan(plan_path),
+                                     rollout.load_state(f"{plan_path}.state.json"),
+                                     ["redis1", "redis2"])
+    findings = drift.compare(expected, redis_observed())
+    # 256mb = 268435456 bytes, no = False: redis1 agrees on all six
+    assert [f for f in findings if f.node == "redis1" and f.drifted] == []
+    assert {(f.parameter, f.expected, f.observed) for f in drift.drifted(findings)} == {
+        ("hz", "50", "10"), ("maxmemory-policy", "noeviction", "allkeys-lru")}
+
+
+def test_config_get_of_an_unknown_directive_is_none() -> None:
+    assert drift.redis_running({"lazyfree-lazy-x": []}) == {"lazyfree-lazy-x": None}
+    assert not drift.same("redis", "yes", None)
+
+
+# --------------------------------------------------------------------- the command
+def kairos(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "planner.cli", "drift", *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def observed_file(tmp_path: Path) -> Path:
+    expected = cassandra_expected()
+    path = tmp_path / "observed.json"
+    path.write_text(json.dumps({"nodes": cassandra_observed(sorted(expected.settings["cass1"]))}))
+    return path
+
+
+def test_kairos_drift_prints_a_table_and_exits_1_on_drift(tmp_path: Path) -> None:
+    report = tmp_path / "drift-lab-cassandra.json"
+    run = kairos("--plan", str(PLAN), "--observed", str(observed_file(tmp_path)),
+                 "--report", str(report))
+    assert run.returncode == 1, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("cassandra cluster 'lab': 24 values compared on 2 nodes")
+    assert lines[1].split() == ["node", "parameter", "source", "expected", "running"]
+    assert "cass2  concurrent_compactors  running" in run.stdout
+    assert lines[-1] == "drift: 4 value(s) on 1 node(s)"
+    written = json.loads(report.read_text())
+    assert written["nodes"]["cass1"] == {"compared": 12, "drifted": 0, "error": None}
+    assert len(written["drift"]) == 4
+
+
+def test_kairos_drift_json_and_no_drift_exits_0(tmp_path: Path) -> None:
+    path = observed_file(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["nodes"] = {"cass1": doc["nodes"]["cass1"]}
+    path.write_text(json.dumps(doc))
+    run = kairos("--plan", str(PLAN), "--observed", str(path), "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(run.stdout)
+    assert report["drift"] == [] and report["applied_through"] == "s1"
+
+
+def test_kairos_drift_without_hosts_or_observed_is_refused() -> None:
+    run = kairos("--plan", str(PLAN))
+    assert run.returncode == 2
+    assert "give --hosts" in run.stderr
