@@ -2,8 +2,9 @@
 
 SOPHIA's experiment (seeds/000) reproduced on real servers in minutes (docs/payoff.md). For
 each workload shape (``--shapes``: SOPHIA's bus-tracking day, HPC job queue, MG-RAST portal,
-or a reporting day of scans and ingestion batches; compressed into ``--minutes``, planner/payoff.py) and each policy, in mirrored order over
-``--repetitions`` (A B C D D C B A ...):
+or a reporting day of scans and ingestion batches; compressed into ``--minutes``,
+planner/payoff.py) and each policy, in mirrored order over ``--repetitions`` (A B C D D C B
+A ...):
 
 1. the starting configuration is put in place through the executor
    (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the default
