@@ -163,6 +163,12 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("kairos_capacity_peak_need_ratio", "gauge",
      "The horizon's peak need (upper band plus margin) over the best reachable capacity."),
     ("kairos_capacity_margin_ratio", "gauge", "The safety margin the advice used."),
+    ("kairos_drift_values", "gauge",
+     "Values the node runs that differ from what Kairos recorded applied (kairos drift); "
+     "a node that could not be read counts every value it should hold."),
+    ("kairos_drift_node_unread", "gauge", "1 when kairos drift could not read the node."),
+    ("kairos_drift_checked_timestamp_seconds", "gauge",
+     "When kairos drift last compared the nodes (Unix time)."),
 )
 
 
@@ -281,6 +287,7 @@ def collect(sources: Sources, *, now: datetime | None = None,
             if plan is not None:
                 plans[(plan.cluster, plan.engine)] = (current, plan)
         _model(out, sources, engine)
+        _drift(out, sources, engine)
     explicit: dict[tuple[str, str], tuple[Path, Plan]] = {}
     for path in sources.plans:
         plan = out.read("plan", path, load_plan, cluster=cluster, engine="")
@@ -404,6 +411,33 @@ def _model(out: Collected, sources: Sources, engine: str) -> None:
                 float(last["predicted_ops_per_s"]), **labels)
             out["kairos_model_last_judgement_timestamp_seconds"].add(float(last["end"]),
                                                                      **labels)
+
+
+def drift_report_path(state_dir: Path, cluster: str, engine: str) -> Path:
+    """Where ``kairos drift --report`` leaves the report that this export reads."""
+    return state_dir / f"drift-{cluster}-{engine}.json"
+
+
+def _drift(out: Collected, sources: Sources, engine: str) -> None:
+    """The last drift report (docs/drift.md): drifted values and unread nodes per node."""
+    from planner.drift import DRIFT_REPORT_VERSION
+
+    labels = {"cluster": sources.cluster, "engine": engine}
+    path = drift_report_path(sources.state_dir, sources.cluster, engine)
+    if not path.exists():
+        return
+    with out.source("drift", path, **labels):
+        report = json.loads(path.read_text())
+        if report.get("version") != DRIFT_REPORT_VERSION:
+            raise ValueError(f"version {report.get('version')!r}, this Kairos reads "
+                             f"{DRIFT_REPORT_VERSION}")
+        checked = _epoch(report.get("checked_at"))
+        if checked is not None:
+            out["kairos_drift_checked_timestamp_seconds"].add(checked, **labels)
+        for node, seen in sorted(report["nodes"].items()):
+            out["kairos_drift_values"].add(int(seen["drifted"]), **labels, node=node)
+            out["kairos_drift_node_unread"].add(seen.get("error") is not None, **labels,
+                                                node=node)
 
 
 def _rollout_step(sources: Sources, engine: str) -> Any:

@@ -212,3 +212,40 @@ def test_kairos_drift_without_hosts_or_observed_is_refused() -> None:
     run = kairos("--plan", str(PLAN))
     assert run.returncode == 2
     assert "give --hosts" in run.stderr
+
+
+def test_kairos_metrics_exports_the_last_report_per_node(tmp_path: Path) -> None:
+    # The report `kairos drift --report` leaves in the state directory, as the metrics read
+    # it: cass2's four hand-made changes, cass1 clean, cass3 unreadable (every value drift).
+    import socket
+    from datetime import UTC, datetime
+
+    from planner.metrics import render
+    from planner.metrics_collect import Sources, collect, drift_report_path
+
+    expected = cassandra_expected()
+    observed = cassandra_observed(sorted(expected.settings["cass1"]))
+    expected3 = drift.expected_values(load_plan(PLAN), rollout.load_state(f"{PLAN}.state.json"),
+                                      [*NODES, "cass3"])
+    findings = drift.compare(expected3, observed)  # cass3 not read
+    report = drift.report(expected3, findings, cluster="lab", now="2026-11-28T00:10:00+00:00",
+                          errors={"cass3": "NoHostAvailable: 127.0.0.3:9042 refused"})
+    path = drift_report_path(tmp_path, "lab", "cassandra")
+    path.write_text(json.dumps(report))
+    text = render(collect(Sources(state_dir=tmp_path, cluster="lab", engines=("cassandra",)),
+                          now=datetime(2026, 11, 28, tzinfo=UTC),
+                          hostname=socket.gethostname()).families.values())
+    got = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+           for line in text.splitlines() if line.startswith("kairos_drift")}
+    lc = 'cluster="lab",engine="cassandra"'
+    assert got[f'kairos_drift_values{{{lc},node="cass1"}}'] == 0
+    assert got[f'kairos_drift_values{{{lc},node="cass2"}}'] == 4
+    unread = report["nodes"]["cass3"]["compared"]
+    assert unread > 0 and got[f'kairos_drift_values{{{lc},node="cass3"}}'] == unread
+    assert got[f'kairos_drift_node_unread{{{lc},node="cass3"}}'] == 1
+    assert got[f'kairos_drift_node_unread{{{lc},node="cass2"}}'] == 0
+    assert got[f"kairos_drift_checked_timestamp_seconds{{{lc}}}"] == datetime(
+        2026, 11, 28, 0, 10, tzinfo=UTC).timestamp()
+    path.write_text(json.dumps({**report, "version": 99}))
+    bad = collect(Sources(state_dir=tmp_path, cluster="lab", engines=("cassandra",)))
+    assert any("drift" in w and "version 99" in w for w in bad.warnings)

@@ -434,6 +434,10 @@ def test_promtool_accepts_the_exposition(state_dir: Path, tmp_path: Path) -> Non
     _with_advice(state_dir, capacity.advise(
         timestamps=[1_795_792_790.0, 1_795_792_800.0], load_upper=[900.0, 900.0],
         best_capacity=[700.0, 700.0], nodes=3, min_nodes=3, step_seconds=10.0))
+    (state_dir / "drift-lab-cassandra.json").write_text(json.dumps({  # kairos drift --report
+        "version": 1, "cluster": "lab", "engine": "cassandra", "applied_through": "s1",
+        "checked_at": "2026-11-28T00:10:00+00:00", "drift": [],
+        "nodes": {"cass1": {"compared": 12, "drifted": 0, "error": None}}}))
     out = tmp_path / "kairos.prom"
     assert main(["metrics", "--state-dir", str(state_dir), "--textfile", str(out)]) == 0
     text = out.read_text()
