@@ -212,3 +212,33 @@ def test_the_pre_flight_refuses_it_before_any_node_is_touched(
         capsys.readouterr().err
     assert not out.exists()
     assert main(["explain", str(path)]) == 2
+
+
+# ------------------------------------------------------------ the inventory -> the tick
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _redis_plan_args(inventory: dict[str, Any]) -> list[str]:
+    """The Redis `kairos plan` arguments the autopilot role's default renders."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    defaults = yaml.safe_load((REPO / "roles/kairos_autopilot/defaults/main.yml").read_text())
+    expr = defaults["kairos_autopilot_engine_settings"]["redis"]["plan_args"]
+    templar = Templar(loader=DataLoader(),
+                      variables={"kairos_autopilot_redis_plan_args": [], **inventory})
+    return list(templar.template(trust_as_template(expr)))
+
+
+def test_the_inventory_floor_reaches_the_autopilots_plan(forecast: Path) -> None:
+    from planner.cli import build_parser
+    from planner.commands.plan import request_from_args
+
+    declared = {"appendonly": "yes", "appendfsync": "everysec"}
+    for inventory, floor in (({"kairos_redis_durability_floor": declared}, declared),
+                             ({}, None)):  # not declared: what the nodes run
+        argv = ["plan", "--forecast", str(forecast), "--engine", "redis", "-o", "p.yml",
+                *_redis_plan_args(inventory)]  # as planner.autopilot_tick._plan_argv adds them
+        assert request_from_args(build_parser().parse_args(argv)).durability_floor == floor
+    lab = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())
+    assert lab["kairos_redis_durability_floor"] == {}
