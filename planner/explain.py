@@ -74,7 +74,27 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
         if key in plan.provenance:
             desc = ", ".join(f"{k}={v}" for k, v in dict(plan.provenance[key]).items())
             lines.append(f"{key.replace('_', ' ').capitalize()}: {desc}")
-    return lines + _decision_lines(plan.provenance)
+    return lines + _floor_lines(plan) + _decision_lines(plan.provenance)
+
+
+def _floor_lines(plan: Any) -> list[str]:
+    """Redis: the durability floor the plan was searched above and what it excluded
+    (``provenance.durability_floor``); an older plan's steps are held to its current
+    configuration's durability (planner.plan checks them)."""
+    from planner.durability import floor_of, parse_floor
+
+    if plan.engine != "redis":
+        return []
+    rec = plan.provenance.get("durability_floor")
+    if not isinstance(rec, dict):
+        held = floor_of(plan.current_config)
+        return [f"Durability floor: not recorded in the plan; its steps are held to the "
+                f"current configuration's durability ({held.describe()})"]
+    floor = parse_floor(rec.get("floor"), where="provenance.durability_floor.floor")
+    by = ", ".join(f"{k}: {n}" for k, n in dict(rec.get("excluded_by") or {}).items())
+    return [f"Durability floor: {floor.describe()} ({rec.get('source')}); "
+            f"{rec.get('excluded')} of {rec.get('candidates')} candidate configuration(s) "
+            f"below it were outside the search" + (f" ({by})" if by else "")]
 
 
 def _planned_batching_lines(prov: Any) -> list[str]:

@@ -383,6 +383,7 @@ def plan_from_dict(
         )
         ids.add(step.id)
         steps.append(step)
+    _check_durability(engine, provenance, prev0, steps)
     for i, s in enumerate(steps):
         nxt = steps[i + 1].due if i + 1 < len(steps) else horizon.end
         if s.until != nxt:
@@ -400,6 +401,40 @@ def plan_from_dict(
         current_config={k: prev0[k] for k in current},
         steps=tuple(steps),
     )
+
+
+def _check_durability(
+    engine: str, provenance: Mapping[str, Any], current: Mapping[str, Any],
+    steps: Sequence[Step],
+) -> None:
+    """Redis: no step (nor a node's override) runs below the durability floor.
+
+    The floor is the plan's ``provenance.durability_floor.floor`` (what ``kairos plan``
+    searched above), else the durability of ``current_config`` (planner.durability.floor_of:
+    what the nodes run). ``current`` is complete (defaults filled in).
+    """
+    if engine != "redis":
+        return
+    from planner.durability import floor_of, parse_floor
+
+    rec = provenance.get("durability_floor")
+    if rec is None:
+        floor = floor_of(current, source="the durability of current_config")
+    else:
+        where = "provenance.durability_floor"
+        rec = _mapping(rec, where)
+        floor = parse_floor(_require(rec, "floor", where), where=f"{where}.floor",
+                            source=f"{where}: {rec.get('source', 'declared')}")
+        for v in floor.violations(current):
+            raise _fail(f"current_config.{v.field}", v.problem)
+    config = dict(current)
+    for i, step in enumerate(steps):
+        config.update(step.target)
+        for v in floor.violations(config):
+            raise _fail(f"steps[{i}].target.{v.field}", v.problem)
+        for host, over in step.per_node.items():
+            for v in floor.violations({**config, **over}):
+                raise _fail(f"steps[{i}].per_node.{host}.{v.field}", v.problem)
 
 
 def _header(doc: Mapping[str, Any]) -> tuple[str, str, datetime]:

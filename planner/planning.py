@@ -41,6 +41,7 @@ from planner.costbenefit import (
     lockout_matrix,
     served_matrix,
 )
+from planner.durability import DurabilityFloor, floor_of, parse_floor
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
 from planner.restart_impact import RestartImpact, load_restart_impact
@@ -535,6 +536,13 @@ class PlanRequest:
         Why no restart step may be proposed now (the autopilot's hold while the model's
         recent error is high, :func:`planner.learning.restart_hold`): only configurations
         the running one reaches live are searched, and the plan's provenance says why.
+    durability_floor
+        Redis: the least durable configuration a plan may run (``appendonly``,
+        ``appendfsync``, ``save``; :mod:`planner.durability`), a mapping as the inventory's
+        ``kairos_redis_durability_floor`` declares it or a
+        :class:`planner.durability.DurabilityFloor`; None (or an empty mapping): the
+        running configuration's durability. Candidates below it are not searched, and the
+        plan's ``provenance.durability_floor`` records it and how many it excluded.
     """
 
     forecast: Forecast | PathLike | None = None
@@ -571,6 +579,7 @@ class PlanRequest:
     hold_restarts: str | None = None
     capacity_margin: float = cap_advice.DEFAULT_MARGIN
     scale_in_after_seconds: float = cap_advice.DEFAULT_SCALE_IN_AFTER_SECONDS
+    durability_floor: Mapping[str, Any] | DurabilityFloor | None = None
 
 
 #: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
@@ -721,6 +730,74 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
     found = space.candidates(keys=keys, base=current, values=values,
                              max_configs=MAX_CANDIDATES)
     return _live_reachable(engine, found, hold, progress) if hold else found
+
+
+def _search_space(
+    req: PlanRequest, current: Mapping[str, Any], tables: Sequence[str],
+    perf: PerformanceModel, progress: Progress,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The candidates the optimiser searches (:func:`_candidates`, then Redis' durability
+    floor, :func:`_durability_floor`) and the floor's provenance (None for Cassandra)."""
+    found = _candidates(req.engine, current, tables, progress, hold=req.hold_restarts,
+                        model=perf)
+    return _durability_floor(req, current, found, progress)
+
+
+#: The floor's source when none is declared (planner.durability.floor_of).
+DEFAULT_FLOOR_SOURCE = "the running configuration (no floor declared)"
+
+
+def _durability_floor(
+    req: PlanRequest, current: Mapping[str, Any], candidates: list[dict[str, Any]],
+    progress: Progress,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Redis: the candidates at or above the durability floor, and what the plan's
+    provenance records of it (the floor, where it comes from, how many candidates it
+    excluded and for which fields); Cassandra: the candidates as they are, None.
+
+    Raises
+    ------
+    ValidationError
+        ``--durability-floor...`` for a bad floor, a floor for Cassandra, or a running
+        configuration already below the floor (candidate 0 is staying put: there would be
+        no search space).
+    """
+    given = req.durability_floor
+    if req.engine != "redis":
+        if given:
+            raise ValidationError(
+                f"--durability-floor: names Redis settings (appendonly, appendfsync, save); "
+                f"this is a {req.engine} plan"
+            )
+        return candidates, None
+    if isinstance(given, DurabilityFloor):
+        floor = given
+    elif given:
+        floor = parse_floor(given, where="--durability-floor",
+                            source="declared (--durability-floor)")
+    else:
+        floor = floor_of(current, source=DEFAULT_FLOOR_SOURCE)
+    below = floor.violations(current)
+    if below:
+        raise ValidationError(
+            f"--durability-floor: the running configuration is below the floor: "
+            f"{below[0].field}: {below[0].problem}; raise it on the nodes first, or lower the "
+            "floor"
+        )
+    kept: list[dict[str, Any]] = []
+    fields: dict[str, int] = {}
+    for c in candidates:
+        found = floor.violations(c)
+        if not found:
+            kept.append(c)
+        for v in found:
+            fields[v.field] = fields.get(v.field, 0) + 1
+    progress(f"plan: durability floor {floor.describe()} ({floor.source}): "
+             f"{len(candidates) - len(kept)} of {len(candidates)} candidate configuration(s) "
+             "below it excluded")
+    return kept, {"floor": floor.to_dict(), "source": floor.source,
+                  "candidates": len(candidates), "excluded": len(candidates) - len(kept),
+                  "excluded_by": fields}
 
 
 def measured_values(model: PerformanceModel) -> dict[str, tuple[Any, ...]]:
@@ -1077,13 +1154,14 @@ def _provenance(
     decision: _Decision, n_batches: int, restarts: MeasuredRestarts,
     impact: RestartImpact | None, uncertainty: Mapping[str, Any], utilisation: np.ndarray,
     batching: Mapping[str, Any] | None = None, p99: np.ndarray | None = None,
-    change_costs: ChangeCosts | None = None,
+    change_costs: ChangeCosts | None = None, floor: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What the plan was made from, as the plan file records it.
 
     ``utilisation`` ``(T,)``: offered load over the running configuration's capacity;
     ``batching``: how the restart batches were found and why each is safe (Cassandra);
-    ``p99`` ``(T, K)``: the predicted p99 the latency term compared (None: no term).
+    ``p99`` ``(T, K)``: the predicted p99 the latency term compared (None: no term);
+    ``floor``: the Redis durability floor the candidates were kept above (:func:`_search_space`).
     """
     from planner.measured_costs import describe
 
@@ -1125,6 +1203,7 @@ def _provenance(
         "expected": {"total_ops": ev.total_ops, "stay_ops": ev.baseline_ops,
                      "dp_optimum_ops": dp.total_ops},
         **({"batching": dict(batching)} if batching else {}),
+        **({"durability_floor": dict(floor)} if floor else {}),
     }
 
 
@@ -1168,8 +1247,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     tables = _check_request(request)
     current = _current(request)
     perf, model_file = _model(request)
-    candidates = _candidates(request.engine, current, tables, say, hold=request.hold_restarts,
-                             model=perf)
+    candidates, floor = _search_space(request, current, tables, perf, say)
     fc, source = _forecast(request, say)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
     batches, hosts, batching = _batches(request, say)
@@ -1185,7 +1263,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     pcap, pload = (cap.mean(axis=0), loads.mean(axis=0)) if cap.ndim == 3 else (cap, loads)
     prov = _provenance(
         request, fc=fc, source=source, perf=perf, model_file=model_file,
-        decision=decision, n_batches=len(batches), restarts=restarts, impact=impact,
+        decision=decision, n_batches=len(batches), restarts=restarts, impact=impact, floor=floor,
         uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
                                  candidates=candidates, start=start, step=step),
         utilisation=pload / pcap[:, 0], batching=batching, p99=p99, change_costs=change_costs,

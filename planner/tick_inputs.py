@@ -210,8 +210,19 @@ def _plan_options() -> dict[str, Convert]:
         "method": _choice("ga", "dp"), "seed": _bounded(inputs.SEED),
         "population": _bounded(inputs.POPULATION),
         "generations": _bounded(inputs.GENERATIONS), "searches": _bounded(inputs.SEARCHES),
-        "workers": _bounded(inputs.PROCESSES),
+        "workers": _bounded(inputs.PROCESSES), "durability_floor": _floor,
     }
+
+
+def _floor(value: Any, where: str) -> dict[str, Any] | None:
+    """Redis' durability floor as the inventory declares it (checked now, planned on as
+    given); an empty mapping: the running configuration's durability."""
+    from planner.durability import parse_floor
+
+    floor = dict(inputs.mapping(value, where))
+    if floor:
+        parse_floor(floor, where=where)
+    return floor or None
 
 
 #: The plan options the tick sets itself, and the setting that gives each.
@@ -230,7 +241,7 @@ TICK_OWNED = {
 
 #: The names :func:`_plan_options` checks (documented in docs/autopilot.md).
 PLAN_OPTIONS = ("aggressive", "capacity_margin", "cl", "compaction_seconds", "confidence",
-                "generations", "headroom_weight", "latency_weight", "method", "population",
+                "durability_floor", "generations", "headroom_weight", "latency_weight", "method", "population",
                 "rf", "risk", "samples", "scale_in_after_seconds", "scenarios", "season_length",
                 "searches", "seed", "served", "survivor_penalty", "tolerate", "workers")
 

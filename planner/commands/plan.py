@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from planner import inputs
@@ -165,6 +166,11 @@ def _add_decision_arguments(p: Any) -> None:
     p.add_argument("--hold-restarts", metavar="WHY",
                    help="propose no restart step, for this reason (the autopilot's hold while "
                    "the performance model's recent error is high): only live changes")
+    p.add_argument("--durability-floor", metavar="MAPPING|FILE",
+                   help="Redis: the least durable configuration a plan may run, a YAML/JSON "
+                   "mapping of appendonly, appendfsync and save (e.g. '{appendonly: yes, "
+                   "appendfsync: everysec}') or a file holding one; candidates below it are "
+                   "not searched (default, and with '{}': what the nodes run now)")
 
 
 def _log(msg: str) -> None:
@@ -187,7 +193,38 @@ def request_from_args(args: argparse.Namespace) -> Any:
         hosts=tuple(parse_hosts(args.hosts) or ()),
         tables=[t.strip() for t in args.tables.split(",") if t.strip()],
         scale_in_after_seconds=args.scale_in_after * 3600,
+        durability_floor=durability_floor_arg(getattr(args, "durability_floor", None)),
     )
+
+
+def durability_floor_arg(text: str | None) -> dict[str, Any] | None:
+    """The ``--durability-floor`` mapping: inline YAML/JSON, or a file holding it; None for
+    none given or an empty mapping (the running configuration's durability).
+
+    Raises
+    ------
+    ValidationError
+        ``--durability-floor: ...`` when it is neither a mapping nor a file holding one.
+    """
+    import yaml
+
+    from planner.errors import ValidationError
+
+    if text is None or not text.strip():
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if isinstance(data, str) and Path(text).is_file():
+        with inputs.in_file(text):
+            data = inputs.load_yaml(text, kind=inputs.CONFIG, allow_empty=True) or {}
+    if not isinstance(data, dict):
+        raise ValidationError(
+            f"--durability-floor: {text!r} is neither a mapping such as "
+            "'{appendonly: yes, appendfsync: everysec}' nor a file holding one"
+        )
+    return data or None
 
 
 def run(args: argparse.Namespace) -> int:
