@@ -241,9 +241,10 @@ TICK_OWNED = {
 
 #: The names :func:`_plan_options` checks (documented in docs/autopilot.md).
 PLAN_OPTIONS = ("aggressive", "capacity_margin", "cl", "compaction_seconds", "confidence",
-                "durability_floor", "generations", "headroom_weight", "latency_weight", "method", "population",
-                "rf", "risk", "samples", "scale_in_after_seconds", "scenarios", "season_length",
-                "searches", "seed", "served", "survivor_penalty", "tolerate", "workers")
+                "durability_floor", "generations", "headroom_weight", "latency_weight",
+                "method", "population", "rf", "risk", "samples", "scale_in_after_seconds",
+                "scenarios", "season_length", "searches", "seed", "served", "survivor_penalty",
+                "tolerate", "workers")
 
 
 def _options(value: Any, where: str) -> dict[str, Any]:
