@@ -13,7 +13,7 @@ from typing import Any
 from planner.commands.validate_plan import add_ring_arguments
 from planner.explain import explain_text
 
-__all__ = ["explain_text", "register", "run"]  # explain_text re-exported for its callers
+__all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:

@@ -19,12 +19,9 @@ from typing import Any
 # The inventory reader and the batch check live in their own layers; their names are
 # re-exported here for the CLI's callers.
 from planner.batch_safety import NO_RING, BatchVerdict, batch_safety, unsafe_message
-from planner.explain import RING_HINT
 from planner.inventory import inventory_nodes, inventory_ring
 
-__all__ = ["NO_RING", "RING_HINT", "BatchVerdict", "RingChoice", "add_ring_arguments",
-           "batch_safety", "inventory_nodes", "inventory_ring", "parse_hosts", "register",
-           "ring_from_args", "run", "unsafe_message"]
+__all__ = ["RingChoice", "add_ring_arguments", "parse_hosts", "register", "ring_from_args", "run"]
 
 
 def register(subparsers: Any) -> None:

@@ -217,11 +217,10 @@ def test_kairos_drift_without_hosts_or_observed_is_refused() -> None:
 def test_kairos_metrics_exports_the_last_report_per_node(tmp_path: Path) -> None:
     # The report `kairos drift --report` leaves in the state directory, as the metrics read
     # it: cass2's four hand-made changes, cass1 clean, cass3 unreadable (every value drift).
-    import socket
     from datetime import UTC, datetime
 
-    from planner.metrics import render
     from planner.metrics_collect import Sources, collect, drift_report_path
+    from tests.unit.test_metrics import export
 
     expected = cassandra_expected()
     observed = cassandra_observed(sorted(expected.settings["cass1"]))
@@ -232,11 +231,7 @@ def test_kairos_metrics_exports_the_last_report_per_node(tmp_path: Path) -> None
                           errors={"cass3": "NoHostAvailable: 127.0.0.3:9042 refused"})
     path = drift_report_path(tmp_path, "lab", "cassandra")
     path.write_text(json.dumps(report))
-    text = render(collect(Sources(state_dir=tmp_path, cluster="lab", engines=("cassandra",)),
-                          now=datetime(2026, 11, 28, tzinfo=UTC),
-                          hostname=socket.gethostname()).families.values())
-    got = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-           for line in text.splitlines() if line.startswith("kairos_drift")}
+    got = export(tmp_path, engines=("cassandra",))
     lc = 'cluster="lab",engine="cassandra"'
     assert got[f'kairos_drift_values{{{lc},node="cass1"}}'] == 0
     assert got[f'kairos_drift_values{{{lc},node="cass2"}}'] == 4
