@@ -6,9 +6,11 @@ or a reporting day of scans and ingestion batches; compressed into ``--minutes``
 planner/payoff.py) and each policy, in mirrored order over ``--repetitions`` (A B C D D C B
 A ...):
 
-1. the starting configuration is put in place through the executor
-   (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the default
-   one, or static-best's; then, with no load, a wait until no node runs or queues a
+1. with ``--layout``, the default configuration and then the table's SSTables saved once
+   with ``--save-layout`` are put back (planner/sstable_layout.py), so that every policy
+   starts from the same layout; the starting configuration is put in place through the
+   executor (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the
+   default one, or static-best's; then, with no load, a wait until no node runs or queues a
    compaction (a strategy change rewrites every SSTable: the run before may have left
    minutes of it), and an unmeasured warm-up;
 2. a closed-loop load whose mix follows the schedule runs (``--concurrency`` requests in
@@ -118,6 +120,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--precondition-mix", type=_mix, default={"update": 0.9, "scan": 0.1},
                      metavar="CLASS=SHARE,...",
                      help="the preconditioning load's mix (default update=0.9,scan=0.1)")
+    exp.add_argument("--layout", metavar="DIR",
+                     help="before every run, truncate the table and put back the SSTables "
+                     "saved in DIR (planner/sstable_layout.py): every policy starts from the "
+                     "same layout; lab only")
+    exp.add_argument("--save-layout", action="store_true",
+                     help="save the table's SSTables as they are now into --layout and exit")
+    exp.add_argument("--lab-dir", default=".lab/cassandra",
+                     help="the lab's node directories, for --layout (default .lab/cassandra)")
     exp.add_argument("--plan-only", action="store_true",
                      help="print every policy's decisions and exit; touch no node")
     exp.add_argument("--keep-going", action="store_true",
@@ -190,6 +200,12 @@ def prepare(args: argparse.Namespace) -> Setup:
     from planner.perfmodel import load_model
 
     po.check_minutes(args.minutes)
+    if args.save_layout and not args.layout:
+        raise ValidationError("--save-layout: give the directory to save into with --layout")
+    if args.layout and not args.save_layout:
+        from planner.sstable_layout import read_record
+
+        read_record(args.layout, keyspace=args.keyspace, table=args.table)
     if not 0 <= args.precondition <= 3600:
         raise ValidationError(f"--precondition: must be in [0, 3600] seconds, got "
                               f"{args.precondition:g}")
@@ -328,6 +344,34 @@ class Lab:
         return wait_for_compactions(self.hosts, port=self.args.port,
                                     timeout=self.args.settle_timeout, log=say)
 
+    def nodes(self) -> list[Any]:
+        from planner.sstable_layout import lab_nodes
+
+        return lab_nodes(self.args.lab_dir, [h.split(":")[0] for h in self.hosts])
+
+    def save_layout(self) -> dict[str, Any]:
+        """Save the table's SSTables on every node into ``--layout`` (``--save-layout``)."""
+        from planner.sstable_layout import save
+
+        return save(self.nodes(), keyspace=self.args.keyspace, table=self.args.table,
+                    dest=self.args.layout, log=say)
+
+    def restore_layout(self) -> dict[str, int]:
+        """Put the SSTables saved in ``--layout`` back; each node's SSTable count, read back."""
+        from planner.calibrate_bench import address_port, node_session
+        from planner.sstable_layout import restore
+
+        def truncate(cql: str) -> None:
+            from cassandra import ConsistencyLevel
+            from cassandra.query import SimpleStatement
+
+            with node_session(*address_port(self.hosts[0], self.args.port),
+                              timeout=120.0) as session:
+                session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.ALL))
+
+        return restore(self.nodes(), keyspace=self.args.keyspace, table=self.args.table,
+                       src=self.args.layout, truncate=truncate, log=say)
+
     def warm_up(self, mix: Mapping[str, float], seconds: float) -> None:
         from planner.loadgen import run_load
 
@@ -344,25 +388,34 @@ class _RunFailed(Exception):
 
 
 def precondition(lab: Lab, tag: str, rec: dict[str, Any]) -> None:
-    """The same recent history before every run (``--precondition``): the default
-    configuration under ``--precondition-mix`` for that long, as the cluster ran before the
-    day began. A table's layout is state (docs/calibration.md): without this, a run in the
-    default configuration after a leveled run scans the leveled SSTables it inherited."""
+    """The same state before every run: the default configuration, then the saved SSTables
+    (``--layout``) and/or ``--precondition`` seconds under ``--precondition-mix``, as the
+    cluster ran before the day began. A table's layout is state (docs/calibration.md):
+    without this, a run in the default configuration after a leveled run scans the leveled
+    SSTables it inherited."""
     args, default = lab.args, lab.setup.default
-    if args.precondition <= 0:
+    if args.precondition <= 0 and not args.layout:
         return
     back = {k: v for k, v in default.items() if lab.running.get(k) != v}
     if back:
-        say(f"{tag}: preconditioning in the default configuration {back}")
+        say(f"{tag}: back to the default configuration {back}")
         try:
             lab.apply(back)
         except KairosError as exc:
             rec["error"] = f"the executor failed restoring the default to precondition: {exc}"
             raise _RunFailed from None
-    say(f"{tag}: preconditioning {args.precondition:g} s with {args.precondition_mix}")
-    lab.warm_up(args.precondition_mix, args.precondition)
     rec["precondition"] = {"seconds": args.precondition, "mix": dict(args.precondition_mix),
                            "config": dict(default), "restored": back}
+    if args.layout:
+        say(f"{tag}: restoring the saved layout {args.layout}")
+        try:
+            rec["precondition"]["layout"] = lab.restore_layout()
+        except (KairosError, ValidationError) as exc:
+            rec["error"] = f"the saved layout could not be restored: {exc}"
+            raise _RunFailed from None
+    if args.precondition > 0:
+        say(f"{tag}: preconditioning {args.precondition:g} s with {args.precondition_mix}")
+        lab.warm_up(args.precondition_mix, args.precondition)
 
 
 def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
@@ -505,9 +558,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({s: {p: plan.to_dict() for p, plan in by.items()}
                           for s, by in setup.plans.items()}, indent=1, default=str))
         return 0
+    if args.save_layout:
+        try:
+            Lab(args, setup, Path(args.out)).save_layout()
+        except (KairosError, ValidationError) as exc:
+            print(f"payoff: {exc}", file=sys.stderr)
+            return 1
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    per_run = args.minutes * 60 + args.warmup + args.precondition + 90
+    per_run = args.minutes * 60 + args.warmup + args.precondition + 90 + (40 if args.layout else 0)
     say(f"{len(setup.order)} runs, about {len(setup.order) * per_run / 60:.0f} min "
         f"(+ rolling restarts); results in {out}/")
     results: dict[str, Any] = {

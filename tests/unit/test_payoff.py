@@ -629,3 +629,45 @@ def test_the_driver_refuses_bad_options_before_touching_anything(
     assert module.main(["--model", str(path), "--shapes", "tpcc"]) == 2
     assert "--shapes: unknown 'tpcc'" in capsys.readouterr().err
     assert lab.applied == [] and lab.loads == []
+
+
+def test_a_saved_layout_is_restored_in_the_default_before_every_run(
+    bench: tuple[Any, Lab, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module, lab, path = bench
+    restored: list[dict[str, Any]] = []  # the nodes' configuration at each restore
+
+    def restore_layout(self: Any) -> dict[str, int]:
+        restored.append(dict(lab.nodes))
+        return {"cass1": 5}
+
+    monkeypatch.setattr(module.Lab, "restore_layout", restore_layout)
+    layout = tmp_path / "layout"
+    layout.mkdir()
+    (layout / "layout.json").write_text(json.dumps(
+        {"keyspace": "kairos_payoff", "table": "usertable", "nodes": {"cass1": {"sstables": 5}}}))
+    out = tmp_path / "out"
+    rc = module.main(["--model", str(path), "--shapes", "hpc", "--minutes", "1",
+                      "--policies", "naive,default", "--warmup", "0", "--layout", str(layout),
+                      "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    # every run, after the naive one left 64 too: the default first, then the layout
+    assert restored == [{"concurrent_reads": 32}] * 4
+    assert [r["precondition"]["layout"] for r in runs] == [{"cass1": 5}] * 4
+    assert [r["precondition"]["restored"] for r in runs] == [
+        {}, {"concurrent_reads": 32}, {}, {}]
+
+    # refused before any node is touched: no layout saved there, or saved from another table
+    applied = len(lab.applied)
+    assert module.main(["--model", str(path), "--layout", str(tmp_path / "none"),
+                        "--out", str(out)]) == 2
+    assert "no saved layout" in capsys.readouterr().err
+    assert module.main(["--model", str(path), "--layout", str(layout), "--table", "other",
+                        "--out", str(out)]) == 2
+    assert "saved from kairos_payoff.usertable, not kairos_payoff.other" in (
+        capsys.readouterr().err)
+    assert module.main(["--model", str(path), "--save-layout", "--out", str(out)]) == 2
+    assert "--save-layout: give the directory" in capsys.readouterr().err
+    assert len(lab.applied) == applied
