@@ -29,7 +29,7 @@ Pure: no I/O, no planner imports beyond the error type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "floor_of",
     "parse_floor",
     "parse_save",
+    "plan_violations",
     "save_meets",
 ]
 
@@ -266,3 +267,21 @@ def floor_of(config: Mapping[str, Any], *, source: str = "the running configurat
     fsync = _fsync(config.get("appendfsync", "everysec"), "appendfsync") if aof else None
     save = parse_save(config["save"]) if config.get("save") is not None else ()
     return DurabilityFloor(appendonly=aof, appendfsync=fsync, save=save, source=source)
+
+
+def plan_violations(floor: DurabilityFloor, current: Mapping[str, Any], steps: Sequence[Any],
+                    ) -> Iterator[tuple[str, str]]:
+    """``(field, problem)`` for every place a plan runs below ``floor``, in order: its
+    ``current_config``, then each step's configuration (``current`` updated by every
+    ``target`` so far) and each node's ``per_node`` override on it. ``steps`` are
+    planner.plan Steps (anything with ``target`` and ``per_node``)."""
+    for v in floor.violations(current):
+        yield f"current_config.{v.field}", v.problem
+    config = dict(current)
+    for i, step in enumerate(steps):
+        config.update(step.target)
+        for v in floor.violations(config):
+            yield f"steps[{i}].target.{v.field}", v.problem
+        for host, over in step.per_node.items():
+            for v in floor.violations({**config, **over}):
+                yield f"steps[{i}].per_node.{host}.{v.field}", v.problem

@@ -415,7 +415,7 @@ def _check_durability(
     """
     if engine != "redis":
         return
-    from planner.durability import floor_of, parse_floor
+    from planner.durability import floor_of, parse_floor, plan_violations
 
     rec = provenance.get("durability_floor")
     if rec is None:
@@ -425,16 +425,8 @@ def _check_durability(
         rec = _mapping(rec, where)
         floor = parse_floor(_require(rec, "floor", where), where=f"{where}.floor",
                             source=f"{where}: {rec.get('source', 'declared')}")
-        for v in floor.violations(current):
-            raise _fail(f"current_config.{v.field}", v.problem)
-    config = dict(current)
-    for i, step in enumerate(steps):
-        config.update(step.target)
-        for v in floor.violations(config):
-            raise _fail(f"steps[{i}].target.{v.field}", v.problem)
-        for host, over in step.per_node.items():
-            for v in floor.violations({**config, **over}):
-                raise _fail(f"steps[{i}].per_node.{host}.{v.field}", v.problem)
+    for field_path, problem in plan_violations(floor, current, steps):
+        raise _fail(field_path, problem)
 
 
 def _header(doc: Mapping[str, Any]) -> tuple[str, str, datetime]:

@@ -609,6 +609,16 @@ def _chosen_index(
     return due[-1] if due else None
 
 
+def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path) -> None:
+    from planner.durability import parse_floor, plan_violations
+
+    floor = parse_floor(declared, where="--durability-floor",
+                        source="the inventory's kairos_redis_durability_floor")
+    for field_path, problem in plan_violations(floor, plan.current_config, plan.steps):
+        raise ValidationError(f"{plan_path}: {field_path}: {problem}; make a new plan above "
+                              "the floor (kairos plan --durability-floor)")
+
+
 def prepare(
     plan_path: str | Path,
     *,
@@ -617,6 +627,7 @@ def prepare(
     step_id: str | None = None,
     now: datetime | None = None,
     retry_failed: bool = False,
+    durability_floor: Mapping[str, Any] | None = None,
 ) -> RolloutStep:
     """Validate the plan against the inventory's hosts and decide the rollout.
 
@@ -635,14 +646,25 @@ def prepare(
     retry_failed
         Carry out a step recorded as failed, or one composing an earlier failed step
         (a person decided to retry).
+    durability_floor
+        Redis: the floor the inventory declares now (``kairos_redis_durability_floor``).
+        The plan is refused when its current configuration or any step's is below it,
+        whatever floor the plan was searched above: the operator may have raised it since.
 
     Returns
     -------
     RolloutStep
         See :func:`decide`; ``nothing-due`` when no step has come due.
+
+    Raises
+    ------
+    ValidationError
+        A plan the executor must not carry out, naming the field and the problem.
     """
     host_list = list(hosts)
     plan = load_plan(plan_path, known_hosts=host_list)
+    if durability_floor and plan.engine == "redis":
+        _check_floor(plan, durability_floor, plan_path)
     state_file = Path(state_path) if state_path else state_path_for(plan_path)
     state = load_state(state_file)
     now = now or datetime.now(UTC)

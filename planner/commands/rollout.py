@@ -42,6 +42,9 @@ def _register_prepare(actions: Any) -> None:
     prep.add_argument("--now", help="ISO 8601 time to decide what is due (default: now)")
     prep.add_argument("--retry-failed", action="store_true", help="retry a step recorded as failed")
     prep.add_argument("--out", help="also write the rollout (JSON) to this file")
+    prep.add_argument("--durability-floor", metavar="MAPPING|FILE",
+                      help="Redis: refuse the plan when it runs below this floor (the "
+                      "inventory's kairos_redis_durability_floor; as kairos plan's option)")
     prep.set_defaults(func=run_prepare)
 
 
@@ -153,6 +156,7 @@ def _hosts(value: str) -> list[str]:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
+    from planner.commands.plan import durability_floor_arg
     from planner.errors import ValidationError
     from planner.rollout import prepare
 
@@ -171,6 +175,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         step_id=args.step,
         now=now,
         retry_failed=args.retry_failed,
+        durability_floor=durability_floor_arg(args.durability_floor),
     )
     return _emit(step, args.out)
 

@@ -256,3 +256,55 @@ def test_the_inventory_floor_reaches_the_autopilots_plan(forecast: Path, tmp_pat
         load_tick_inputs(path)
     lab = yaml.safe_load((REPO / "inventories/local/group_vars/all.yml").read_text())
     assert lab["kairos_redis_durability_floor"] == {}
+
+
+def test_the_pre_flight_holds_a_plan_to_the_floor_the_inventory_declares_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan searched above an older, lower floor is refused once the operator raised it:
+    apply_plan_redis.yml passes the inventory's floor to `kairos rollout prepare`."""
+    path = _write(tmp_path, _redis_plan({"appendfsync": "no"}, current=AOF,
+                                        floor={"appendonly": "no"}))
+    out = tmp_path / "rollout.json"
+    prepare = ["rollout", "prepare", str(path), "--hosts", ",".join(HOSTS), "--now", _at(6),
+               "--out", str(out)]
+    assert main(prepare) == 0 and out.exists()  # valid against its own recorded floor
+    out.unlink()
+    assert main([*prepare, "--durability-floor", "{appendonly: yes, appendfsync: everysec}"]) == 2
+    assert (f"{path}: steps[0].target.appendfsync: 'no' is below the durability floor "
+            "'everysec' (the inventory's kairos_redis_durability_floor; always > everysec > "
+            "no); make a new plan above the floor" in capsys.readouterr().err)
+    assert not out.exists()
+    assert main([*prepare, "--durability-floor", "{fsync: always}"]) == 2
+    assert "--durability-floor.fsync: not a durability setting" in capsys.readouterr().err
+
+
+def _prepare_argv(variables: dict[str, Any]) -> list[str]:
+    """The argv playbooks/tasks/rollout_prepare.yml renders for `kairos rollout prepare`."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    tasks = yaml.safe_load((REPO / "playbooks/tasks/rollout_prepare.yml").read_text())
+    block = next(t for t in tasks if t.get("name") == "Validate the plan and pick the step")
+    task = next(t for t in block["block"] if t["name"] == "Ask the planner which step is due")
+    templar = Templar(loader=DataLoader(), variables={
+        "kairos_cli": "kairos", "plan": "/p.yml", "kairos_rollout_group": "redis",
+        "groups": {"redis": ["redis1", "redis2"]}, "kairos_rollout_file": "/r.json",
+        **variables})
+    templar.available_variables = {
+        **templar.available_variables,
+        "__prepare_argv": [templar.template(trust_as_template(a))
+                           for a in task["vars"]["__prepare_argv"]]}
+    return list(templar.template(trust_as_template(task["ansible.builtin.command"]["argv"])))
+
+
+def test_the_executor_passes_the_inventorys_floor_to_the_pre_flight() -> None:
+    import json
+
+    floor = {"appendonly": "yes", "appendfsync": "everysec"}
+    argv = _prepare_argv({"kairos_engine": "redis", "kairos_redis_durability_floor": floor})
+    assert argv[-2] == "--durability-floor" and json.loads(argv[-1]) == floor
+    for variables in ({"kairos_engine": "redis", "kairos_redis_durability_floor": {}},
+                      {"kairos_engine": "redis"},
+                      {"kairos_engine": "cassandra", "kairos_redis_durability_floor": floor}):
+        assert "--durability-floor" not in _prepare_argv(variables)
