@@ -291,10 +291,10 @@ def _prepare_argv(variables: dict[str, Any]) -> list[str]:
         "kairos_cli": "kairos", "plan": "/p.yml", "kairos_rollout_group": "redis",
         "groups": {"redis": ["redis1", "redis2"]}, "kairos_rollout_file": "/r.json",
         **variables})
-    templar.available_variables = {
-        **templar.available_variables,
-        "__prepare_argv": [templar.template(trust_as_template(a))
-                           for a in task["vars"]["__prepare_argv"]]}
+    rendered = {name: [templar.template(trust_as_template(a)) for a in expr]
+                if isinstance(expr, list) else templar.template(trust_as_template(expr))
+                for name, expr in task["vars"].items()}
+    templar.available_variables = {**templar.available_variables, **rendered}
     return list(templar.template(trust_as_template(task["ansible.builtin.command"]["argv"])))
 
 
@@ -308,3 +308,7 @@ def test_the_executor_passes_the_inventorys_floor_to_the_pre_flight() -> None:
                       {"kairos_engine": "redis"},
                       {"kairos_engine": "cassandra", "kairos_redis_durability_floor": floor}):
         assert "--durability-floor" not in _prepare_argv(variables)
+    assert _prepare_argv({"kairos_engine": "redis", "step": "s2", "retry_failed": True,
+                          "kairos_redis_durability_floor": floor})[:11] == [
+        "kairos", "rollout", "prepare", "/p.yml", "--hosts", "redis1,redis2", "--out",
+        "/r.json", "--step", "s2", "--retry-failed"]
