@@ -716,7 +716,12 @@ def brute_force_split(
     """
     problem = _problem(budget, models, mix, limits)
     keys = PARAMETERS[budget.engine]
-    axes = [np.arange(lo, hi + 1) for lo, hi in (problem.bounds[k] for k in keys)]
+    bounds = dict(problem.bounds)
+    if budget.engine == "cassandra":  # no key cache beyond the headroom of the largest heap
+        lo, hi = bounds["key_cache_size"]
+        most = math.floor((1 - budget.heap_headroom) * bounds["heap_size"][1] + 1e-9)
+        bounds["key_cache_size"] = (lo, max(lo, min(hi, most)))
+    axes = [np.arange(lo, hi + 1) for lo, hi in (bounds[k] for k in keys)]
     count = math.prod(a.size for a in axes)
     if count > max_splits:
         raise ValidationError(f"max_splits: the grid has {count} splits, more than {max_splits}")
