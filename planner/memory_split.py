@@ -500,7 +500,8 @@ class _Problem:
         """The share's weighted term at ``size_bytes`` (the heap's: the heap left free)."""
         cost = self.models[share].predict(size_bytes)
         # a size the model rules out (inf) stays ruled out when no operation weighs on it
-        return np.where(np.isinf(cost), np.inf, self.weights[share] * cost)
+        with np.errstate(invalid="ignore"):  # 0 x inf, replaced by inf
+            return np.where(np.isinf(cost), np.inf, self.weights[share] * cost)
 
     def remainder_bytes(self, used_units: npt.ArrayLike) -> SizeArray:
         return self.budget.available_bytes - _sizes(used_units) * self.budget.unit_bytes

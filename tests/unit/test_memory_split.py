@@ -150,6 +150,16 @@ def test_redis_split_equals_brute_force_on_small_budgets(seed: int) -> None:
     assert dp.classes == {"maxmemory": "live"} and not dp.needs_rollout
 
 
+def test_a_share_no_operation_weighs_on_still_keeps_what_its_model_needs() -> None:
+    # reads only: the OS remainder's cost weighs nothing, but a fork still needs its room
+    budget = MemoryBudget(engine="redis", total_bytes=256 * MIB, overhead_bytes=32 * MIB)
+    models = RedisMemoryModels(maxmemory=CacheEffect(curve((224, 1.0)), 1e-3),
+                               os=PressureCost(need_bytes=40 * MIB, seconds_at_double=1e-3))
+    for search in (optimise_split, brute_force_split):
+        split = search(budget=budget, models=models, mix={"read": 1.0})
+        assert split.sizes_bytes["os"] == 48 * MIB and split.share_seconds["os"] == 0.0
+
+
 def test_the_optimum_is_no_worse_than_the_running_split_on_the_grid() -> None:
     running = config_bytes("cassandra", {"heap_size": "512M", "key_cache_size": "32MiB"})
     assert running == {"heap_size": 512 * MIB, "key_cache_size": 32 * MIB, "row_cache_size": 0}
