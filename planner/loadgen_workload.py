@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.engines import ENGINES
 from planner.errors import ValidationError
 from planner.workload import CASSANDRA_CLASSES, REDIS_CLASSES, WorkloadSeries
 
-ENGINES: tuple[str, ...] = ("cassandra", "redis")
 CLASSES: dict[str, tuple[str, ...]] = {"cassandra": CASSANDRA_CLASSES, "redis": REDIS_CLASSES}
 DISTRIBUTIONS: tuple[str, ...] = ("uniform", "zipfian", "latest")
 DEFAULT_MIX: dict[str, dict[str, float]] = {

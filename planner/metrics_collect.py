@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._module_utils import kairos_proc
+from planner.engines import ENGINES
 from planner.errors import KairosError, ValidationError
 from planner.metrics import Family, stateset
 from planner.plan import Plan, load_plan
@@ -66,7 +67,6 @@ ROLLOUT_STATUSES = ("prepared", "in_progress", "interrupted", "applied", "failed
 CAPACITY_ACTIONS = ("none", "scale-out", "scale-in")
 #: The end of the autopilot log read for the last run (the log grows a line per run).
 LOG_TAIL_BYTES = 1024 * 1024
-ENGINES = ("cassandra", "redis")
 
 #: Every metric: name, TYPE and HELP, in the order written. docs/metrics.md lists them.
 FAMILIES: tuple[tuple[str, str, str], ...] = (

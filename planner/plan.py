@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from planner.engines import ENGINES
 from planner.errors import KairosError, ValidationError
 from planner.topology import CONSISTENCY_LEVELS
 
@@ -40,7 +41,6 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 KIND = "kairos-plan"
-ENGINES = ("cassandra", "redis")
 #: Relative tolerance for ``net_ops == benefit_ops - cost_ops``.
 NET_TOLERANCE = 1e-6
 #: ``keyspace.table`` with Cassandra's unquoted identifiers (letters, digits, underscores).

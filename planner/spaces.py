@@ -33,9 +33,8 @@ from typing import Any, Literal
 import yaml
 
 from planner._module_utils import kairos_javamap
+from planner.engines import ENGINES
 from planner.errors import ValidationError
-
-ENGINES: tuple[str, ...] = ("cassandra", "redis")
 
 ParamType = Literal["int", "float", "bool", "enum", "size"]
 Change = Literal["live", "restart"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("cassandra", "redis")
+from planner.engines import ENGINES
 
 
 def register(subparsers: Any) -> None:
