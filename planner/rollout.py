@@ -614,7 +614,9 @@ def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path)
 
     floor = parse_floor(declared, where="--durability-floor",
                         source="the inventory's kairos_redis_durability_floor")
-    for field_path, problem in plan_violations(floor, plan.current_config, plan.steps):
+    # Completed with the space's defaults, as the plan validator holds it (planner.plan).
+    current = {**dict(get_space(plan.engine).defaults()), **plan.current_config}
+    for field_path, problem in plan_violations(floor, current, plan.steps):
         raise ValidationError(f"{plan_path}: {field_path}: {problem}; make a new plan above "
                               "the floor (kairos plan --durability-floor)")
 

@@ -187,7 +187,8 @@ def restore(nodes: Sequence[LabNode], *, keyspace: str, table: str, src: str | P
         snaps = node.table_dir(keyspace, table) / "snapshots"
         for snap in sorted(snaps.glob("truncated-*")) if snaps.is_dir() else []:
             node.nodetool("clearsnapshot", "-t", snap.name, "--", keyspace)
-        # nodetool import reads the keyspace and table from the files' two parent folders.
+        # Staged as <keyspace>/<table>, the shape of a data directory: the only shape this
+        # restore was tried with on the lab (tests/integration/test_sstable_layout.py).
         stage = root / ".stage" / node.name / keyspace / table
         shutil.rmtree(stage, ignore_errors=True)
         try:
