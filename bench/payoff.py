@@ -103,6 +103,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--step-seconds", type=float, default=po.DEFAULT_STEP_SECONDS,
                      help="step of the schedule and of the time series (default 5)")
     exp.add_argument("--seed", type=int, default=0, help="seed of the traces and the planner")
+    exp.add_argument("--peak-rate", type=float, metavar="OPS",
+                     help="an open loop: the busiest segment offers OPS ops/s and every other "
+                     "its share of the trace's load (quiet hours included); default: a closed "
+                     "loop that saturates the cluster")
     exp.add_argument("--warmup", type=float, help="unmeasured load before each run, seconds "
                      "(default 60; --short 5)")
     exp.add_argument("--restart-warmup", type=float,
@@ -244,7 +248,7 @@ def prepare(args: argparse.Namespace) -> Setup:
     for shape in shapes:
         sched = po.make_schedule(shape, minutes=args.minutes, seed=args.seed,
                                  shift_seconds=args.shift_seconds,
-                                 step_seconds=args.step_seconds)
+                                 step_seconds=args.step_seconds, peak_rate=args.peak_rate)
         schedules[shape] = sched
 
         def progress(msg: str, shape: str = shape) -> None:
@@ -270,6 +274,9 @@ def describe_plans(setup: Setup) -> list[str]:
     for shape, by_policy in setup.plans.items():
         sched = setup.schedules[shape]
         lines.append(f"{shape}: {sched.source}; shifts at {list(sched.shifts)} s")
+        rates = sched.segment_rates()
+        if rates is not None:
+            lines.append(f"  offered ops/s per segment: {[round(float(r)) for r in rates]}")
         for pol, plan in by_policy.items():
             what = "; ".join(f"{c.at:g} s {dict(c.settings)}" + (" (restart)" if c.restart
                                                                  else "")
@@ -372,13 +379,15 @@ class Lab:
         return restore(self.nodes(), keyspace=self.args.keyspace, table=self.args.table,
                        src=self.args.layout, truncate=truncate, log=say)
 
-    def warm_up(self, mix: Mapping[str, float], seconds: float) -> None:
+    def warm_up(self, mix: Mapping[str, float], seconds: float,
+                rate: float | None = None) -> None:
+        """Unmeasured load of ``mix`` (at ``rate`` ops/s; None: as fast as it is served)."""
         from planner.loadgen import run_load
 
         if seconds <= 0:
             return
-        say(f"warming up {seconds:g} s")
-        result = run_load(replace(self.load, mix=dict(mix), seconds=seconds))
+        say(f"warming up {seconds:g} s" + (f" at {rate:g} ops/s" if rate else ""))
+        result = run_load(replace(self.load, mix=dict(mix), seconds=seconds, rate=rate))
         if result.stopped_by == "stopped":
             raise KeyboardInterrupt
 
@@ -452,9 +461,10 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
         except KairosError as exc:
             rec["error"] = f"the nodes did not settle before the run: {exc}"
             raise _RunFailed from None
-        lab.warm_up(sched.segments[0].mix, args.restart_warmup if restarted else args.warmup)
-        trace = TraceSchedule(rates=(po.UNTHROTTLED_RATE,) * sched.steps,
-                              mixes=tuple(sched.step_mixes()), step_seconds=sched.step_seconds)
+        lab.warm_up(sched.segments[0].mix, args.restart_warmup if restarted else args.warmup,
+                    rate=None if sched.peak_rate is None else sched.step_rates()[0])
+        trace = TraceSchedule(rates=sched.step_rates(), mixes=tuple(sched.step_mixes()),
+                              step_seconds=sched.step_seconds)
         config = replace(lab.load, trace=trace, seconds=sched.seconds, verify=True)
         last = [0.0, 0]
 

@@ -156,15 +156,24 @@ class ChangeCosts:
         """Measured seconds of a switch of ``parameter`` to ``after`` (the median of the
         entries measured from ``before`` to ``after``, else of every entry to ``after``);
         None when none was measured."""
+        return self._median("change_seconds", parameter, before, after)
+
+    def span_for(self, parameter: str, before: Any, after: Any) -> float | None:
+        """Measured seconds the rewrite of that switch lasted, the entries chosen as for
+        :meth:`seconds_for`; None when none was measured."""
+        return self._median("rewrite_seconds", parameter, before, after)
+
+    def _median(self, field_name: str, parameter: str, before: Any, after: Any
+                ) -> float | None:
         to = [e for e in self.entries if e.parameter == parameter and e.after == str(after)]
-        exact = [e.change_seconds for e in to if e.before == str(before)]
-        values = exact or [e.change_seconds for e in to]
+        exact = [getattr(e, field_name) for e in to if e.before == str(before)]
+        values = exact or [getattr(e, field_name) for e in to]
         return float(statistics.median(values)) if values else None
 
     def describe(self) -> str:
         """One line for the plan's provenance: each measured switch and its seconds."""
         parts = [f"{e.parameter} {_short(e.before)} -> {_short(e.after)} {e.change_seconds:g} s"
-                 for e in self.entries]
+                 f" over a {e.rewrite_seconds:g}-s rewrite" for e in self.entries]
         return f"measured: {self.source} ({'; '.join(parts)})"
 
 

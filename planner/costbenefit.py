@@ -58,7 +58,15 @@ SOPHIA's Eq. 8 (``L = H(C_k) * T_r``) is the special case that ignores the pendi
 nodes still running the old configuration. A change whose parameters are all live
 costs ``live_seconds * served(cap_b)`` (default 0: e.g. a cache warm-up). Parameters
 whose change is expensive however it is applied (a compaction strategy change rewrites
-every SSTable) add ``change_seconds[a, b] * served(cap_b)`` to any switch.
+every SSTable) cost ``change_seconds[a, b]`` of full throughput, spread over the change's
+span ``d = change_span[a, b]`` (its rewrite; default the cost itself) as a share
+``phi = change_seconds / d`` of the capacity, priced at the load of every interval spanned:
+
+    cost += sum over the span  dt * max(0, served(cap_b) - served((1 - phi) * cap_b))
+
+At saturation that is ``change_seconds * served(cap_b)``; in a quiet hour the spare
+capacity absorbs the rewrite and little is lost, which is what a plan that chooses *when*
+to change uses.
 """
 
 from __future__ import annotations
@@ -315,6 +323,7 @@ def transition_costs(
     served: Served = "capacity",
     change_seconds: np.ndarray | None = None,
     headroom_weight: float = 0.0,
+    change_span: np.ndarray | None = None,
 ) -> np.ndarray:
     """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``.
 
@@ -335,6 +344,9 @@ def transition_costs(
     change_seconds
         ``(K, K)`` extra seconds of full throughput lost by the change itself, whether live
         or not (e.g. a compaction strategy change rewrites every SSTable).
+    change_span
+        ``(K, K)`` seconds that loss is spread over (the rewrite's length); None: the
+        change costs its whole capacity for ``change_seconds``.
 
     Returns
     -------
@@ -345,6 +357,7 @@ def transition_costs(
     return SwitchCostTensor(
         capacity, restart=restart, model=model, step_seconds=step_seconds, load=load,
         served=served, change_seconds=change_seconds, headroom_weight=headroom_weight,
+        change_span=change_span,
     ).dense()
 
 
@@ -387,6 +400,7 @@ class SwitchCostTensor:
         change_seconds: np.ndarray | None = None,
         headroom_weight: float = 0.0,
         mean: bool = True,
+        change_span: np.ndarray | None = None,
     ) -> None:
         cap = np.ascontiguousarray(capacity, dtype=float)
         samples = cap.ndim == 3
@@ -409,11 +423,7 @@ class SwitchCostTensor:
             raise ValidationError("capacity/load: must be finite")
         n_k = cap.shape[-1]
         extra = np.where(rst, model.warmup_seconds, model.live_seconds)
-        if change_seconds is not None:
-            cs = np.asarray(change_seconds, dtype=float)
-            if cs.shape != (n_k, n_k) or np.any(cs < 0):
-                raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
-            extra = extra + cs
+        self._spans = _span_groups(change_seconds, change_span, n_k, step_seconds)
         self._cap = cap
         self._load = ld
         self._hw = headroom_weight if served == "work" else 0.0
@@ -523,6 +533,15 @@ class SwitchCostTensor:
         full = None
         if self._extra is not None:
             full = _credit_vector(cap[t], None if load is None else float(load[t]), hw)
+        for mask, share, span in self._spans:  # a change's loss over its span: K-vectors
+            lost = np.zeros(cap.shape[-1])
+            for dt, u_off in span:
+                u = min(t + u_off, n_t - 1)
+                ld = None if load is None else float(load[u])
+                short = (_credit_vector(cap[u], ld, hw)
+                         - _credit_vector((1.0 - share) * cap[u], ld, hw))
+                lost += dt * np.maximum(short, 0.0)
+            pieces.append(("span", mask, lost))
         self._cache[key] = (pieces, full)
         return pieces, full
 
@@ -540,6 +559,8 @@ class SwitchCostTensor:
         for piece in pieces:
             if piece[0] == "b":
                 out += piece[1][None, :]
+                continue
+            if piece[0] == "span":
                 continue
             for r0 in range(lo, hi, ROW_BLOCK):
                 r1 = min(hi, r0 + ROW_BLOCK)
@@ -560,6 +581,9 @@ class SwitchCostTensor:
         out *= self._restart[lo:hi]  # a live change loses no batch
         if full is not None and self._extra is not None:
             out += self._extra[lo:hi] * full[None, :]
+        for piece in pieces:
+            if piece[0] == "span":
+                out += piece[1][lo:hi] * piece[2][None, :]
         idx = np.arange(lo, hi)
         out[idx - lo, idx] = 0.0
         return out
@@ -582,6 +606,15 @@ class SwitchCostTensor:
         if self._extra is not None:
             full = credit(cap[..., t, b], None if load is None else load[..., t], hw)
             out = out + self._extra[a, b] * full
+        for mask, share, span in self._spans:
+            lost = np.zeros_like(out)
+            for dt, u_off in span:
+                u = np.minimum(t + u_off, n_t - 1)
+                cap_b = cap[..., u, b]
+                ld = None if load is None else load[..., u]
+                short = credit(cap_b, ld, hw) - credit((1.0 - share) * cap_b, ld, hw)
+                lost += dt * np.maximum(short, 0.0)
+            out = out + np.where(mask[a, b], lost, 0.0)
         return np.where(a == b, 0.0, out)
 
 
@@ -590,6 +623,51 @@ def _is_index(key: Any) -> bool:
     if isinstance(key, int | np.integer):
         return True
     return isinstance(key, np.ndarray) and key.dtype.kind in "iu" and key.ndim <= 1
+
+
+def _span_pieces(seconds: float, step_seconds: float) -> list[tuple[float, int]]:
+    """``(seconds, interval offset)`` of ``seconds`` from the start of an interval, split at
+    interval boundaries."""
+    out, lo = [], 0.0
+    while seconds - lo > 1e-12:
+        u_off = math.floor(lo / step_seconds + 1e-12)
+        end = min(seconds, (u_off + 1) * step_seconds)
+        out.append((end - lo, u_off))
+        lo = end
+    return out
+
+
+def _span_groups(
+    change_seconds: np.ndarray | None, change_span: np.ndarray | None, n_k: int,
+    step_seconds: float,
+) -> list[tuple[np.ndarray, float, list[tuple[float, int]]]]:
+    """The switches that cost ``change_seconds`` of full throughput, grouped by cost and
+    span: ``(mask (K, K), share of capacity lost, pieces of the span)``.
+
+    A change that costs ``c`` seconds of full throughput over a span of ``d`` seconds (its
+    rewrite, measured: :class:`planner.change_cost.ChangeCost`) takes the share ``c / d``
+    of the capacity for ``d`` seconds; without a span, or a span shorter than ``c``, all
+    of it for ``c`` seconds. What it loses is priced at the load of each interval it
+    spans: at saturation ``c`` seconds of full throughput, below it only what the spare
+    capacity does not absorb (a rewrite in a quiet hour is nearly free).
+    """
+    if change_seconds is None:
+        return []
+    cs = np.asarray(change_seconds, dtype=float)
+    if cs.shape != (n_k, n_k) or not np.all(np.isfinite(cs)) or np.any(cs < 0):
+        raise ValidationError(f"change_seconds: expected ({n_k}, {n_k}) values >= 0")
+    span = cs if change_span is None else np.asarray(change_span, dtype=float)
+    if span.shape != (n_k, n_k) or not np.all(np.isfinite(span)) or np.any(span < 0):
+        raise ValidationError(f"change_span: expected ({n_k}, {n_k}) values >= 0")
+    span = np.maximum(span, cs)
+    costly = cs > 0
+    np.fill_diagonal(costly, False)
+    groups = []
+    for c, d in sorted({(float(c), float(d)) for c, d in zip(cs[costly], span[costly],
+                                                               strict=True)}):
+        mask = costly & (cs == c) & (span == d)
+        groups.append((mask, c / d, _span_pieces(d, step_seconds)))
+    return groups
 
 
 def _restart_pieces(model: ReconfigModel, step_seconds: float) -> list[tuple[float, int, float,

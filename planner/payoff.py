@@ -5,7 +5,9 @@ Pure logic for ``bench/payoff.py`` (docs/payoff.md), which runs it on real serve
 * :func:`make_schedule` -- one of SOPHIA's three workload shapes (:mod:`planner.traces`:
   the bus-tracking day, the HPC analytics queue, the MG-RAST portal) compressed in time into
   a few minutes: the source trace is cut where a piecewise-constant operation mix fits it
-  best into segments of ~1-3 minutes, each replayed with its mean mix (:class:`Schedule`).
+  best into segments of ~1-3 minutes, each replayed with its mean mix (:class:`Schedule`);
+  a closed loop that saturates the cluster, or, with a peak rate, an open loop that offers
+  each segment its share of the trace's load (quiet hours included).
 * :func:`decide` -- what each policy does over a schedule, computed beforehand from the
   performance model: ``default`` never changes; ``static-best`` puts in place, before the
   load starts, the one candidate predicted to serve the most over the whole schedule;
@@ -53,6 +55,7 @@ __all__ = [
     "Segment",
     "candidate_grid",
     "check_minutes",
+    "check_peak_rate",
     "comparisons",
     "decide",
     "default_config",
@@ -74,7 +77,7 @@ __all__ = [
 
 ENGINE = "cassandra"
 POLICIES: tuple[str, ...] = ("default", "static-best", "naive", "kairos")
-SHAPES: tuple[str, ...] = ("bus", "hpc", "mgrast", "reporting")
+SHAPES: tuple[str, ...] = ("bus", "hpc", "mgrast", "reporting", "warehouse")
 #: Length of one step of the replayed schedule and of the recorded time series.
 DEFAULT_STEP_SECONDS = 5.0
 #: The target time between two shifts of the mix (SOPHIA's shifts, compressed: 1-3 min).
@@ -98,17 +101,21 @@ Progress = Callable[[str], None]
 # ================================================================== schedules
 @dataclass(frozen=True)
 class Segment:
-    """From ``start`` seconds into the run, the load has the operation ``mix``."""
+    """From ``start`` seconds into the run, the load has the operation ``mix`` and offers
+    ``load`` times the schedule's peak rate (when it has one)."""
 
     start: float
     mix: Mapping[str, float]
+    load: float = 1.0
 
 
 @dataclass(frozen=True)
 class Schedule:
     """A compressed workload: segments of constant mix over ``seconds``, in ``step_seconds``.
 
-    Every segment starts on a step; the first at 0.
+    Every segment starts on a step; the first at 0. ``peak_rate`` None: a closed loop that
+    saturates the cluster (:data:`UNTHROTTLED_RATE`); else the ops/s the busiest segment
+    offers, each segment offering its ``load`` share of it (an open loop).
     """
 
     shape: str
@@ -116,6 +123,7 @@ class Schedule:
     step_seconds: float
     segments: tuple[Segment, ...]
     source: str = ""
+    peak_rate: float | None = None
 
     def __post_init__(self) -> None:
         if not self.segments or self.segments[0].start != 0:
@@ -128,6 +136,10 @@ class Schedule:
         for s in self.segments:
             if abs(s.start / self.step_seconds - round(s.start / self.step_seconds)) > 1e-9:
                 raise ValidationError(f"schedule: segment at {s.start} s is not on a step")
+            if not (math.isfinite(s.load) and s.load >= 0):
+                raise ValidationError(f"schedule: segment at {s.start} s: load must be >= 0")
+        if self.peak_rate is not None:
+            check_peak_rate(self.peak_rate)
 
     @property
     def steps(self) -> int:
@@ -155,11 +167,34 @@ class Schedule:
         return [self.segments[self.segment_at(i * self.step_seconds)].mix
                 for i in range(self.steps)]
 
+    def segment_rates(self) -> np.ndarray | None:
+        """Ops/s each segment offers (None: a closed loop, as much as the cluster serves)."""
+        if self.peak_rate is None:
+            return None
+        return np.array([self.peak_rate * s.load for s in self.segments])
+
+    def step_rates(self) -> tuple[float, ...]:
+        """The load generator's rate per step: each segment's offered ops/s, or
+        :data:`UNTHROTTLED_RATE` throughout in a closed loop."""
+        rates = self.segment_rates()
+        return tuple(UNTHROTTLED_RATE if rates is None
+                     else float(rates[self.segment_at(i * self.step_seconds)])
+                     for i in range(self.steps))
+
     def to_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "seconds": self.seconds, "step_seconds": self.step_seconds,
-                "source": self.source,
-                "segments": [{"start": s.start, "seconds": d, "mix": dict(s.mix)}
+                "source": self.source, "peak_rate": self.peak_rate,
+                "segments": [{"start": s.start, "seconds": d, "mix": dict(s.mix),
+                              "load": s.load}
                              for s, d in zip(self.segments, self.durations(), strict=True)]}
+
+
+def check_peak_rate(rate: float) -> float:
+    """``--peak-rate``: finite ops/s > 0."""
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) \
+            or rate <= 0:
+        raise ValidationError(f"--peak-rate: must be ops/s > 0, got {rate!r}")
+    return float(rate)
 
 
 def check_minutes(minutes: float) -> float:
@@ -199,6 +234,8 @@ def _source_series(shape: str, seed: int, segments: int) -> WorkloadSeries:
         return traces.mgrast_like(steps=12 * segments, step_seconds=60.0, seed=seed)
     if shape == "reporting":  # one day: report scans, ingestion batches at 00-02 and 12-14
         return traces.reporting_like(steps=288, step_seconds=300.0, seed=seed)
+    if shape == "warehouse":  # the reporting day with its load: quiet night and evening
+        return traces.warehouse_like(steps=288, step_seconds=300.0, seed=seed)
     raise ValidationError(f"--shape: unknown {shape!r}; known: {', '.join(SHAPES)}")
 
 
@@ -264,6 +301,7 @@ def make_schedule(
     seed: int = 0,
     shift_seconds: float = DEFAULT_SHIFT_SECONDS,
     step_seconds: float = DEFAULT_STEP_SECONDS,
+    peak_rate: float | None = None,
 ) -> Schedule:
     """SOPHIA's ``shape`` compressed into a run of ``minutes``.
 
@@ -272,6 +310,9 @@ def make_schedule(
     (:func:`_segmentation`), neighbours with the same mix joined. Each keeps the mean mix
     of its part of the trace and a share of the run proportional to that part's length,
     but at least ``min(60 s, run / (2 x segments))``. Segment starts are rounded to steps.
+    With ``peak_rate`` (an open loop) the trace's load, relative to its peak, is cut on
+    as the mix is, and each segment offers its part's mean load relative to the busiest
+    part's, times ``peak_rate``.
     """
     seconds = check_minutes(minutes) * 60.0
     if not (math.isfinite(step_seconds) and 0 < step_seconds <= seconds / 2):
@@ -283,30 +324,41 @@ def make_schedule(
     steps = int(seconds // step_seconds)
     seconds = steps * step_seconds
     n = max(2, min(round(seconds / shift_seconds), steps))
+    if peak_rate is not None:
+        check_peak_rate(peak_rate)
     series = _source_series(shape, seed, n)
     classes = series.classes
     mix = series.mix_matrix()
+    load = np.asarray(series.load, dtype=float)
+    features = mix if peak_rate is None else np.column_stack(
+        [mix, load / max(float(load.max()), 1e-12)])
     parts = _merged(list(itertools.pairwise(
-        _segmentation(mix, n, max(1, len(mix) // (3 * n))))), mix)
+        _segmentation(features, n, max(1, len(mix) // (3 * n))))), features)
+    levels = np.array([load[a:b].mean() for a, b in parts])
+    levels = levels / max(float(levels.max()), 1e-12)
     share = np.array([b - a for a, b in parts], dtype=float) / len(mix)
     floor = min(60.0, seconds / (2 * len(parts)))
     durations = floor + (seconds - floor * len(parts)) * share
     starts_raw = np.concatenate([[0.0], np.cumsum(durations)[:-1]])
     starts = [round(float(s) / step_seconds) for s in starts_raw]
     segments: list[Segment] = []
-    for (a, b), start in zip(parts, starts, strict=True):
+    for (a, b), start, level in zip(parts, starts, levels, strict=True):
         if segments and start <= segments[-1].start / step_seconds:
             start = round(segments[-1].start / step_seconds) + 1
         if start >= steps:
             break
         segments.append(Segment(start=start * step_seconds,
-                                mix=_rounded_mix(mix[a:b].mean(axis=0), classes)))
+                                mix=_rounded_mix(mix[a:b].mean(axis=0), classes),
+                                load=1.0 if peak_rate is None else round(float(level), 4)))
     hours = len(mix) * float(series.step_seconds or 0.0) / 3600.0
+    loop = ("a closed loop" if peak_rate is None
+            else f"an open loop, its busiest segment at {peak_rate:g} ops/s")
     return Schedule(shape=shape, seconds=seconds, step_seconds=step_seconds,
-                    segments=tuple(segments),
+                    segments=tuple(segments), peak_rate=peak_rate,
                     source=f"planner.traces {shape} (seed {seed}): {hours:.3g} h of trace in "
-                    f"{len(segments)} segments of constant mix, compressed into "
-                    f"{seconds / 60:g} min")
+                    f"{len(segments)} segments of constant "
+                    f"{'mix' if peak_rate is None else 'mix and load'}, compressed into "
+                    f"{seconds / 60:g} min, {loop}")
 
 
 # ================================================================ candidates
@@ -436,8 +488,8 @@ def expected_final(start: Mapping[str, Any], changes: Sequence[Change]) -> Confi
 
 
 def predicted_ops(model: PerformanceModel, schedule: Schedule, plan: PolicyPlan) -> float:
-    """Operations the model predicts the policy serves over the schedule (saturated, per
-    step, changes taking effect at their time, their cost not counted)."""
+    """Operations the model predicts the policy serves over the schedule (per step, at most
+    what the step offers, changes taking effect at their time, their cost not counted)."""
     space = get_space(ENGINE)
     base = space.complete(plan.start)
     configs, cuts = [dict(base)], [0.0]
@@ -448,12 +500,17 @@ def predicted_ops(model: PerformanceModel, schedule: Schedule, plan: PolicyPlan)
     index = [max(i for i, at in enumerate(cuts) if at <= k * schedule.step_seconds)
              for k in range(schedule.steps)]
     mean, _ = model.predict_matrix(mixes, configs)
-    return float(sum(mean[k, index[k]] for k in range(schedule.steps)) * schedule.step_seconds)
+    rates = schedule.step_rates()
+    return float(sum(min(mean[k, index[k]], rates[k]) for k in range(schedule.steps))
+                 * schedule.step_seconds)
 
 
 def _static_best(model: PerformanceModel, schedule: Schedule,
                  candidates: Sequence[Config]) -> PolicyPlan:
     cap = _capacity(model, schedule, candidates)
+    rates = schedule.segment_rates()
+    if rates is not None:  # an open loop: nothing is served beyond what is offered
+        cap = np.minimum(cap, rates[:, None])
     served = np.asarray(schedule.durations()) @ cap
     k = int(np.argmax(served))  # the first maximum: the default on a tie
     gain = served[k] / served[0] - 1.0 if served[0] > 0 else 0.0
@@ -480,10 +537,12 @@ def _naive(model: PerformanceModel, schedule: Schedule,
 
 
 def schedule_forecast(
-    schedule: Schedule, model: PerformanceModel, *, start: float, load: float
+    schedule: Schedule, model: PerformanceModel, *, start: float,
+    load: float | Sequence[float],
 ) -> Forecast:
     """The schedule as a perfect forecast (SOPHIA's oracle f_pred): one step per schedule
-    step from ``start`` (epoch seconds), the offered ``load`` constant, zero-width bands."""
+    step from ``start`` (epoch seconds), the offered ``load`` (ops/s: one value, or one per
+    step), zero-width bands."""
     from planner.forecast_results import Forecast
 
     mixes = schedule.step_mixes()
@@ -492,7 +551,7 @@ def schedule_forecast(
     total = sum(mix.values())
     mix = {c: v / total for c, v in mix.items()}
     ts = start + schedule.step_seconds * np.arange(schedule.steps, dtype=float)
-    ld = np.full(schedule.steps, float(load))
+    ld = np.broadcast_to(np.asarray(load, dtype=float), (schedule.steps,)).copy()
     return Forecast(
         engine=model.engine, timestamps=ts, load_mean=ld, load_lower=ld, load_upper=ld,
         mix_mean=mix, mix_lower=mix, mix_upper=mix, level=0.9,
@@ -513,7 +572,10 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
     from planner.risk import DEFAULT_CONFIDENCE
 
     start = datetime(2026, 1, 5, tzinfo=UTC)  # any start: the steps are kept as offsets
-    load = SATURATION * float(_capacity(model, schedule, candidates).max())
+    saturated = schedule.peak_rate is None
+    load: float | tuple[float, ...] = (
+        SATURATION * float(_capacity(model, schedule, candidates).max()) if saturated
+        else schedule.step_rates())
     fc = schedule_forecast(schedule, model, start=start.timestamp(), load=load)
     request = PlanRequest(
         forecast=fc, source=f"payoff schedule {schedule.shape} (perfect forecast)",
@@ -546,7 +608,8 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
             "compaction_seconds": cost.get("compaction_seconds"),
             "compaction_seconds_source": cost.get("compaction_seconds_source"),
             "confidence": plan.provenance.get("uncertainty", {}).get("confidence"),
-            "offered_load_told": round(load, 1)}
+            "offered_load_told": round(load, 1) if isinstance(load, float)
+            else "the schedule's rates"}
     return PolicyPlan("kairos", start=dict(candidates[0]), changes=changes, info=info)
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "SwitchCosts",
     "capacity_matrix",
     "change_seconds_matrix",
+    "change_span_matrix",
     "make_plan",
     "make_problem",
     "optimise",
@@ -192,6 +193,25 @@ def change_seconds_matrix(
     return out
 
 
+def change_span_matrix(
+    engine: str, candidates: Sequence[Mapping[str, Any]], measured: ChangeCosts | None,
+) -> np.ndarray | None:
+    """``(K, K)`` seconds each switch's cost is spread over: the longest measured rewrite
+    among its changed parameters (:meth:`planner.change_cost.ChangeCosts.span_for`), 0
+    where none was measured (the cost then takes the whole capacity); None without
+    measurements."""
+    if measured is None:
+        return None
+
+    def span(key: str, old: Any, new: Any) -> float:
+        return measured.span_for(key, old, new) or 0.0
+
+    out = np.zeros((len(candidates), len(candidates)))
+    for per_key in _per_parameter(engine, candidates, span, float):
+        np.maximum(out, per_key, out=out)
+    return out
+
+
 def _mix_rows(model: Any, mixes: np.ndarray) -> list[dict[str, float]]:
     m = np.asarray(mixes, dtype=float)
     return [dict(zip(model.classes, r.tolist(), strict=True))
@@ -230,6 +250,7 @@ def make_problem(
     headroom_weight: float = 0.0,
     p99: np.ndarray | None = None,
     latency_weight: float = 0.0,
+    change_span: np.ndarray | None = None,
 ) -> PlanningProblem:
     """A planning problem from capacities (or ``(S, T, K)`` sample capacities).
 
@@ -256,6 +277,7 @@ def make_problem(
         cap[0] if n == 1 else cap, restart=restart, model=reconfig,
         step_seconds=step_seconds, load=None if ld is None else ld[0] if n == 1 else ld,
         served=served, change_seconds=change_seconds, headroom_weight=headroom_weight,
+        change_span=change_span,
     )
     return PlanningProblem(
         served=srv / n,
@@ -284,6 +306,9 @@ class SwitchCosts:
         ``"work"`` (min(load, capacity) + ``headroom_weight`` x load x (1 - utilisation)).
     change_seconds
         ``(K, K)`` extra seconds of full throughput a change costs however it is applied.
+    change_span
+        ``(K, K)`` seconds that cost is spread over (a measured rewrite's length); None:
+        the whole capacity for ``change_seconds`` (:func:`planner.costbenefit.transition_costs`).
     headroom_weight
         With ``"work"``: the weight of the headroom term.
     latency_weight, p99
@@ -299,6 +324,7 @@ class SwitchCosts:
     headroom_weight: float = 0.0
     latency_weight: float = 0.0
     p99: np.ndarray | None = None
+    change_span: np.ndarray | None = None
 
     def problem(
         self,
@@ -316,7 +342,7 @@ class SwitchCosts:
             step_seconds=self.step_seconds, served=self.served,
             load=load if self.served != "capacity" else None,
             initial=initial, initial_lockout=initial_lockout,
-            change_seconds=self.change_seconds,
+            change_seconds=self.change_seconds, change_span=self.change_span,
             headroom_weight=self.headroom_weight if self.served == "work" else 0.0,
             p99=self.p99 if p99 is None else p99,
             latency_weight=self.latency_weight if self.served == "work" else 0.0,
@@ -501,7 +527,9 @@ class PlanRequest:
     change_costs
         A file bench/change_cost.py wrote (:mod:`planner.change_cost`): the measured seconds
         of each compaction strategy switch it holds replace ``compaction_seconds`` for that
-        switch's direction.
+        switch's direction, spread over the rewrite's measured length and priced at the
+        load it meets (a rewrite in a quiet hour loses only what spare capacity cannot
+        absorb).
     headroom_weight
         With ``served="work"``: the weight of the headroom term ``load x (1 - utilisation)``
         below saturation (0: served work only).
@@ -1000,13 +1028,16 @@ def _switch_costs(
         node_seconds=tr.node_seconds or None,
         warmup_seconds=impact.warmup_seconds if impact else 0.0,
     )
+    cassandra = req.engine == "cassandra"
     change = change_seconds_matrix(
         req.engine, candidates, {"compaction": req.compaction_seconds},
         measured=change_costs,
-    ) if req.engine == "cassandra" else None
+    ) if cassandra else None
     return SwitchCosts(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
         step_seconds=step_seconds, served=req.served, change_seconds=change,
+        change_span=change_span_matrix(req.engine, candidates, change_costs)
+        if cassandra else None,
         headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
         latency_weight=req.latency_weight if p99 is not None else 0.0, p99=p99,
     )

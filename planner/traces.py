@@ -12,6 +12,9 @@
 * :func:`reporting_like` -- an analytics store: report scans through the day, and ingestion
   batches that rewrite recent rows at fixed hours (the issue-38 shape: scans and write
   bursts, whose best compaction differs).
+* :func:`warehouse_like` -- the same store with its day's load: quiet hours at night and in
+  the evening (a trickle of updates), reports at full load in business hours and the
+  batches above it. Spare capacity comes before the reports: the hour to reconfigure in.
 
 Every generator is seeded and returns a Cassandra :class:`planner.workload.WorkloadSeries`
 with a regular step. :data:`GENERATORS` maps the shape names used by ``kairos simulate``.
@@ -37,6 +40,7 @@ __all__ = [
     "ops_like",
     "reporting_like",
     "synthetic_capacity",
+    "warehouse_like",
 ]
 
 #: 2026-01-05T00:00:00Z, a Monday: the default start of every synthetic trace.
@@ -238,12 +242,51 @@ def reporting_like(
                    scope="cluster:reporting-like")
 
 
+#: The warehouse day, hour by hour from midnight: (from, to, update share, load relative to
+#: the business-hours reports). Nightly ingestion, a quiet night of trickle updates,
+#: reports, the midday refresh, reports, a quiet evening.
+WAREHOUSE_DAY: tuple[tuple[float, float, float, float], ...] = (
+    (0.0, 2.0, 0.9, 1.5), (2.0, 8.0, 0.9, 0.2), (8.0, 12.0, 0.1, 1.0),
+    (12.0, 14.0, 0.9, 1.5), (14.0, 18.0, 0.1, 1.0), (18.0, 24.0, 0.9, 0.2))
+
+
+def warehouse_like(
+    *,
+    steps: int = 288,
+    step_seconds: float = 300.0,
+    seed: int = 0,
+    base_load: float = 20_000.0,
+    start: float = DEFAULT_START,
+) -> WorkloadSeries:
+    """Warehouse-like: :func:`reporting_like`'s two mixes with the day's load
+    (:data:`WAREHOUSE_DAY`): ingestion batches at 1.5x the reports' load, report scans
+    (scan 0.9, update 0.1) through business hours, and quiet hours (a fifth of the load, a
+    trickle of updates) at night and in the evening. Each step is a little noisy.
+    """
+    _check(steps, step_seconds)
+    rng = np.random.default_rng(seed)
+    ts = start + step_seconds * np.arange(steps, dtype=float)
+    hour = (ts % 86400.0) / 3600.0
+    update = np.zeros(steps)
+    level = np.zeros(steps)
+    for a, b, u, lv in WAREHOUSE_DAY:
+        inside = (hour >= a) & (hour < b)
+        update[inside], level[inside] = u, lv
+    update = update + rng.normal(0.0, 0.01, steps)
+    zero = np.zeros(steps)
+    mix = np.stack([zero, update, zero, 1.0 - update], axis=1)
+    load = base_load * level * (1.0 + rng.normal(0.0, 0.05, steps))
+    return _series(load, mix, step_seconds=step_seconds, start=start,
+                   scope="cluster:warehouse-like")
+
+
 #: Shape name -> generator, as ``kairos simulate --shape`` names them.
 GENERATORS: dict[str, Callable[..., WorkloadSeries]] = {
     "mgrast": mgrast_like,
     "bus": bus_tracking_like,
     "hpc": hpc_queue_like,
     "reporting": reporting_like,
+    "warehouse": warehouse_like,
 }
 
 

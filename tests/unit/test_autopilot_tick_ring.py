@@ -220,7 +220,7 @@ def test_the_inventory_s_measured_change_costs_price_the_plan(tmp_path: Path) ->
     (line,) = logged(tmp_path)
     cost_model = yaml.safe_load(Path(line["plan"]).read_text())["provenance"]["cost_model"]
     assert cost_model["compaction_seconds_source"].startswith(
-        f"measured: {costs} (compaction SizeTiered -> Leveled 55 s)")
+        f"measured: {costs} (compaction SizeTiered -> Leveled 55 s over a 140-s rewrite)")
 
 
 def test_an_unreadable_ring_means_no_plan_and_the_reason_is_logged(tmp_path: Path) -> None:

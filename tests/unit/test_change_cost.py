@@ -11,8 +11,14 @@ import numpy as np
 import pytest
 
 from planner.change_cost import ChangeCost, change_cost, load_change_costs, merge_entry
+from planner.costbenefit import ReconfigModel, transition_costs
 from planner.errors import ValidationError
-from planner.planning import PlanRequest, _compaction_source, change_seconds_matrix
+from planner.planning import (
+    PlanRequest,
+    _compaction_source,
+    change_seconds_matrix,
+    change_span_matrix,
+)
 from tests.unit.test_restart_impact import series
 
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
@@ -75,8 +81,8 @@ def test_each_direction_is_priced_from_its_own_measurement(tmp_path: Path) -> No
     assert np.all(np.diag(matrix) == 0)
     source = _compaction_source(PlanRequest(change_costs=path, compaction_seconds=120.0), costs)
     assert source.startswith(f"measured: {path} (")
-    assert "compaction SizeTiered -> Leveled 50 s" in source
-    assert "compaction Leveled -> SizeTiered 4 s" in source
+    assert "compaction SizeTiered -> Leveled 50 s over a 100-s rewrite" in source
+    assert "compaction Leveled -> SizeTiered 4 s over a 8-s rewrite" in source
     assert source.endswith("given: --compaction-seconds 120 for a switch not measured")
     assert _compaction_source(PlanRequest(), None) == "given: --compaction-seconds 120"
 
@@ -103,3 +109,38 @@ def test_a_bad_file_is_refused_naming_it_and_the_field(tmp_path: Path, content: 
 def test_a_missing_file_is_refused_naming_the_option(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"--change-costs: .*: no such file"):
         load_change_costs(tmp_path / "absent.json")
+
+
+def test_a_measured_rewrite_costs_at_saturation_what_it_measured_and_little_in_a_quiet_hour(
+        tmp_path: Path) -> None:
+    """The span: 24.7 s of full throughput over an 84.8-s rewrite takes 29 % of the
+    capacity for 84.8 s. Saturated, that is the 24.7 s measured; at a fifth of the
+    capacity offered, the spare capacity absorbs it and nothing served is lost."""
+    path = tmp_path / "change-costs.json"
+    merge_entry(path, ChangeCost(
+        parameter="compaction", before=STCS, after=LCS, change_seconds=24.7,
+        rewrite_seconds=84.8, apply_seconds=58.0, baseline_ops_per_s=409.4,
+        steady_ops_per_s=565.1))
+    costs = load_change_costs(path)
+    assert costs.span_for("compaction", STCS, LCS) == 84.8
+    assert costs.span_for("compaction", LCS, STCS) is None
+    candidates = [{"compaction": STCS}, {"compaction": LCS}]
+    change = change_seconds_matrix("cassandra", candidates, measured=costs)
+    span = change_span_matrix("cassandra", candidates, costs)
+    assert span is not None and span[0, 1] == 84.8 and span[1, 0] == 0.0
+    assert change_span_matrix("cassandra", candidates, None) is None
+    cap = np.full((30, 2), 500.0)  # 5-s steps: the rewrite spans 17 of them
+    model = ReconfigModel(restart_seconds=60.0, batch_fractions=(1 / 3,) * 3)
+    never = np.zeros((2, 2), dtype=bool)
+
+    def cost(load: float, with_span: bool) -> float:
+        return float(transition_costs(
+            cap, restart=never, model=model, step_seconds=5.0, load=np.full(30, load),
+            served="offered", change_seconds=change,
+            change_span=span if with_span else None)[0, 0, 1])
+
+    assert cost(1000.0, True) == pytest.approx(24.7 * 500.0)
+    assert cost(1000.0, False) == pytest.approx(24.7 * 500.0)
+    assert cost(100.0, True) == 0.0  # 71 % of 500 ops/s still serves the 100 offered
+    assert cost(100.0, False) == pytest.approx(24.7 * 100.0)  # no span: all capacity
+    assert cost(400.0, True) == pytest.approx(84.8 * (400.0 - (1 - 24.7 / 84.8) * 500.0))

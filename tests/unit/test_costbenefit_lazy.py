@@ -65,17 +65,46 @@ def _old_rolling(cap: np.ndarray, model: ReconfigModel, step: float, load: np.nd
     return costs
 
 
+def _span_reference(cap: np.ndarray, change: np.ndarray, span: np.ndarray | None, step: float,
+                    load: np.ndarray | None, hw: float) -> np.ndarray:
+    """A change's cost spread over its span, switch by switch and second by second piece:
+    the share ``c / d`` of the new configuration's capacity for ``d = max(span, c)``
+    seconds, each piece at its own interval's load."""
+    n_t, n_k = cap.shape
+    out = np.zeros((n_t, n_k, n_k))
+    for t, a, b in itertools.product(range(n_t), range(n_k), range(n_k)):
+        c = float(change[a, b])
+        if a == b or c <= 0:
+            continue
+        d = max(c, 0.0 if span is None else float(span[a, b]))
+        lo = 0.0
+        while d - lo > 1e-12:
+            u_off = math.floor(lo / step + 1e-12)
+            end = min(d, (u_off + 1) * step)
+            u = min(t + u_off, n_t - 1)
+            ld = None if load is None else np.float64(load[u])
+            full = cap[u, b] if ld is None else credit(np.float64(cap[u, b]), ld, hw)
+            part = (1 - c / d) * cap[u, b]
+            less = part if ld is None else credit(np.float64(part), ld, hw)
+            out[t, a, b] += (end - lo) * max(float(full - less), 0.0)
+            lo = end
+    return out
+
+
 def old_transition_costs(cap: np.ndarray, *, restart: np.ndarray, model: ReconfigModel,
                          step_seconds: float, load: np.ndarray | None = None,
                          change_seconds: np.ndarray | None = None,
-                         headroom_weight: float = 0.0) -> np.ndarray:
-    """transition_costs before issue 42 (``load`` None: the capacity is credited)."""
+                         headroom_weight: float = 0.0,
+                         change_span: np.ndarray | None = None) -> np.ndarray:
+    """transition_costs before issue 42 (``load`` None: the capacity is credited), with a
+    change's cost over its span (issue 38) from :func:`_span_reference`."""
     n_k = cap.shape[1]
     costs = np.where(restart[None, :, :],
                      _old_rolling(cap, model, step_seconds, load, headroom_weight), 0.0)
     extra = np.where(restart, model.warmup_seconds, model.live_seconds)
     if change_seconds is not None:
-        extra = extra + change_seconds
+        costs = costs + _span_reference(cap, change_seconds, change_span, step_seconds, load,
+                                        headroom_weight)
     if np.any(extra > 0):
         full = _old_credit(np.broadcast_to(cap[:, None, :], costs.shape), np.arange(len(cap)),
                            load, headroom_weight)
@@ -122,9 +151,12 @@ def _inputs(seed: int, n_t: int, n_k: int) -> dict:
         warmup_seconds=float(rng.choice([0.0, 7.0])),
         batch_seconds=tuple(rng.uniform(1, 120, n_b)) if rng.random() < 0.3 else None,
     )
-    change = np.where(rng.random((n_k, n_k)) < 0.3, 120.0, 0.0) if rng.random() < 0.5 else None
+    change = np.where(rng.random((n_k, n_k)) < 0.3, rng.choice([24.7, 120.0]), 0.0) \
+        if rng.random() < 0.5 else None
+    span = rng.choice([0.0, 84.8, 300.0], size=(n_k, n_k)) \
+        if change is not None and rng.random() < 0.5 else None
     return {"cap": cap, "load": load, "restart": restart, "model": model, "change": change,
-            "step": float(rng.choice([10.0, 30.0, 60.0]))}
+            "span": span, "step": float(rng.choice([10.0, 30.0, 60.0]))}
 
 
 MODES = [("capacity", 0.0), ("offered", 0.0), ("work", 0.5), ("work", 1.0)]
@@ -138,16 +170,19 @@ def test_costs_read_lazily_equal_the_dense_formula(seed: int, mode: tuple) -> No
     load = None if served == "capacity" else x["load"]
     old = old_transition_costs(x["cap"], restart=x["restart"], model=x["model"],
                                step_seconds=x["step"], load=load, change_seconds=x["change"],
-                               headroom_weight=hw if served == "work" else 0.0)
+                               headroom_weight=hw if served == "work" else 0.0,
+                               change_span=x["span"])
     lazy = SwitchCostTensor(x["cap"], restart=x["restart"], model=x["model"],
                             step_seconds=x["step"], load=x["load"], served=served,
-                            change_seconds=x["change"], headroom_weight=hw)
+                            change_seconds=x["change"], headroom_weight=hw,
+                            change_span=x["span"])
     assert lazy.shape == old.shape
     # whole intervals and row blocks: the same numbers (to rounding: the last batch's
     # pending share is exactly 0 now, not 5.6e-17)
     dense = transition_costs(
         x["cap"], restart=x["restart"], model=x["model"], step_seconds=x["step"],
-        load=x["load"], served=served, change_seconds=x["change"], headroom_weight=hw)
+        load=x["load"], served=served, change_seconds=x["change"], headroom_weight=hw,
+        change_span=x["span"])
     assert np.allclose(dense, old, rtol=1e-12, atol=1e-9)
     assert np.array_equal(lazy[3], dense[3])
     assert np.array_equal(lazy[2, 1:4], dense[2, 1:4])
