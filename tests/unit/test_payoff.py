@@ -299,6 +299,81 @@ def test_on_the_reporting_day_naive_follows_every_batch_and_kairos_levels_once()
     assert k.info["compaction_seconds_source"].startswith("measured")
 
 
+def test_an_open_loop_cuts_on_the_load_and_offers_each_segment_its_share() -> None:
+    # The warehouse day: its batches and its quiet night share one mix, so only the load
+    # tells them apart; a closed loop cuts on the mix alone and saturates throughout.
+    sched = po.make_schedule("warehouse", minutes=10, seed=0, shift_seconds=100.0,
+                             peak_rate=1000.0)
+    assert [(s.start, round(s.mix["update"], 1), round(s.load, 1)) for s in sched.segments] == [
+        (0.0, 0.9, 1.0), (75.0, 0.9, 0.1), (200.0, 0.1, 0.7), (300.0, 0.9, 1.0),
+        (375.0, 0.1, 0.6), (475.0, 0.9, 0.1)]
+    assert max(s.load for s in sched.segments) == 1.0
+    rates = sched.step_rates()
+    assert len(rates) == sched.steps == 120
+    assert rates[0] == pytest.approx(1000.0 * sched.segments[0].load)
+    assert rates[15] == pytest.approx(1000.0 * sched.segments[1].load)
+    assert rates[15] < 150.0
+    assert sched.to_dict()["peak_rate"] == 1000.0 and "open loop" in sched.source
+    closed = po.make_schedule("warehouse", minutes=10, seed=0, shift_seconds=100.0)
+    assert closed.peak_rate is None and closed.segment_rates() is None
+    assert set(closed.step_rates()) == {po.UNTHROTTLED_RATE}
+    assert all(s.load == 1.0 for s in closed.segments)
+    assert len(closed.segments) < len(sched.segments)  # the night joins a batch
+
+
+@pytest.mark.parametrize("rate", [0.0, -5.0, math.nan, math.inf])
+def test_a_bad_peak_rate_is_refused_naming_the_option(rate: float) -> None:
+    with pytest.raises(ValidationError, match=r"^--peak-rate: must be ops/s > 0"):
+        po.make_schedule("warehouse", minutes=10, peak_rate=rate)
+
+
+def test_in_an_open_loop_nothing_is_credited_beyond_the_offered_load() -> None:
+    # 64 concurrent reads serve the read mix 35 % faster, but at 500 ops/s offered both
+    # candidates (about 1000 ops/s) serve all of it: no static-best change, and the
+    # prediction is what is offered.
+    m = model(gamma=(0.3, 0.0, 0.0, 0.0))
+    cands = po.candidate_grid(m, {"concurrent_reads": 32})
+    saturated = schedule(READ, READ)
+    assert po.decide("static-best", model=m, schedule=saturated,
+                     candidates=cands).start == {"concurrent_reads": 64}
+    offered = po.Schedule(shape="test", seconds=120.0, step_seconds=5.0, peak_rate=500.0,
+                          segments=(po.Segment(0.0, READ), po.Segment(60.0, READ)))
+    best = po.decide("static-best", model=m, schedule=offered, candidates=cands)
+    assert best.start == {"concurrent_reads": 32}
+    assert best.predicted_ops == pytest.approx(500.0 * 120.0)
+    k = po.decide("kairos", model=m, schedule=offered, candidates=cands)
+    assert k.info["offered_load_told"] == "the schedule's rates"  # not saturation
+
+
+def test_on_the_warehouse_day_kairos_levels_in_the_quiet_night_and_naive_at_the_reports(
+) -> None:
+    # The measured switch to leveled costs 24.7 s of its throughput over an 84.8-s rewrite
+    # (the quarter-size table, under scans). Offered its share of the day's load, Kairos
+    # rewrites in the quiet night, early enough that the rewrite ends when the reports
+    # begin; naive switches when they begin, and back at every batch.
+    from planner.perfmodel import load_model
+
+    m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
+    cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
+    sched = po.make_schedule("warehouse", minutes=10, seed=0, shift_seconds=100.0,
+                             peak_rate=1000.0)
+    night, reports = sched.segments[1].start, sched.segments[2].start
+    lcs, stcs = "LeveledCompactionStrategy", "SizeTieredCompactionStrategy"
+    naive = po.decide("naive", model=m, schedule=sched, candidates=cands)
+    assert [(c.at, c.settings["compaction"]) for c in naive.changes] == [
+        (reports, lcs), (300.0, stcs), (375.0, lcs), (475.0, stcs)]
+    costs = REPO / "inventories/local/calibration/change-costs-usertable-small.json"
+    kw = {"tables": ("kairos_effect.usertable_small",), "change_costs": costs}
+    k = po.decide("kairos", model=m, schedule=sched, candidates=cands, kairos=kw)
+    (step,) = k.changes
+    assert step.settings == {"compaction": lcs}
+    assert night <= step.at and step.at + 84.8 <= reports + sched.step_seconds
+    # saturated from start to end there is no quiet hour: no rewrite before the scans
+    closed = po.make_schedule("warehouse", minutes=10, seed=0, shift_seconds=100.0)
+    k_closed = po.decide("kairos", model=m, schedule=closed, candidates=cands, kairos=kw)
+    assert all(c.at >= closed.segments[1].start for c in k_closed.changes)
+
+
 def test_a_live_change_needs_no_restart_and_kairos_makes_it_at_once() -> None:
     m = model()
     cands = po.candidate_grid(m, {"concurrent_reads": 32})
@@ -616,6 +691,37 @@ def test_short_sets_the_ci_run_unless_an_option_is_given(
     full = module.parse_args([])
     assert (full.minutes, full.repetitions, full.policies) == (
         8.0, 2, "default,static-best,naive,kairos")
+
+
+def test_an_open_loop_run_offers_the_segments_rates_and_warms_up_at_the_first(
+    bench: tuple[Any, Lab, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import planner.loadgen as lg
+
+    module, lab, path = bench
+    warmups: list[tuple[float, float | None]] = []
+
+    def run_load(config: Any, *_: Any, **__: Any) -> Any:
+        warmups.append((config.seconds, config.rate))
+        return type("R", (), {"stopped_by": "duration"})
+
+    monkeypatch.setattr(lg, "run_load", run_load)
+    out = tmp_path / "out"
+    rc = module.main(["--model", str(path), "--shapes", "warehouse", "--minutes", "10",
+                      "--shift-seconds", "100", "--peak-rate", "800", "--policies", "default",
+                      "--repetitions", "1", "--warmup", "20", "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    sched = po.make_schedule("warehouse", minutes=10, shift_seconds=100.0, peak_rate=800.0)
+    (load,) = lab.loads
+    assert load.config.trace.rates == sched.step_rates()
+    assert load.config.trace.rates[0] == pytest.approx(800.0 * sched.segments[0].load)
+    assert warmups[-1] == (20.0, pytest.approx(800.0 * sched.segments[0].load))
+    results = json.loads((out / "results.json").read_text())
+    assert results["schedules"]["warehouse"]["peak_rate"] == 800.0
+    assert "offered ops/s per segment: [" in capsys.readouterr().err
+    assert module.main(["--model", str(path), "--peak-rate", "0", "--plan-only"]) == 2
+    assert "--peak-rate: must be ops/s > 0, got 0.0" in capsys.readouterr().err
 
 
 def test_the_driver_refuses_bad_options_before_touching_anything(

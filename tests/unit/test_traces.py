@@ -13,6 +13,7 @@ from planner.traces import (
     mgrast_like,
     reporting_like,
     synthetic_capacity,
+    warehouse_like,
 )
 
 
@@ -60,6 +61,18 @@ def test_reporting_scans_all_day_but_in_the_ingestion_hours() -> None:
     assert s.mix["update"][batch].mean() == pytest.approx(0.9, abs=0.01)
     assert s.mix["scan"][~batch].mean() == pytest.approx(0.9, abs=0.01)
     assert np.all(s.mix["read"] == 0.0) and np.all(s.mix["insert"] == 0.0)
+
+
+def test_the_warehouse_day_has_quiet_hours_before_its_reports() -> None:
+    s = warehouse_like(steps=288, seed=4)
+    hour = (s.timestamps % 86400) / 3600
+    quiet = ((hour >= 2) & (hour < 8)) | (hour >= 18)
+    batch = (hour < 2) | ((hour >= 12) & (hour < 14))
+    reports = ~quiet & ~batch
+    assert s.mix["update"][quiet | batch].mean() == pytest.approx(0.9, abs=0.01)
+    assert s.mix["scan"][reports].mean() == pytest.approx(0.9, abs=0.01)
+    assert s.load[quiet].mean() / s.load[reports].mean() == pytest.approx(0.2, abs=0.02)
+    assert s.load[batch].mean() / s.load[reports].mean() == pytest.approx(1.5, abs=0.05)
 
 
 def test_hpc_jobs_alternate_write_read_write_phases() -> None:
