@@ -134,6 +134,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="the lab's node directories, for --layout (default .lab/cassandra)")
     exp.add_argument("--plan-only", action="store_true",
                      help="print every policy's decisions and exit; touch no node")
+    exp.add_argument("--resume", action="store_true",
+                     help="go on with the experiment in --out: keep its completed runs and run "
+                     "the rest of the order (a failed run again; its record is kept under "
+                     "failed_runs); refused when --out's plans differ from this command's")
     exp.add_argument("--keep-going", action="store_true",
                      help="after a failed run, go on with the next (default: stop)")
     exp.add_argument("--out", default=".kairos/payoff", help="output directory")
@@ -577,9 +581,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    per_run = args.minutes * 60 + args.warmup + args.precondition + 90 + (40 if args.layout else 0)
-    say(f"{len(setup.order)} runs, about {len(setup.order) * per_run / 60:.0f} min "
-        f"(+ rolling restarts); results in {out}/")
     results: dict[str, Any] = {
         "kind": "kairos-payoff", "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in
@@ -594,9 +595,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         "order": [{"shape": s, "repetition": r, "policy": p} for s, r, p in setup.order],
         "runs": [],
     }
+    if args.resume:
+        try:
+            resumed(out, results)
+        except ValidationError as exc:
+            print(f"payoff: {exc}", file=sys.stderr)
+            return 2
+    per_run = args.minutes * 60 + args.warmup + args.precondition + 90 + (40 if args.layout else 0)
+    todo = len(setup.order) - len(results["runs"])
+    say(f"{todo} runs, about {todo * per_run / 60:.0f} min (+ rolling restarts); "
+        f"results in {out}/")
     # SIGTERM unwinds like Ctrl-C: the load is stopped, the default restored.
     with sigterm_as_interrupt():
         return _experiment(args, setup, out, results)
+
+
+def resumed(out: Path, results: dict[str, Any]) -> None:
+    """Take the completed runs of ``out``'s experiment into ``results`` (its failed ones
+    under ``failed_runs``), after checking that it made the same decisions."""
+    path = out / "results.json"
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"--resume: cannot read {path}: {exc}") from None
+    for key in ("schedules", "plans", "order"):
+        if json.loads(json.dumps(results[key], default=str)) != before.get(key):
+            raise ValidationError(f"--resume: {path} is another experiment: its {key} differ "
+                                  "from this command's")
+    runs = before.get("runs", [])
+    results["runs"] = [r for r in runs if r.get("status") == "ok"]
+    results["failed_runs"] = [*before.get("failed_runs", []),
+                              *(r for r in runs if r.get("status") != "ok")]
+    results["created_at"] = before.get("created_at", results["created_at"])
+    results["resumed"] = [*before.get("resumed", []),
+                          {"at": datetime.now(UTC).isoformat(timespec="seconds"),
+                           "command": results["command"]}]
+    results["command"] = before.get("command", results["command"])
+    say(f"resuming {path}: {len(results['runs'])} completed run(s) kept, "
+        f"{len(results['order']) - len(results['runs'])} to run")
 
 
 def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
@@ -617,7 +653,10 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
 
         results["environment"] = describe_environment(lab.version)
         results["initial_config"] = dict(lab.running)
+        done = {(r["shape"], r["repetition"], r["policy"]) for r in results["runs"]}
         for i, (shape, rep, policy) in enumerate(setup.order, start=1):
+            if (shape, rep, policy) in done:
+                continue
             rec = run_one(lab, shape, rep, policy, i, len(setup.order))
             results["runs"].append(rec)
             write_outputs(out, results)

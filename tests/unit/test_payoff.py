@@ -663,6 +663,31 @@ def test_an_executor_failure_fails_the_run_stops_its_load_and_the_experiment(
     assert "FAILED" in capsys.readouterr().err
 
 
+def test_a_resumed_experiment_keeps_its_completed_runs_and_reruns_the_failed_one(
+    bench: tuple[Any, Lab, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module, lab, path = bench
+    lab.fail_on = {"concurrent_reads": 64}
+    out = tmp_path / "out"
+    argv = ["--model", str(path), "--shapes", "bus", "--minutes", "1", "--policies",
+            "default,naive", "--repetitions", "1", "--warmup", "0", "--out", str(out)]
+    assert module.main(argv) == 1  # default ran, naive failed
+    lab.fail_on = None
+    lab.applied.clear()
+    assert module.main([*argv, "--resume"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [(r["policy"], r["status"]) for r in results["runs"]] == [
+        ("default", "ok"), ("naive", "ok")]
+    assert [r["policy"] for r in results["failed_runs"]] == ["naive"]
+    assert results["resumed"][0]["command"].endswith("--resume")
+    assert not results["command"].endswith("--resume")
+    assert lab.applied[0] == {"concurrent_reads": 64}  # only naive ran again
+    assert "resuming" in capsys.readouterr().err
+    other = [*argv[:7], "default", *argv[8:], "--resume"]  # another experiment
+    assert module.main(other) == 2
+    assert "is another experiment: its plans differ" in capsys.readouterr().err
+
+
 def test_nodes_that_do_not_settle_fail_the_run_before_its_load(
     bench: tuple[Any, Lab, Path], tmp_path: Path
 ) -> None:
