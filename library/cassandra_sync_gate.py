@@ -35,9 +35,12 @@ description:
     C(failure_detector_confirmed) is false and the caller confirms with one
     C(nodetool status) per peer (M(cassandra_node_gate) with I(checks=[up_normal])).
   - Fails fast, without waiting for I(timeout), when a node outside the batch and outside
-    I(expected_down) is down for I(down_grace) seconds in a row (a peer that does not answer
-    CQL, or a node a peer holding hints for it sees DOWN) - once every live peer sees the
-    batch back (so a rescue finds it serving), or at once when no peer answers.
+    I(expected_down) is down for I(down_grace) seconds in a row (a peer whose CQL port
+    refuses or fails the connection, or a node a peer holding hints for it sees DOWN) - once
+    every live peer sees the batch back (so a rescue finds it serving), or at once when no
+    peer answers. A peer whose requests only time out is busy, not down (a saturated node
+    queues them behind its clients'): the gate waits for it, and fails at I(timeout) if it
+    never answers; a hung node is still seen DOWN by a peer holding hints for it.
   - Read-only, never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
 options:
@@ -248,14 +251,30 @@ def judge_peer(view, nodes, generations, max_hint_files, expected=()):
     return unmet, seen_down
 
 
+#: A peer's view when its requests timed out: it is there, but too busy to answer in time.
+BUSY = "busy"
+_TIMEOUTS = ("OperationTimedOut", "ReadTimeout", "TimeoutError", "timeout")
+
+
+def timed_out(exc):
+    """True when ``exc`` is a timeout, also when every host's error of a NoHostAvailable is
+    one: the peer accepted the connection but did not answer in time."""
+    if type(exc).__name__ in _TIMEOUTS:
+        return True
+    errors = getattr(exc, "errors", None)
+    return isinstance(errors, dict) and bool(errors) and all(
+        isinstance(e, BaseException) and timed_out(e) for e in errors.values())
+
+
 def judge(views, nodes, generations, max_hint_files, expected=()):
     """Every peer's answer -> (conditions, unmet per peer, nodes down outside the batch).
 
-    ``views``: peer -> its view, or None when it did not answer. ``nodes``: the batch's
+    ``views``: peer -> its view, None when it did not answer, or :data:`BUSY` when its
+    requests timed out (not counted down). ``nodes``: the batch's
     nodes, or peer -> the nodes that peer's view is judged on (a cross-check).
     """
     unmet, down = {}, set()
-    answered = {p: v for p, v in views.items() if v is not None}
+    answered = {p: v for p, v in views.items() if isinstance(v, dict)}
     nodes_of = nodes if isinstance(nodes, dict) else {p: nodes for p in views}
     for peer, view in answered.items():
         peer_unmet, seen_down = judge_peer(
@@ -268,8 +287,10 @@ def judge(views, nodes, generations, max_hint_files, expected=()):
     if len(schemas) > 1:
         for peer in answered:
             unmet.setdefault(peer, {}).setdefault("schema", f"peers disagree: {sorted(schemas)}")
-    for peer in views:
-        if peer not in answered:
+    for peer, view in views.items():
+        if view == BUSY:
+            unmet[peer] = {"up_normal": f"busy: no CQL answer within {REQUEST_SECONDS:g} s"}
+        elif peer not in answered:
             unmet[peer] = {"up_normal": "does not answer CQL"}
             down.add(peer)
     conditions = {
@@ -308,7 +329,8 @@ class Peer:
         self.cluster = self.session = None
 
     def view(self):
-        """The peer's gossip, pending hints and schema version; None when it does not answer."""
+        """The peer's gossip, pending hints and schema version; None when it does not answer,
+        :data:`BUSY` when it only timed out."""
         try:
             if self.session is None:
                 self.cluster = build_cluster(
@@ -338,9 +360,9 @@ class Peer:
                 if verdicts is not None:
                     view["fd"] = verdicts
             return view
-        except Exception:  # any failure to answer is the same fact: no answer now
+        except Exception as exc:  # no answer now: busy when it timed out, else down
             self.close()
-            return None
+            return BUSY if timed_out(exc) else None
 
     def ask_failure_detector(self):
         """Batch node -> '' when this peer's failure detector counts it alive, else why not;
@@ -456,7 +478,7 @@ def main():
             down_since = {a: down_since.get(a, now) for a in down}
             dead = sorted(a for a, t in down_since.items() if now - t >= params["down_grace"])
             live_back = all(
-                "up_normal" not in unmet.get(a, {}) for a in peers if views[a] is not None
+                "up_normal" not in unmet.get(a, {}) for a in peers if isinstance(views[a], dict)
             )
             if dead and (live_back or all(v is None for v in views.values())):
                 module.fail_json(

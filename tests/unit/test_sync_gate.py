@@ -64,10 +64,11 @@ class Result(list[Any]):
 class FakePeers:
     """What build_cluster returns for each peer: its views, one per poll (the last repeats).
 
-    A view of None is a peer that does not answer (its connect or query fails).
+    A view of None is a peer that does not answer (its connect or query fails); ``"busy"``
+    a peer whose requests time out (a saturated node).
     """
 
-    def __init__(self, views: dict[str, list[View | None]]) -> None:
+    def __init__(self, views: dict[str, list[View | str | None]]) -> None:
         self.views = views
         self.polls = dict.fromkeys(views, 0)
         self.logins: list[dict[str, Any]] = []
@@ -85,6 +86,8 @@ class FakePeers:
                 seen = answers[min(fake.polls[address], len(answers)) - 1]
                 if seen is None:
                     raise OSError("connection refused")
+                if seen == "busy":
+                    raise cassandra.OperationTimedOut(errors="Client request timeout")
                 if not isinstance(query, str):  # the failure-detector probe
                     return fake.probe(seen, query.query_string, bounds)
                 if "peers_v2" in query:
@@ -194,6 +197,30 @@ def test_a_dead_peer_fails_fast_once_the_live_peers_see_the_node_back(no_sleep: 
     assert failed.value.result["down"] == [CASS3]
     assert peers.polls[CASS2] == 3  # not before cass2 saw cass1 serving again
     assert_no_secret(failed.value.result)
+
+
+def test_a_busy_peer_is_waited_for_not_counted_down(no_sleep: None) -> None:
+    # Saturated, a node queues the gate's reads behind its clients' and they time out: that
+    # node is there. It holds the gate, and is never a fast "down outside the batch".
+    peers = FakePeers({CASS2: [view(cass1=RESTARTED)],
+                       CASS3: ["busy", "busy", view(cass1=RESTARTED)]})
+    result = gate(peers, timeout=60)
+    assert result["conditions"]["up_normal"] and peers.polls[CASS3] == 3
+    with pytest.raises(ModuleFailed) as failed:
+        gate(FakePeers({CASS2: [view(cass1=RESTARTED)], CASS3: ["busy"]}), timeout=0)
+    assert "down outside the batch" not in str(failed.value)
+    assert failed.value.result["unmet"][CASS3] == {
+        "up_normal": "busy: no CQL answer within 5 s"}
+
+
+def test_only_timeouts_make_a_peer_busy() -> None:
+    timeout = cassandra.OperationTimedOut(errors="Client request timeout")
+    assert cassandra_sync_gate.timed_out(timeout)
+    assert cassandra_sync_gate.timed_out(
+        cassandra.cluster.NoHostAvailable("Unable to connect", {CASS3: timeout}))
+    assert not cassandra_sync_gate.timed_out(
+        cassandra.cluster.NoHostAvailable("Unable to connect", {CASS3: ConnectionRefusedError()}))
+    assert not cassandra_sync_gate.timed_out(OSError("connection refused"))
 
 
 def test_a_node_down_that_the_guard_counted_is_not_a_failure(no_sleep: None) -> None:
