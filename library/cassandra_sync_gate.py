@@ -39,7 +39,7 @@ description:
     refuses or fails the connection, or a node a peer holding hints for it sees DOWN) - once
     every live peer sees the batch back (so a rescue finds it serving), or at once when no
     peer answers. A peer whose requests only time out is busy, not down (a saturated node
-    queues them behind its clients'): the gate waits for it, and fails at I(timeout) if it
+    queues them behind its clients') - the gate waits for it, and fails at I(timeout) if it
     never answers; a hung node is still seen DOWN by a peer holding hints for it.
   - Read-only, never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
