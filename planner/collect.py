@@ -77,11 +77,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._module_utils import kairos_driverlog
+from planner.engines import REGISTRY, get_engine
 from planner.errors import KairosError, ValidationError
 from planner.store import CounterSample
 
 #: Each engine's client port, for a node given without one.
-DEFAULT_PORTS: dict[str, int] = {"cassandra": 9042, "redis": 6379}
+DEFAULT_PORTS: dict[str, int] = {e.name: e.default_port for e in REGISTRY.values()}
 #: Environment variables read (in order) for the Redis password.
 REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
 CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
@@ -606,11 +607,14 @@ def collect(
     keyspaces: Sequence[str] | None = None,
     timeout: float = 10.0,
 ) -> CollectResult:
-    """One collection round for ``engine`` (``cassandra`` or ``redis``)."""
-    if engine == "cassandra":
-        return collect_cassandra(hosts, per_table=per_table, keyspaces=keyspaces, timeout=timeout)
-    if engine == "redis":
-        if per_table or keyspaces:
-            raise ValidationError("per_table/keyspaces: Cassandra only")
-        return collect_redis(hosts, timeout=timeout)
-    raise ValidationError(f"engine: unknown engine {engine!r}; known: cassandra, redis")
+    """One collection round for ``engine`` (``cassandra`` or ``redis``): the registry's
+    ``collector`` (planner.engines); ``per_table`` and ``keyspaces`` for an engine with
+    tables."""
+    spec = get_engine(engine)
+    by_table: dict[str, Any] = {}
+    if spec.tables:
+        by_table = {"per_table": per_table, "keyspaces": keyspaces}
+    elif per_table or keyspaces:
+        raise ValidationError("per_table/keyspaces: Cassandra only")
+    result: CollectResult = spec.collector.get()(hosts, timeout=timeout, **by_table)
+    return result

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from planner._module_utils import kairos_redis, kairos_settings
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.plan import Plan
 from planner.rollout import applied_composition, applied_index
@@ -91,14 +92,24 @@ def rendered_keys(plan: Plan, state: Mapping[str, Any]) -> list[str]:
     """The cassandra.yaml keys / redis.conf directives the applied configuration writes
     (``memtable`` for memtable_implementation; no table option, no JVM flag)."""
     rendered = render_settings(plan.engine, applied_composition(plan, state).cluster)
-    return sorted(rendered.get("cassandra.yaml", rendered.get("redis.conf", {})))
+    return sorted(rendered.get(get_engine(plan.engine).config_file, {}))
 
 
 def same(engine: str, expected: Any, observed: Any) -> bool:
-    """Whether ``observed`` is ``expected`` by the engine's read-back comparison."""
-    if engine == "redis":
-        return observed is not None and bool(kairos_redis.same_value(expected, observed))
+    """Whether ``observed`` is ``expected`` by the engine's read-back comparison (the
+    registry's ``same_setting``, planner.engines)."""
+    return bool(get_engine(engine).same_setting.get()(expected, observed))
+
+
+def same_cassandra(expected: Any, observed: Any) -> bool:
+    """:func:`same` for Cassandra: module_utils/kairos_settings.py's comparison."""
     return bool(kairos_settings.same_setting(expected, observed))
+
+
+def same_redis(expected: Any, observed: Any) -> bool:
+    """:func:`same` for Redis: module_utils/kairos_redis.py's comparison; a directive not
+    read is not the value."""
+    return observed is not None and bool(kairos_redis.same_value(expected, observed))
 
 
 def compare(expected: Expected, observed: Mapping[str, Mapping[str, Any]]) -> list[Finding]:

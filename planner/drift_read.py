@@ -16,13 +16,15 @@ from typing import Any
 from planner import collect
 from planner._module_utils import kairos_redis, kairos_settings
 from planner.drift import cassandra_running
+from planner.engines import get_engine
 
 
 def read_cassandra(
-    targets: Sequence[collect.Target], keys: Iterable[str], tables: Sequence[str],
-    *, timeout: float,
+    targets: Sequence[collect.Target], keys: Iterable[str], *, tables: Sequence[str],
+    timeout: float,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """(node -> {"running": ..., "tables": ...}, node -> error) over CQL."""
+    """(node -> {"running": ..., "tables": ...}, node -> error) over CQL (the registry's
+    ``drift_reader``, planner.engines)."""
     keys = list(keys)
     observed: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
@@ -46,11 +48,15 @@ def read_cassandra(
 
 
 def read_redis(
-    targets: Sequence[collect.Target], keys: Iterable[str], *, password: str | None,
-    timeout: float,
+    targets: Sequence[collect.Target], keys: Iterable[str], *, tables: Sequence[str] = (),
+    timeout: float, password: str | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """(node -> {"running": directive -> CONFIG GET value}, node -> error)."""
+    """(node -> {"running": directive -> CONFIG GET value}, node -> error) (the registry's
+    ``drift_reader``, planner.engines). Redis has no tables (``tables`` is not read); the
+    password is :func:`planner.collect.redis_password`'s unless given."""
     keys = [k for k in keys if k not in kairos_redis.SECRET_DIRECTIVES]
+    if password is None:
+        password = collect.redis_password()
     observed: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for target in targets:
@@ -72,13 +78,10 @@ def read_nodes(
     tables: Sequence[str] = (), timeout: float = 10.0,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, str], list[str]]:
     """(observed, errors, node names) of ``hosts`` (``[name=]address[:port]``)."""
-    targets = collect.parse_targets(hosts, default_port=collect.DEFAULT_PORTS[engine])
+    spec = get_engine(engine)
+    targets = collect.parse_targets(hosts, default_port=spec.default_port)
     names = [t.name for t in targets]
-    if engine == "redis":
-        observed, errors = read_redis(targets, keys, password=collect.redis_password(),
-                                      timeout=timeout)
-    else:
-        observed, errors = read_cassandra(targets, keys, tables, timeout=timeout)
+    observed, errors = spec.drift_reader.get()(targets, keys, tables=tables, timeout=timeout)
     return observed, errors, names
 
 

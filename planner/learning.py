@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -135,11 +136,20 @@ class Judgement:
 
 
 def round_saturated(engine: str, values: Mapping[str, float]) -> bool:
-    """Whether one round's gauges (:meth:`planner.store.Store.gauge_rounds`) say saturated."""
-    if engine == "cassandra":
-        return values.get("active_requests", 0.0) >= MIN_ACTIVE_REQUESTS or \
-            values.get("pending_tasks", 0.0) >= MIN_PENDING_TASKS or \
-            values.get("blocked_tasks", 0.0) > 0
+    """Whether one round's gauges (:meth:`planner.store.Store.gauge_rounds`) say saturated:
+    the registry's ``saturated`` (planner.engines)."""
+    return bool(get_engine(engine).saturated.get()(values))
+
+
+def cassandra_saturated(values: Mapping[str, float]) -> bool:
+    """Requests queue: enough in flight, tasks pending, or any blocked."""
+    return values.get("active_requests", 0.0) >= MIN_ACTIVE_REQUESTS or \
+        values.get("pending_tasks", 0.0) >= MIN_PENDING_TASKS or \
+        values.get("blocked_tasks", 0.0) > 0
+
+
+def redis_saturated(values: Mapping[str, float]) -> bool:
+    """The main thread is busy nearly all the time."""
     return values.get("cpu_main_utilisation", 0.0) >= MIN_MAIN_THREAD_UTILISATION
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.loadgen_config import LoadConfig
 
@@ -367,7 +368,7 @@ def aggregate(
         verified=verified and not verify_errors,
         verified_keys=verified_keys,
         verify_errors=dict(sorted(verify_errors.items())),
-        consistency_level=config.cl if config.engine == "cassandra" else None,
+        consistency_level=config.cl if get_engine(config.engine).consistency_level else None,
         target_rate=config.rate if config.trace is None else None,
         processes=config.processes,
         concurrency=config.concurrency,

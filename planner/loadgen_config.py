@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.loadgen_workload import (
     DEFAULT_MIX,
@@ -107,8 +108,7 @@ class LoadConfig:
         points = tuple(self.contact_points) or DEFAULT_HOSTS[self.engine]
         object.__setattr__(self, "contact_points", points)
         for p in points:
-            host, _port = split_host_port(p, self.port or (9042 if self.engine == "cassandra"
-                                                          else 6379))
+            host, _port = split_host_port(p, self.port or get_engine(self.engine).default_port)
             if not host:
                 raise ValidationError(f"contact_points: empty host in {p!r}")
         mix = parse_mix(self.mix if self.mix is not None else DEFAULT_MIX[self.engine],
@@ -171,7 +171,8 @@ class LoadConfig:
     @property
     def writers(self) -> int:
         """Independent writers: one per process (Cassandra) or per client thread (Redis)."""
-        return self.processes * (self.concurrency if self.engine == "redis" else 1)
+        return self.processes * (self.concurrency if get_engine(self.engine).writer_per_thread
+                                 else 1)
 
     @property
     def classes(self) -> tuple[str, ...]:

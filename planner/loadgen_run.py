@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner import envelope
+from planner.engines import get_engine
 from planner.errors import KairosError
 from planner.loadgen_check import LoadResult, aggregate
 from planner.loadgen_clients import _CassandraWorker, _Plan, _RedisWorker
@@ -37,10 +38,7 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
     try:
         # Before the driver allocates anything: its memory is charged where it runs.
         envelope.join_from_env()
-        if config.engine == "cassandra":
-            worker = _CassandraWorker(config, index, tag, stop)
-        else:
-            worker = _RedisWorker(config, index, tag, stop)
+        worker = get_engine(config.engine).load_worker.get()(config, index, tag, stop)
         worker.connect()
         if isinstance(worker, _CassandraWorker):
             if index == 0:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.engines import ENGINES
+from planner.engines import ENGINES, REGISTRY
 from planner.errors import ValidationError
-from planner.workload import CASSANDRA_CLASSES, REDIS_CLASSES, WorkloadSeries
+from planner.workload import WorkloadSeries
 
-CLASSES: dict[str, tuple[str, ...]] = {"cassandra": CASSANDRA_CLASSES, "redis": REDIS_CLASSES}
+CLASSES: dict[str, tuple[str, ...]] = {e.name: e.classes for e in REGISTRY.values()}
 DISTRIBUTIONS: tuple[str, ...] = ("uniform", "zipfian", "latest")
 DEFAULT_MIX: dict[str, dict[str, float]] = {
     "cassandra": {"read": 0.5, "update": 0.5},

@@ -46,6 +46,7 @@ import pandas as pd
 from scipy.linalg import cho_factor, cho_solve
 
 from planner import inputs
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.spaces import ConfigSpace, get_space
 from planner.workload import EngineClasses, classes_for, document_head
@@ -640,8 +641,9 @@ _PRIOR_SIGMA = 0.10  # run-to-run noise on the log scale, assumed
 _PriorEffect = tuple[Feature, Mapping[str, float] | None, float]
 
 
-def _cassandra_prior_effects() -> list[_PriorEffect]:
-    """Cassandra's features with the effects the seeds report (see :func:`prior_model`)."""
+def cassandra_prior_effects() -> list[_PriorEffect]:
+    """Cassandra's features with the effects the seeds report (see :func:`prior_model`;
+    the registry's ``prior_effects``, planner.engines)."""
     lcs_read = math.log(SOPHIA_LCS_OVER_STCS_READ)
     lcs_write = -math.log(SOPHIA_STCS_OVER_LCS_WRITE)
     mct = -math.log(SEED002_MCT_THROUGHPUT_RATIO)
@@ -664,7 +666,7 @@ def _cassandra_prior_effects() -> list[_PriorEffect]:
     ]
 
 
-def _redis_prior_effects() -> list[_PriorEffect]:
+def redis_prior_effects() -> list[_PriorEffect]:
     """Redis's features: the seeds report no effect for any Redis 7 parameter."""
     features = [
         Feature("io-threads", "linear", ref=1.0, scale=1.0, hi=4.0),
@@ -694,7 +696,7 @@ def prior_model(engine: str) -> PerformanceModel:
     """
     classes = classes_for(engine)
     space = get_space(engine)
-    reported = _cassandra_prior_effects() if engine == "cassandra" else _redis_prior_effects()
+    reported = get_engine(engine).prior_effects.get()()
     features = [feat for feat, _, _ in reported]
     effects = [{c: float((eff or {}).get(c, 0.0)) for c in classes} for _, eff, _ in reported]
     effect_std = [

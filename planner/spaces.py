@@ -33,7 +33,7 @@ from typing import Any, Literal
 import yaml
 
 from planner._module_utils import kairos_javamap
-from planner.engines import ENGINES
+from planner.engines import get_engine
 from planner.errors import ValidationError
 
 ParamType = Literal["int", "float", "bool", "enum", "size"]
@@ -596,33 +596,34 @@ _REDIS_PARAMS: tuple[Parameter, ...] = (
 )  # fmt: skip
 
 
-_SPACES: dict[str, ConfigSpace] = {
-    "cassandra": ConfigSpace(
-        engine="cassandra",
-        parameters={p.name: p for p in _CASSANDRA_PARAMS},
-        grid_keys=(
-            "compaction",
-            "memtable_cleanup_threshold",
-            "concurrent_writes",
-            "concurrent_reads",
-        ),
+CASSANDRA_SPACE = ConfigSpace(
+    engine="cassandra",
+    parameters={p.name: p for p in _CASSANDRA_PARAMS},
+    grid_keys=(
+        "compaction",
+        "memtable_cleanup_threshold",
+        "concurrent_writes",
+        "concurrent_reads",
     ),
-    "redis": ConfigSpace(
-        engine="redis",
-        parameters={p.name: p for p in _REDIS_PARAMS},
-        grid_keys=("maxmemory-policy", "io-threads", "appendfsync", "hz"),
-    ),
-}
+)
+REDIS_SPACE = ConfigSpace(
+    engine="redis",
+    parameters={p.name: p for p in _REDIS_PARAMS},
+    grid_keys=("maxmemory-policy", "io-threads", "appendfsync", "hz"),
+)
 
 
 def get_space(engine: str) -> ConfigSpace:
-    """The configuration space of ``engine`` (``"cassandra"`` or ``"redis"``)."""
-    try:
-        return _SPACES[engine]
-    except KeyError:
-        raise ValidationError(
-            f"engine: unknown engine {engine!r}; known: {', '.join(ENGINES)}"
-        ) from None
+    """The configuration space of ``engine`` (``"cassandra"`` or ``"redis"``): the
+    registry's ``space`` (planner.engines).
+
+    Raises
+    ------
+    ValidationError
+        An unknown engine.
+    """
+    space: ConfigSpace = get_engine(engine).space.get()
+    return space
 
 
 def change_kind(engine: str, key: str, old: Any, new: Any) -> Change:
@@ -632,10 +633,10 @@ def change_kind(engine: str, key: str, old: Any, new: Any) -> Change:
     Cassandra ``row_cache_size`` resize between two non-zero sizes is live
     (``nodetool setcachecapacity``), while enabling or disabling the row cache needs a restart.
     """
-    if engine == "cassandra" and key == "row_cache_size" and row_cache_enabled(old) \
-            and row_cache_enabled(new):
+    change = get_space(engine)[key].change
+    if key == "row_cache_size" and row_cache_enabled(old) and row_cache_enabled(new):
         return "live"
-    return get_space(engine)[key].change
+    return change
 
 
 def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -661,15 +662,26 @@ def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[st
         and empty.
     """
     space = get_space(engine)
-    canonical = space.normalize(config)
-    if engine == "redis":
-        out_redis: dict[str, Any] = {}
-        for key, value in canonical.items():
-            if isinstance(value, bool):
-                out_redis[key] = "yes" if value else "no"
-            else:
-                out_redis[key] = str(value)
-        return {"redis.conf": out_redis}
+    rendered: dict[str, dict[str, Any]] = get_engine(engine).render.get()(
+        space, space.normalize(config))
+    return rendered
+
+
+def render_redis(space: ConfigSpace, canonical: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """:func:`render_settings` for Redis (the registry's ``render``, planner.engines)."""
+    out: dict[str, Any] = {}
+    for key, value in canonical.items():
+        if isinstance(value, bool):
+            out[key] = "yes" if value else "no"
+        else:
+            out[key] = str(value)
+    return {"redis.conf": out}
+
+
+def render_cassandra(
+    space: ConfigSpace, canonical: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """:func:`render_settings` for Cassandra (the registry's ``render``, planner.engines)."""
     yaml_part: dict[str, Any] = {}
     jvm: dict[str, Any] = {}
     table: dict[str, Any] = {}
@@ -716,11 +728,7 @@ def changes_tables(engine: str, key: str, old: Any, new: Any) -> bool:
     """
     if get_space(engine)[key].location == "table":
         return True
-    return (
-        engine == "cassandra"
-        and key == "row_cache_size"
-        and row_cache_enabled(old) != row_cache_enabled(new)
-    )
+    return key == "row_cache_size" and row_cache_enabled(old) != row_cache_enabled(new)
 
 
 def memtable_yaml(implementation: str) -> dict[str, Any]:
@@ -754,8 +762,8 @@ def settings_row(engine: str, name: str) -> str:
     The parameter's own name, except ``memtable_implementation``
     (:data:`MEMTABLE_SETTINGS_ROW`).
     """
-    get_space(engine)[name]
-    if engine == "cassandra" and name == "memtable_implementation":
+    get_space(engine)[name]  # the engine's parameter: memtable_implementation is Cassandra's
+    if name == "memtable_implementation":
         return MEMTABLE_SETTINGS_ROW
     return name
 
@@ -779,8 +787,8 @@ def from_settings_view(engine: str, name: str, shown: str | None) -> Any:
     ValidationError
         The value is not valid for the parameter (naming it).
     """
-    param = get_space(engine)[name]
-    if engine == "cassandra" and name == "memtable_implementation":
+    param = get_space(engine)[name]  # memtable_implementation is Cassandra's parameter
+    if name == "memtable_implementation":
         return memtable_from_settings_view(shown)
     if shown is None or shown in ("", "null"):
         return param.default

@@ -74,6 +74,7 @@ from typing import Any, NamedTuple, TypedDict, Unpack
 
 import numpy as np
 
+from planner.engines import get_engine
 from planner.errors import KairosError, ValidationError
 from planner.workload import WorkloadSeries, classes_for, infer_step
 
@@ -350,22 +351,40 @@ def to_classes(
     update; the default 0 puts every write in ``update``). Redis: ``read``/``write``/``other``
     as they are (``ignored`` is dropped); a replica contributes only ``read``.
     """
-    classes = classes_for(engine)
+    classes_for(engine)  # an unknown engine is named
+    out: dict[str, float] = get_engine(engine).counters.get()(
+        ops, role=role, insert_fraction=insert_fraction)
+    return out
+
+
+def cassandra_classes(
+    ops: Mapping[str, float], *, role: str | None, insert_fraction: float,
+) -> dict[str, float]:
+    """:func:`to_classes` for Cassandra (the registry's ``counters``, planner.engines); every
+    node serves reads and writes, whatever ``role``."""
+    if not 0.0 <= insert_fraction <= 1.0:
+        raise ValidationError(f"insert_fraction: must be in [0, 1], got {insert_fraction}")
+    out = dict.fromkeys(classes_for("cassandra"), 0.0)
+    writes = float(ops.get("write", 0.0))
+    out["read"] = float(ops.get("read", 0.0))
+    out["scan"] = float(ops.get("scan", 0.0))
+    out["insert"] = writes * insert_fraction
+    out["update"] = writes - out["insert"]
+    return out
+
+
+def redis_classes(
+    ops: Mapping[str, float], *, role: str | None, insert_fraction: float,
+) -> dict[str, float]:
+    """:func:`to_classes` for Redis (the registry's ``counters``, planner.engines): the
+    classes as counted (``insert_fraction`` is Cassandra's)."""
+    classes = classes_for("redis")
     out = dict.fromkeys(classes, 0.0)
-    if engine == "cassandra":
-        if not 0.0 <= insert_fraction <= 1.0:
-            raise ValidationError(f"insert_fraction: must be in [0, 1], got {insert_fraction}")
-        writes = float(ops.get("write", 0.0))
+    if role == "replica":
         out["read"] = float(ops.get("read", 0.0))
-        out["scan"] = float(ops.get("scan", 0.0))
-        out["insert"] = writes * insert_fraction
-        out["update"] = writes - out["insert"]
     else:
-        if role == "replica":
-            out["read"] = float(ops.get("read", 0.0))
-        else:
-            for c in classes:
-                out[c] = float(ops.get(c, 0.0))
+        for c in classes:
+            out[c] = float(ops.get(c, 0.0))
     return out
 
 
@@ -390,6 +409,7 @@ def node_intervals(
     the same ``ts``); consecutive groups give one interval each. See the module docstring
     for the restart/reset rules.
     """
+    replica_roles = get_engine(engine).replica_roles
     by_ts: dict[float, dict[str, CounterSample]] = defaultdict(dict)
     for s in samples:
         by_ts[s.ts][s.scope] = s
@@ -400,7 +420,7 @@ def node_intervals(
         before, after = by_ts[t0], by_ts[t1]
         any_a, any_b = next(iter(before.values())), next(iter(after.values()))
         node = any_b.node
-        if engine == "redis" and (any_a.role or "master") != (any_b.role or "master"):
+        if replica_roles and (any_a.role or "master") != (any_b.role or "master"):
             dropped.append(
                 DroppedInterval(node, t0, t1, f"role changed ({any_a.role} -> {any_b.role})")
             )

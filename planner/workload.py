@@ -36,11 +36,12 @@ import numpy as np
 import pandas as pd
 
 from planner import inputs
+from planner.engines import REGISTRY, get_engine
 from planner.errors import ValidationError
 
-CASSANDRA_CLASSES: tuple[str, ...] = ("read", "update", "insert", "scan")
-REDIS_CLASSES: tuple[str, ...] = ("read", "write", "other")
-_CLASSES: dict[str, tuple[str, ...]] = {"cassandra": CASSANDRA_CLASSES, "redis": REDIS_CLASSES}
+CASSANDRA_CLASSES: tuple[str, ...] = get_engine("cassandra").classes
+REDIS_CLASSES: tuple[str, ...] = get_engine("redis").classes
+_CLASSES: dict[str, tuple[str, ...]] = {e.name: e.classes for e in REGISTRY.values()}
 
 #: How far a mix row may sum away from 1 before it is an error (rows are then renormalised).
 MIX_SUM_TOLERANCE = 1e-3
@@ -50,13 +51,14 @@ TRACE_KIND = "kairos-trace"
 
 
 def classes_for(engine: str) -> tuple[str, ...]:
-    """The operation classes of ``engine`` (``"cassandra"`` or ``"redis"``)."""
-    try:
-        return _CLASSES[engine]
-    except KeyError:
-        raise ValidationError(
-            f"engine: unknown engine {engine!r}; known: {', '.join(_CLASSES)}"
-        ) from None
+    """The operation classes of ``engine`` (``"cassandra"`` or ``"redis"``).
+
+    Raises
+    ------
+    ValidationError
+        An unknown engine (:func:`planner.engines.get_engine`).
+    """
+    return get_engine(engine).classes
 
 
 def document_head(kind: str, engine: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import inputs
+from planner.engines import ENGINES, get_engine
 
 CLS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
 
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
         "KAIROS_REDIS_PASSWORD or REDISCLI_AUTH, never from the command line. "
         "See docs/load-generator.md.",
     )
-    p.add_argument("--engine", choices=("cassandra", "redis"), required=True)
+    p.add_argument("--engine", choices=ENGINES, required=True)
     p.add_argument("--hosts", help="comma-separated contact points, host or host:port "
                    "(default: the local lab)")
     p.add_argument("--port", type=inputs.PORT, help="default port (Cassandra 9042, Redis 6379)")
@@ -133,7 +134,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     if seconds is None:
         seconds = trace.duration if trace is not None else 30.0
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
-    concurrency = args.concurrency or (64 if args.engine == "cassandra" else 8)
+    concurrency = args.concurrency or get_engine(args.engine).load_concurrency
     return LoadConfig(
         **{name: getattr(args, name) for name in _PASSED_AS_IS},
         contact_points=hosts,

@@ -1,11 +1,17 @@
-"""planner.engines is the one definition of the engines (issue 39 part 4's first piece)."""
+"""planner.engines is the one definition of the engines and the registry of what each is
+(issue 39 part 4)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from planner.engines import ENGINES
+from dataclasses import fields
+
+import pytest
+
+from planner.engines import ENGINES, REGISTRY, Engine, Ref, get_engine
+from planner.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,9 +30,56 @@ def test_no_planner_module_defines_its_own_list_of_engines() -> None:
 
 
 def test_the_modules_that_name_the_engines_share_the_definition() -> None:
-    from planner import loadgen_workload, metrics_collect, plan, spaces
+    from planner import loadgen_workload, metrics_collect, plan
     from planner.commands import metrics
 
     assert ENGINES == ("cassandra", "redis")
-    for module in (loadgen_workload, metrics_collect, plan, spaces, metrics):
+    for module in (loadgen_workload, metrics_collect, plan, metrics):
         assert module.ENGINES is ENGINES
+
+
+def test_the_registry_names_every_engine_once_in_the_cli_s_order() -> None:
+    assert tuple(REGISTRY) == ENGINES
+    assert all(REGISTRY[name].name == name for name in ENGINES)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_every_field_of_the_registry_is_set_for_every_engine(name: str) -> None:
+    engine = get_engine(name)
+    for f in fields(Engine):
+        value = getattr(engine, f.name)
+        assert value is not None and value != "" and value != (), f"{name}.{f.name}"
+        if isinstance(value, Ref):
+            assert value.get() is not None, f"{name}.{f.name}: {value.path} does not resolve"
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_registry_s_executor_exists(name: str) -> None:
+    engine = get_engine(name)
+    assert (REPO / engine.executor_playbook).is_file()
+    for entry in ("rollout_preflight", "rollout_live", "rollout_batch", "rollout_rescue"):
+        assert (REPO / "roles" / engine.role / "tasks" / f"{entry}.yml").is_file()
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
+    from planner.spaces import get_space
+    from planner.workload import classes_for
+
+    engine = get_engine(name)
+    assert get_space(name) is engine.space.get()
+    assert engine.space.get().engine == name
+    assert classes_for(name) == engine.classes
+    assert engine.memory_models.get().__name__.lower().startswith(name)
+
+
+def test_an_unknown_engine_is_refused_naming_it_and_the_known_ones() -> None:
+    with pytest.raises(ValidationError, match=r"^engine: unknown engine 'mysql'; known: "
+                                              r"cassandra, redis$"):
+        get_engine("mysql")
+
+
+def test_a_ref_names_a_module_and_an_attribute() -> None:
+    assert Ref("planner.engines:get_engine").get() is get_engine
+    with pytest.raises(ValueError, match="package.module:attribute"):
+        Ref("planner.engines.get_engine")
