@@ -1,7 +1,7 @@
 """The engines Kairos plans for, and what each is: the registry (issue 39 part 4).
 
 One :class:`Engine` per engine holds what differs between Cassandra and Redis, so no other
-module asks ``engine == "cassandra"``: it asks the registry a question about the engine
+module compares an engine to a literal name: it asks the registry a question about the engine
 (``get_engine(engine).ring``: are restart batches found on a token ring?) or takes the
 engine's own piece from it (``get_engine(engine).collector.get()``: the function that reads
 its counters). Two kinds of fields:
@@ -18,9 +18,9 @@ pieces
 
 The executor (the playbook and the role that supplies its gates) is named here too; the
 playbooks choose it themselves (playbooks/tasks/rollout_prepare.yml), this records the pair.
-A comparison of two engine values (``plan.engine != engine``) is not a branch on an engine
-and stays where it is; tests/unit/test_engines.py refuses a comparison with a literal name
-anywhere else in planner/.
+A comparison of two engine values (a plan's against the one a command was given) is not a
+branch on an engine and stays where it is; tests/unit/test_engines.py refuses a comparison
+with a literal name anywhere else in planner/.
 """
 
 from __future__ import annotations

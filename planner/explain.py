@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.batch_safety import NO_RING
+from planner.engines import get_engine
 
 __all__ = ["RING_HINT", "explain_text"]
 
@@ -57,7 +58,7 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
         f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
         + (", AGGRESSIVE (availability may drop)" if av.aggressive else ""),
     ]
-    if plan.engine == "cassandra":
+    if get_engine(plan.engine).ring:
         if safety is None:
             lines.append(f"{NO_RING} (give {RING_HINT})")
             lines += _planned_batching_lines(plan.provenance)
@@ -83,7 +84,7 @@ def _floor_lines(plan: Any) -> list[str]:
     configuration's durability (planner.plan checks them)."""
     from planner.durability import floor_of, parse_floor
 
-    if plan.engine != "redis":
+    if not get_engine(plan.engine).durability_floor:
         return []
     rec = plan.provenance.get("durability_floor")
     if not isinstance(rec, dict):

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.spaces import Change, change_kind, get_space
 from planner.workload import classes_for
@@ -538,8 +539,8 @@ def _bounds(
         param = space[key]
         low = (param.minimum or 0.0) * MIB
         high = (param.maximum if param.maximum is not None else math.inf) * MIB
-        if budget.engine == "redis" and key == "maxmemory":
-            low = max(low, 1.0)  # 0 is "no limit", not an empty share
+        if key == "maxmemory":
+            low = max(low, 1.0)  # Redis' 0 is "no limit", not an empty share
         if limits and key in limits:
             given_low, given_high = limits[key]
             if not 0 <= given_low <= given_high:
@@ -560,7 +561,7 @@ def _problem(
     budget: MemoryBudget, models: MemoryModels, mix: Mapping[str, float],
     limits: Mapping[str, tuple[int, int]] | None,
 ) -> _Problem:
-    expected = CassandraMemoryModels if budget.engine == "cassandra" else RedisMemoryModels
+    expected = get_engine(budget.engine).memory_models.get()
     if not isinstance(models, expected):
         raise ValidationError(f"models: a {budget.engine} budget needs {expected.__name__}, "
                               f"got {type(models).__name__}")
@@ -675,7 +676,7 @@ def optimise_split(
     """
     problem = _problem(budget, models, mix, limits)
     rest = _remainder_table(problem)
-    if budget.engine == "cassandra":
+    if get_engine(budget.engine).jvm:
         heap_cost, key_for_heap = _heap_table(problem)
         figure, (heap, row) = allocate([heap_cost, _table(problem, "row_cache_size")], rest)
         units = {"heap_size": heap, "key_cache_size": int(key_for_heap[heap]),
@@ -717,8 +718,9 @@ def brute_force_split(
     """
     problem = _problem(budget, models, mix, limits)
     keys = PARAMETERS[budget.engine]
+    jvm = get_engine(budget.engine).jvm
     bounds = dict(problem.bounds)
-    if budget.engine == "cassandra":  # no key cache beyond the headroom of the largest heap
+    if jvm:  # no key cache beyond the headroom of the largest heap
         lo, hi = bounds["key_cache_size"]
         most = math.floor((1 - budget.heap_headroom) * bounds["heap_size"][1] + 1e-9)
         bounds["key_cache_size"] = (lo, max(lo, min(hi, most)))
@@ -727,10 +729,9 @@ def brute_force_split(
     if count > max_splits:
         raise ValidationError(f"max_splits: the grid has {count} splits, more than {max_splits}")
     grids = dict(zip(keys, (g.ravel() for g in np.meshgrid(*axes, indexing="ij")), strict=True))
-    used = grids["heap_size"] + grids["row_cache_size"] if budget.engine == "cassandra" \
-        else grids["maxmemory"]
+    used = grids["heap_size"] + grids["row_cache_size"] if jvm else grids["maxmemory"]
     ok = used <= budget.units
-    if budget.engine == "cassandra":
+    if jvm:
         ok &= _key_fits(grids["key_cache_size"], grids["heap_size"], budget.heap_headroom)
     sizes = {k: v[ok] * budget.unit_bytes for k, v in grids.items()}
     total = sum(_terms(problem, sizes).values())
@@ -744,7 +745,7 @@ def brute_force_split(
 def _terms(problem: _Problem, sizes: Mapping[str, Any]) -> dict[str, SizeArray]:
     """Every share's weighted term for parameter sizes in bytes (scalars or arrays)."""
     engine = problem.budget.engine
-    if engine == "cassandra":
+    if get_engine(engine).jvm:
         heap, key, row = (_sizes(sizes[k]) for k in PARAMETERS[engine])
         return {
             "heap_size": problem.seconds("heap_size", heap - key),
@@ -762,7 +763,7 @@ def _uncertainty(problem: _Problem, sizes: Mapping[str, int]) -> float:
     """The weighted sum of each share's model uncertainty at the split."""
     inputs: dict[str, float] = dict(sizes)
     budget = problem.budget
-    if budget.engine == "cassandra":
+    if get_engine(budget.engine).jvm:
         inputs["heap_size"] = sizes["heap_size"] - sizes["key_cache_size"]
         inputs["page_cache"] = budget.available_bytes - sizes["heap_size"] - sizes["row_cache_size"]
     else:
@@ -832,7 +833,7 @@ def evaluate_split(
     if any(v < 0 for v in sizes.values()) or used > budget.available_bytes:
         raise ValidationError(f"sizes_bytes: {used / MIB:g} MiB of shares, more than the "
                               f"{budget.available_bytes / MIB:g} MiB the budget leaves")
-    if engine == "cassandra" and not _key_fits(
+    if get_engine(engine).jvm and not _key_fits(
             sizes["key_cache_size"], sizes["heap_size"], budget.heap_headroom):
         raise ValidationError("sizes_bytes: key_cache_size must leave heap_headroom "
                               f"({budget.heap_headroom:g}) of heap_size free")

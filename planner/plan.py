@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from planner.engines import ENGINES
+from planner.engines import ENGINES, get_engine
 from planner.errors import KairosError, ValidationError
 from planner.topology import CONSISTENCY_LEVELS
 
@@ -413,7 +413,7 @@ def _check_durability(
     searched above), else the durability of ``current_config`` (planner.durability.floor_of:
     what the nodes run). ``current`` is complete (defaults filled in).
     """
-    if engine != "redis":
+    if not get_engine(engine).durability_floor:
         return
     from planner.durability import floor_of, parse_floor, plan_violations
 

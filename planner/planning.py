@@ -42,6 +42,7 @@ from planner.costbenefit import (
     served_matrix,
 )
 from planner.durability import DurabilityFloor, floor_of, parse_floor
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.plan import Plan, check_tables, plan_from_dict
 from planner.restart_impact import RestartImpact, load_restart_impact
@@ -747,8 +748,9 @@ def _candidates(engine: str, current: Mapping[str, Any], tables: Sequence[str],
         progress(f"plan: no --tables given: {', '.join(table_keys)} stay(s) as the nodes run "
                  "(a table setting needs the tables it applies to)")
         keys = [k for k in keys if k not in table_keys]
-    if "row_cache_size" in keys and engine == "cassandra" and not tables:
-        # Turning the row cache on or off sets the tables' caching: only resizes remain.
+    if "row_cache_size" in keys and not tables:
+        # Cassandra's row cache: turning it on or off sets the tables' caching, so only
+        # resizes remain.
         axis = values.get("row_cache_size") or space["row_cache_size"].candidate_values or ()
         on = row_cache_enabled(current["row_cache_size"])
         values["row_cache_size"] = tuple(v for v in axis if row_cache_enabled(v) == on) or (
@@ -791,7 +793,7 @@ def _durability_floor(
         no search space).
     """
     given = req.durability_floor
-    if req.engine != "redis":
+    if not get_engine(req.engine).durability_floor:
         if given:
             raise ValidationError(
                 f"--durability-floor: names Redis settings (appendonly, appendfsync, save); "
@@ -944,7 +946,7 @@ def _batches(
 ) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], dict[str, Any] | None]:
     """Restart batches safe at ``cl`` on the ring (Redis: one node at a time), the hosts,
     and for Cassandra the provenance's ``batching`` (count, bound, why each is safe)."""
-    if req.engine != "cassandra":
+    if not get_engine(req.engine).ring:
         hosts = tuple(req.hosts)
         return tuple((h,) for h in hosts), hosts, None
     if req.ring is None:
@@ -1028,16 +1030,16 @@ def _switch_costs(
         node_seconds=tr.node_seconds or None,
         warmup_seconds=impact.warmup_seconds if impact else 0.0,
     )
-    cassandra = req.engine == "cassandra"
+    tables = get_engine(req.engine).tables  # a change of a table option rewrites the tables
     change = change_seconds_matrix(
         req.engine, candidates, {"compaction": req.compaction_seconds},
         measured=change_costs,
-    ) if cassandra else None
+    ) if tables else None
     return SwitchCosts(
         restart=restart_matrix(req.engine, candidates), reconfig=reconfig,
         step_seconds=step_seconds, served=req.served, change_seconds=change,
         change_span=change_span_matrix(req.engine, candidates, change_costs)
-        if cassandra else None,
+        if tables else None,
         headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
         latency_weight=req.latency_weight if p99 is not None else 0.0, p99=p99,
     )

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from planner import inputs
+from planner.engines import get_engine
 from planner.errors import KairosError, ValidationError
 from planner.plan import Plan, Step, check_tables, load_plan
 from planner.spaces import change_kind, changes_tables, get_space, table_caching
@@ -665,7 +666,7 @@ def prepare(
     """
     host_list = list(hosts)
     plan = load_plan(plan_path, known_hosts=host_list)
-    if durability_floor and plan.engine == "redis":
+    if durability_floor and get_engine(plan.engine).durability_floor:
         _check_floor(plan, durability_floor, plan_path)
     state_file = Path(state_path) if state_path else state_path_for(plan_path)
     state = load_state(state_file)
@@ -888,8 +889,9 @@ def adhoc(
     table = {k: v for k, v in config.items() if space.parameters[k].location == "table"}
     restart = {k: v for k, v in config.items() if space.parameters[k].change == "restart"}
     live = {k: v for k, v in config.items() if k not in table and k not in restart}
-    if engine == "cassandra" and "row_cache_size" in config:
-        # What ran before is unknown here: the caching is set either way (idempotent).
+    if "row_cache_size" in config:
+        # Cassandra's row cache: what ran before is unknown here, so the tables' caching is
+        # set either way (idempotent).
         table["caching"] = table_caching([config])
     if table and not table_names:
         raise ValidationError(
@@ -932,7 +934,7 @@ def _adhoc_batches(
 ) -> tuple[tuple[str, ...], ...]:
     from planner.topology import safe_batches
 
-    if engine != "cassandra":
+    if not get_engine(engine).ring:
         return tuple((h,) for h in hosts)
     if ring is None:
         raise ValidationError("ring: a restart needs the live ring to batch safely")
@@ -952,10 +954,9 @@ def render_settings_for(engine: str, config: Mapping[str, Any]) -> NodeSettings:
     from planner.spaces import render_settings
 
     rendered = render_settings(engine, config)
-    if engine == "cassandra":
-        jvm = {"heap_size": config["heap_size"]} if "heap_size" in config else {}
-        return NodeSettings(settings=dict(rendered.get("cassandra.yaml", {})), jvm=jvm)
-    return NodeSettings(settings=dict(rendered.get("redis.conf", {})))
+    spec = get_engine(engine)
+    jvm = {"heap_size": config["heap_size"]} if spec.jvm and "heap_size" in config else {}
+    return NodeSettings(settings=dict(rendered.get(spec.config_file, {})), jvm=jvm)
 
 
 # ------------------------------------------------------------ rollout file

@@ -71,17 +71,19 @@ def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.N
     from planner import simulator as sm
     from planner.commands.validate_plan import parse_hosts
     from planner.costbenefit import ReconfigModel
+    from planner.engines import get_engine
     from planner.optimiser import GAOptions
     from planner.perfmodel import load_default_model
     from planner.spaces import get_space
     from planner.topology import Ring, safe_batches
 
     engine = series.engine
+    spec = get_engine(engine)
     perf = load_default_model(engine)
     candidates = get_space(engine).candidates()
     restart = sm.restart_matrix(engine, candidates)
     hosts = parse_hosts(args.hosts) or []
-    if engine == "cassandra":
+    if spec.ring:
         batches = safe_batches(Ring.simple(hosts, rf=args.rf), consistency_level=args.cl).batches
     else:
         batches = tuple((h,) for h in hosts)
@@ -108,7 +110,7 @@ def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.N
         horizon=settings["horizon"], replan_every=settings["replan_every"], served=args.served,
         change_seconds=sm.change_seconds_matrix(
             engine, candidates, {"compaction": args.compaction_seconds}
-        ) if engine == "cassandra" else None,
+        ) if spec.tables else None,
         method=args.method, ga=GAOptions(seed=args.seed, searches=args.searches),
         min_gain=args.min_gain, deviation=None if args.deviation <= 0 else args.deviation,
         oracle=True,

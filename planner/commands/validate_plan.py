@@ -19,6 +19,7 @@ from typing import Any
 # The inventory reader and the batch check live in their own layers; their names are
 # re-exported here for the CLI's callers.
 from planner.batch_safety import NO_RING, BatchVerdict, batch_safety, unsafe_message
+from planner.engines import get_engine
 from planner.inventory import inventory_nodes, inventory_ring
 
 __all__ = ["RingChoice", "add_ring_arguments", "parse_hosts", "register", "ring_from_args", "run"]
@@ -105,7 +106,7 @@ def ring_from_args(args: argparse.Namespace, *, engine: str) -> RingChoice:
         raise ValidationError("--rf: the ring file gives the replication; drop --rf or --ring")
     if rf is not None and hosts is None and not inventory:
         raise ValidationError("--rf: give the hosts it replicates over (--hosts or --inventory)")
-    if engine != "cassandra" and (ring_file or rf is not None or inventory):
+    if not get_engine(engine).ring and (ring_file or rf is not None or inventory):
         raise ValidationError(
             f"--ring/--rf/--inventory: batch safety is checked for Cassandra plans, "
             f"this is a {engine} plan"
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 1
     if choice.ring is None:
-        safety = NO_RING if plan.engine == "cassandra" else None
+        safety = NO_RING if get_engine(plan.engine).ring else None
     elif plan.availability.aggressive:
         safety = "batch safety not checked: the plan is AGGRESSIVE (availability may drop)"
     else:

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
-
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -81,5 +80,5 @@ def test_an_unknown_engine_is_refused_naming_it_and_the_known_ones() -> None:
 
 def test_a_ref_names_a_module_and_an_attribute() -> None:
     assert Ref("planner.engines:get_engine").get() is get_engine
-    with pytest.raises(ValueError, match="package.module:attribute"):
+    with pytest.raises(ValueError, match=r"package\.module:attribute"):
         Ref("planner.engines.get_engine")
