@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from planner import inputs
+from planner.engines import ENGINES
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=".kairos", help="autopilot files (default .kairos)")
     p.add_argument("--cluster", default="lab", help="cluster name (default lab)")
-    p.add_argument("--engine", choices=("cassandra", "redis"), default="cassandra")
+    p.add_argument("--engine", choices=ENGINES, default="cassandra")
 
 
 def register(subparsers: Any) -> None:

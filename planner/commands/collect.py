@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from planner import inputs
+from planner.engines import ENGINES
 from planner.errors import ValidationError
 from planner.store import parse_since  # re-exported: callers import it from here
 
@@ -28,7 +29,7 @@ def register(subparsers: Any) -> None:
         "With --resources, each node's resource use (CPU, throttling, memory and page "
         "cache, read I/O) read from its envelope is stored with the round.",
     )
-    p.add_argument("--engine", required=True, choices=["cassandra", "redis"])
+    p.add_argument("--engine", required=True, choices=ENGINES)
     p.add_argument(
         "--hosts",
         help="comma-separated nodes: [name=]address[:port] (Cassandra port 9042, Redis 6379)",

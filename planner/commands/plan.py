@@ -12,6 +12,7 @@ from typing import Any
 from planner import inputs
 from planner.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
 from planner.costbenefit import SERVED_MODES
+from planner.engines import ENGINES
 from planner.planning import (
     DEFAULT_HEADROOM_WEIGHT,
     DEFAULT_LATENCY_WEIGHT,
@@ -67,7 +68,7 @@ def register(subparsers: Any) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", help="workload trace (CSV/JSON) to forecast from")
     src.add_argument("--forecast", help="forecast file written by `kairos forecast`")
-    p.add_argument("--engine", choices=("cassandra", "redis"), default="cassandra")
+    p.add_argument("--engine", choices=ENGINES, default="cassandra")
     p.add_argument("--cluster", default="lab", help="cluster name written into the plan")
     p.add_argument("--current", help="current configuration (YAML mapping); default: defaults")
     p.add_argument("--model", help="performance model JSON (default: the shipped prior)")

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from planner import inputs
+from planner.engines import ENGINES
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +22,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--store", help="workload store (default: $KAIROS_STORE or .kairos/kairos.db)")
     p.add_argument("--trace", help="a trace file instead of the store (.csv or .json)")
-    p.add_argument("--engine", choices=["cassandra", "redis"], help="default: the plan's")
+    p.add_argument("--engine", choices=ENGINES, help="default: the plan's")
     p.add_argument("--cluster", help="cluster name in the store (default: the plan's)")
     p.add_argument("--since", help="history from: epoch seconds, ISO 8601 or an age (6h, 7d)")
     p.add_argument("--step", type=inputs.STEP_SECONDS, metavar="SECONDS",

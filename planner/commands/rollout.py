@@ -10,6 +10,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from planner.engines import ENGINES
+
 
 def register(subparsers: Any) -> None:
     """Add the ``rollout`` sub-command and its actions."""
@@ -52,7 +54,7 @@ def _register_adhoc(actions: Any) -> None:
     adhoc = actions.add_parser(
         "adhoc", help="a one-step rollout without a plan: change settings safely, or restart"
     )
-    adhoc.add_argument("--engine", required=True, choices=["cassandra", "redis"])
+    adhoc.add_argument("--engine", required=True, choices=ENGINES)
     adhoc.add_argument(
         "--hosts", required=True, help="comma-separated inventory hosts of the engine"
     )

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from planner import inputs
+from planner.engines import ENGINES
 from planner.errors import ValidationError
 
 
@@ -19,7 +20,7 @@ def register(subparsers: Any) -> None:
         "mix with a performance model (the shipped prior unless --model is given) and print "
         "them best first.",
     )
-    p.add_argument("--engine", required=True, choices=("cassandra", "redis"))
+    p.add_argument("--engine", required=True, choices=ENGINES)
     p.add_argument(
         "--mix",
         required=True,

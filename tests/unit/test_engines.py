@@ -82,3 +82,56 @@ def test_a_ref_names_a_module_and_an_attribute() -> None:
     assert Ref("planner.engines:get_engine").get() is get_engine
     with pytest.raises(ValueError, match=r"package\.module:attribute"):
         Ref("planner.engines.get_engine")
+
+
+def _names_an_engine(node: ast.expr) -> bool:
+    """A literal engine name, or a tuple, list or set of literals holding one."""
+    if isinstance(node, ast.Constant):
+        return node.value in ENGINES
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_names_an_engine(e) for e in node.elts)
+    return False
+
+
+def literal_engine_branches(source: str) -> list[int]:
+    """The lines of ``source`` that compare something to a literal engine name
+    (``engine == "redis"``, ``"cassandra" != e``, ``e in ("redis",)``, ``case "redis":``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            if any(_names_an_engine(side) for side in (node.left, *node.comparators)):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and _names_an_engine(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ('if engine == "cassandra":\n    pass', [1]),
+        ('x = 1 if "redis" != plan.engine else 2', [1]),
+        ('ok = engine in ("cassandra", "mysql")', [1]),
+        ('match engine:\n    case "redis":\n        pass', [2]),
+        ("if plan.engine != engine:\n    pass", []),
+        ('space = get_space("cassandra")', []),
+        ('classes = {"redis": ("read",)}', []),
+    ],
+)
+def test_the_branch_finder_finds_comparisons_with_a_literal_engine(
+    source: str, found: list[int]
+) -> None:
+    assert literal_engine_branches(source) == found
+
+
+def test_no_planner_module_branches_on_a_literal_engine_name() -> None:
+    """Issue 39 part 4's criterion: what differs between engines is asked of the registry
+    (planner.engines), never found by comparing an engine to ``"cassandra"`` or ``"redis"``."""
+    found = {}
+    for file in sorted((REPO / "planner").rglob("*.py")):
+        if file.name == "engines.py":
+            continue
+        lines = literal_engine_branches(file.read_text(encoding="utf-8"))
+        if lines:
+            found[file.relative_to(REPO).as_posix()] = lines
+    assert found == {}, f"ask planner.engines.get_engine(...) instead: {found}"
