@@ -72,6 +72,29 @@ def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
     assert engine.memory_models.get().__name__.lower().startswith(name)
 
 
+@pytest.mark.parametrize(
+    ("module", "table"),
+    [
+        ("planner.collect", "DEFAULT_PORTS"),
+        ("planner.loadgen_config", "DEFAULT_HOSTS"),
+        ("planner.loadgen_workload", "CLASSES"),
+        ("planner.loadgen_workload", "DEFAULT_MIX"),
+        ("planner.memory_split", "AFFECTS"),
+        ("planner.memory_split", "PARAMETERS"),
+        ("planner.memory_split", "REMAINDER"),
+        ("planner.perfmodel", "_ASSUMED_BASE"),
+        ("planner.store", "GAUGES"),
+        ("planner.store", "RAW_COUNTERS"),
+    ],
+)
+def test_a_module_s_table_per_engine_has_every_engine_of_the_registry(
+    module: str, table: str
+) -> None:
+    """Values only one module reads stay there, keyed by the engine's name: a new engine in
+    the registry must add its row (no engine falls through to another's)."""
+    assert tuple(Ref(f"{module}:{table}").get()) == ENGINES
+
+
 def test_an_unknown_engine_is_refused_naming_it_and_the_known_ones() -> None:
     with pytest.raises(ValidationError, match=r"^engine: unknown engine 'mysql'; known: "
                                               r"cassandra, redis$"):
