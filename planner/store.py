@@ -351,7 +351,6 @@ def to_classes(
     update; the default 0 puts every write in ``update``). Redis: ``read``/``write``/``other``
     as they are (``ignored`` is dropped); a replica contributes only ``read``.
     """
-    classes_for(engine)  # an unknown engine is named
     out: dict[str, float] = get_engine(engine).counters.get()(
         ops, role=role, insert_fraction=insert_fraction)
     return out
