@@ -14,7 +14,7 @@ pieces
     The engine's space, model prior, collector, load client, memory models, drift reader and
     the like, each a :class:`Ref`: the module attribute named by its import path, imported
     when used. Nearly every planner module imports this one, so it imports none of them
-    (it stays at the bottom of the layers, docs/architecture.md).
+    but planner.errors (it stays at the bottom of the layers, docs/architecture.md).
 
 The executor (the playbook and the role that supplies its gates) is named here too; the
 playbooks choose it themselves (playbooks/tasks/rollout_prepare.yml), this records the pair.
