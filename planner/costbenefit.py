@@ -500,13 +500,15 @@ class SwitchCostTensor:
         return self.shape[0]
 
     # ------------------------------------------------------------- the maths
-    def _vectors(self, s: int | None, t: int) -> tuple[list[tuple[Any, ...]], np.ndarray | None]:
+    def _vectors(self, s: int | None, t: int) -> tuple[
+            list[tuple[Any, ...]], np.ndarray | None, list[tuple[np.ndarray, np.ndarray]]]:
         """What interval ``t``'s ``(K, K)`` costs are made of, as K-vectors (sample ``s``),
         computed once for all the row blocks read: per piece of a batch, ``("b", short)``
         (the last batch: its lost credit depends on b only), ``("a", g_b, g_a)`` (the
         first: the credit of b and of the up nodes running a) or ``("ab", g_b, done_b,
-        pending_a, load)``; and the new configuration's full credit (None: no extra
-        seconds)."""
+        pending_a, load)``; the new configuration's full credit (None: no extra
+        seconds); and per group of spanned changes, its ``(K, K)`` mask and the credit it
+        loses over its span."""
         key = (s, t)
         hit = self._cache.get(key)
         if hit is not None:
@@ -533,7 +535,8 @@ class SwitchCostTensor:
         full = None
         if self._extra is not None:
             full = _credit_vector(cap[t], None if load is None else float(load[t]), hw)
-        for mask, share, span in self._spans:  # a change's loss over its span: K-vectors
+        spans = []  # a change's loss over its span: (mask, K-vector) per group
+        for mask, share, span in self._spans:
             lost = np.zeros(cap.shape[-1])
             for dt, u_off in span:
                 u = min(t + u_off, n_t - 1)
@@ -541,9 +544,9 @@ class SwitchCostTensor:
                 short = (_credit_vector(cap[u], ld, hw)
                          - _credit_vector((1.0 - share) * cap[u], ld, hw))
                 lost += dt * np.maximum(short, 0.0)
-            pieces.append(("span", mask, lost))
-        self._cache[key] = (pieces, full)
-        return pieces, full
+            spans.append((mask, lost))
+        self._cache[key] = (pieces, full, spans)
+        return pieces, full, spans
 
     def _rows(self, s: int | None, t: int, lo: int, hi: int) -> np.ndarray:
         """``(hi - lo, K)`` costs of sample ``s`` (None: no samples): the rolling restart's
@@ -551,7 +554,7 @@ class SwitchCostTensor:
         switches, plus the extra seconds of the new configuration's credit, 0 on the
         diagonal. Worked out in blocks of :data:`ROW_BLOCK` rows, in place."""
         n_k = self.shape[-1]
-        pieces, full = self._vectors(s, t)
+        pieces, full, spans = self._vectors(s, t)
         out = np.zeros((hi - lo, n_k))
         buf = np.empty((min(ROW_BLOCK, hi - lo), n_k))
         tmp = np.empty_like(buf)
@@ -559,8 +562,6 @@ class SwitchCostTensor:
         for piece in pieces:
             if piece[0] == "b":
                 out += piece[1][None, :]
-                continue
-            if piece[0] == "span":
                 continue
             for r0 in range(lo, hi, ROW_BLOCK):
                 r1 = min(hi, r0 + ROW_BLOCK)
@@ -581,9 +582,8 @@ class SwitchCostTensor:
         out *= self._restart[lo:hi]  # a live change loses no batch
         if full is not None and self._extra is not None:
             out += self._extra[lo:hi] * full[None, :]
-        for piece in pieces:
-            if piece[0] == "span":
-                out += piece[1][lo:hi] * piece[2][None, :]
+        for mask, lost in spans:
+            out += mask[lo:hi] * lost[None, :]
         idx = np.arange(lo, hi)
         out[idx - lo, idx] = 0.0
         return out
