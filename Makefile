@@ -17,7 +17,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup setup-system setup-python setup-cassandra lab-up lab-down lab-status \
+.PHONY: help setup setup-lab setup-lab-system setup-packages setup-system setup-python \
+        setup-cassandra lab-up lab-down lab-status \
         test test-unit test-integration test-molecule lint demo clean
 
 help:  ## List the targets
@@ -25,15 +26,26 @@ help:  ## List the targets
 
 setup: setup-system setup-python setup-cassandra  ## Install everything (idempotent)
 
-setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, promtool (only when missing)
+# The demo needs the lab only; the tests also need Chromium (the report's browser test), cron
+# (the autopilot's cron test) and promtool.
+LAB_PACKAGES := openjdk-17-jre-headless maven redis-server redis-tools iproute2
+setup-lab: setup-lab-system setup-python setup-cassandra  ## What the demo needs (idempotent)
+
+setup-lab-system:
+	@$(MAKE) -s setup-packages PACKAGES="$(LAB_PACKAGES)"
+
+setup-packages:
 	@missing=""; \
-	for pkg in openjdk-17-jre-headless maven redis-server redis-tools iproute2 chromium cron; do \
+	for pkg in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "setup: installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "setup: Debian packages present"; fi
+
+setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promtool (only when missing)
+	@$(MAKE) -s setup-packages PACKAGES="$(LAB_PACKAGES) chromium cron"
 	@# promtool (tests of docs/prometheus) comes with Debian's prometheus. Its server must not
 	@# run: a policy-rc.d answering 101 (unless one exists) keeps the package's service from
 	@# starting, and under systemd it is disabled so that it does not start at boot either.
@@ -73,7 +85,7 @@ $(CASSANDRA_LIB)/cassandra-all-$(CASSANDRA_VERSION).jar: lab/pom.xml
 
 setup-cassandra: $(CASSANDRA_LIB)/cassandra-all-$(CASSANDRA_VERSION).jar  ## Cassandra jars for the lab
 
-lab-up: setup  ## Start the lab (3 Cassandra nodes, 6-node Redis Cluster) and wait for it
+lab-up: setup-lab  ## Start the lab (3 Cassandra nodes, 6-node Redis Cluster) and wait for it
 	@start=$$(date +%s); \
 	$(ANSIBLE_PLAYBOOK) playbooks/lab_up.yml; \
 	echo "lab-up: Cassandra UN and Redis cluster_state ok after $$(( $$(date +%s) - start )) s"
@@ -103,7 +115,7 @@ test-molecule: setup  ## Molecule scenarios of the cassandra and redis roles
 test: setup  ## Everything: lint, unit, integration, Molecule
 	bash tests/run_all.sh
 
-demo: setup  ## The main job on the local lab
+demo: setup-lab  ## The main job on the local lab
 	bash tests/demo.sh
 
 clean: lab-down  ## Stop the lab and remove its data

@@ -82,11 +82,12 @@ stop_load() {
 # held at its CPU quota is saturated even when Cassandra's own queues look empty
 # (docs/planning.md, "The learning loop"), so every judged window holds such a round.
 collect_for() {
-  local end=$(( $(date +%s) + $1 )) round=0
+  local end=$(( $(date +%s) + $1 )) round=0 next
   while [ "$(date +%s)" -lt "$end" ]; do
     round=$(( round + 1 ))
+    next=$(( $(date +%s) + STEP ))  # rounds start STEP s apart, as kairos collect's do
     if [ $(( round % 3 )) -eq 2 ]; then collect_resources; else collect 1; fi
-    sleep "$STEP"
+    sleep $(( next > $(date +%s) ? next - $(date +%s) : 0 ))
   done
 }
 

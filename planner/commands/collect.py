@@ -38,7 +38,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cluster", default="default", help="cluster name in the store")
     p.add_argument("--count", type=inputs.COUNT, default=1, help="rounds to collect (default 1)")
     p.add_argument(
-        "--interval", type=inputs.DURATION, default=60.0, help="seconds between rounds (default 60)"
+        "--interval", type=inputs.DURATION, default=60.0,
+        help="seconds from one round's start to the next's (default 60); a round that takes "
+        "longer is followed at once"
     )
     p.add_argument("--timeout", type=inputs.POSITIVE_DURATION, default=10.0,
                    help="per-node timeout in seconds")
@@ -92,9 +94,13 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
     keyspaces = [k.strip() for k in args.keyspaces.split(",")] if args.keyspaces else None
     resources = _resources(args)
     rc = 0
+    started = time.monotonic()
     for n in range(args.count):
         if n:
-            time.sleep(args.interval)
+            # A sampling period, start to start: a round's own seconds (a few on a busy
+            # control host) do not stretch the series' step.
+            time.sleep(max(0.0, started + args.interval - time.monotonic()))
+            started = time.monotonic()
         result = collectors.collect(
             args.engine,
             args.hosts,
