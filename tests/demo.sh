@@ -87,6 +87,7 @@ collect_for() {
     round=$(( round + 1 ))
     next=$(( $(date +%s) + STEP ))  # rounds start STEP s apart, as kairos collect's do
     if [ $(( round % 3 )) -eq 2 ]; then collect_resources; else collect 1; fi
+    next=$(( next < end ? next : end ))  # the last round's sleep ends with the window
     sleep $(( next > $(date +%s) ? next - $(date +%s) : 0 ))
   done
 }
@@ -212,7 +213,7 @@ say "the load turns scan-heavy (scans of 10 rows from a random token, 10% update
 stop_load 0
 start_load scans --concurrency 64 --processes 2 --mix scan=0.9,update=0.1 --keys "$KEYS" \
     --max-keys "$KEYS" --value-size "$VALUE"
-collect_for $(( SETTLE + WINDOW + 20 ))
+collect_for $(( SETTLE + WINDOW + 10 ))  # the window judged, and a round past its end
 wait_for_rollouts
 say "autopilot tick 2: judge the scan-heavy window, learn from it, re-plan, apply what is due"
 "${AUTOPILOT[@]}" 2>&1 | sed -u 's/^/  tick2: /'
