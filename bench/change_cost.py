@@ -7,7 +7,7 @@ Under a saturating closed-loop load of ``--mix`` on a preloaded table (``--proce
 as a plan step does: ALTER TABLE, read back on every node); the load runs on while every
 node rewrites its SSTables, until no node has run or queued a compaction for 15 s, and
 ``--steady`` seconds more. From the served operations second by second,
-planner/change_cost.py computes ``change_seconds``: the seconds of the new strategy's full
+planner/model/change_cost.py computes ``change_seconds``: the seconds of the new strategy's full
 throughput lost from the change until the rewrite ended. ``--back`` then measures the
 change back to the strategy that ran before, in the same way.
 
@@ -37,15 +37,18 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 
-from planner import envelope  # noqa: E402
-from planner.calibrate_bench import (  # noqa: E402
+from planner.calibrate.bench import (  # noqa: E402
     ExecutorBench,
     read_running_config,
     wait_for_compactions,
 )
-from planner.change_cost import ChangeCost, change_cost, merge_entry  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
-from planner.loadgen import BackgroundLoad, LoadConfig  # noqa: E402
+from planner.loadgen import (  # noqa: E402
+    BackgroundLoad,
+    LoadConfig,
+    envelope,
+)
+from planner.model.change_cost import ChangeCost, change_cost, merge_entry  # noqa: E402
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 #: A node whose backlog stayed at zero this long has settled (wait_for_compactions).

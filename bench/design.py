@@ -3,7 +3,7 @@
 SYNTHETIC (not a measurement): a calibration is run by ``planner.calibrate.run_calibration``
 (the loop ``kairos calibrate`` runs) against a synthetic bench instead of the cluster, once
 per design and seed, over two grids of the real Cassandra calibration space
-(``planner.calibrate_space``, the running configuration STCS, 32, 32, 0.33, heap_buffers):
+(``planner.calibrate.space``, the running configuration STCS, 32, 32, 0.33, heap_buffers):
 
 * ``default``: ``kairos calibrate`` without ``--param`` (the space's grid keys over their
   candidate values): compaction x memtable_cleanup_threshold x concurrent_writes x
@@ -23,7 +23,7 @@ any other level. Which parameter plays which part, and the levels, are drawn per
 class. Each run is the truth times a log-normal noise of ``--noise`` (7 %: the lab's runs
 spread 4-8 %), the same draw for the same (seed, configuration, mix) whichever design
 measures it. Each design starts with the original and space-filling points up to its default
-``--initial`` (``planner.calibrate_design.default_initial``: parameters + 1 for maximin, 3
+``--initial`` (``planner.calibrate.design.default_initial``: parameters + 1 for maximin, 3
 for bo), then chooses by its own rule. The first k configurations of a run are what a k-run
 budget measures (the choice never looks at the budget), so one run to the largest budget
 gives every budget.
@@ -57,9 +57,10 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from planner import calibrate as cal  # noqa: E402
-from planner import calibrate_design, perfmodel  # noqa: E402
+from planner.calibrate import design as calibrate_design  # noqa: E402
 from planner.errors import ValidationError  # noqa: E402
-from planner.spaces import get_space  # noqa: E402
+from planner.model import performance as perfmodel  # noqa: E402
+from planner.model.spaces import get_space  # noqa: E402
 
 RUNNING = {"compaction": "SizeTieredCompactionStrategy", "concurrent_reads": 32,
            "concurrent_writes": 32, "memtable_cleanup_threshold": 0.33,
@@ -264,7 +265,7 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.07)
     ap.add_argument("--initial", type=int, default=0,
                     help="space-filling configurations, the original included (default: "
-                    "as the CLI, planner.calibrate_design.default_initial)")
+                    "as the CLI, planner.calibrate.design.default_initial)")
     ap.add_argument("--grids", default="default,seeds/002")
     args = ap.parse_args()
     budgets = sorted(int(b) for b in args.budgets.split(","))

@@ -28,8 +28,7 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 
-from planner import envelope  # noqa: E402
-from planner.loadgen import BackgroundLoad  # noqa: E402
+from planner.loadgen import BackgroundLoad, envelope  # noqa: E402
 
 ENVELOPES = ("lab-cass1", "lab-cass2", "lab-cass3", "lab-load", "lab-control")
 

@@ -19,18 +19,18 @@ Without statsforecast installed (or with ``--no-peer``) the peer columns are lef
 Traces (all generated, seeded, shipped as code; no data file, no licence beyond the
 project's): 35 days at 5 minutes (10,080 points) of
 
-* ``ops-web``, ``ops-saas``, ``ops-ingest`` -- :func:`planner.traces.ops_like` (daily and
+* ``ops-web``, ``ops-saas``, ``ops-ingest`` -- :func:`planner.workload.traces.ops_like` (daily and
   weekly seasons, a holiday, trend changes, a level shift, bursts with their own mix, dips,
   AR(1) noise, a mix that moves with the load; the profiles are documented there);
-* ``bus`` -- :func:`planner.traces.bus_tracking_like` (SOPHIA's bus-tracking shape: a daily
+* ``bus`` -- :func:`planner.workload.traces.bus_tracking_like` (SOPHIA's bus-tracking shape: a daily
   season only, rush-hour mix changes);
-* ``mgrast`` -- :func:`planner.traces.mgrast_like` (SOPHIA's MG-RAST shape: random regime
+* ``mgrast`` -- :func:`planner.workload.traces.mgrast_like` (SOPHIA's MG-RAST shape: random regime
   switches, no season). A stress case: there is no season to exploit.
 
 Protocol (as issue 19's measurement): rolling origins over the last 20 % of each trace
 (every ``--stride`` steps), horizon 12 steps, each forecast made by
-``planner.forecast.forecast`` (model ``auto``, level 0.9, default time budget) from at most
-the 4 weeks (8,064 points) before its origin, so nothing after the origin is seen.
+``planner.forecast.forecaster.forecast`` (model ``auto``, level 0.9, default time budget)
+from at most the 4 weeks (8,064 points) before its origin, so nothing after the origin is seen.
 
 Columns: load sMAPE of the ensemble, of naive (last value) and of seasonal naive (the value
 one day, and one week, before); the gain is ``1 - ens / min(naive, snaive day, snaive week)``
@@ -60,10 +60,10 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner import traces  # noqa: E402
-from planner.forecast import forecast  # noqa: E402
-from planner.forecast_ensemble import smape  # noqa: E402
-from planner.workload import WorkloadSeries  # noqa: E402
+from planner.forecast.ensemble import smape  # noqa: E402
+from planner.forecast.forecaster import forecast  # noqa: E402
+from planner.workload import traces  # noqa: E402
+from planner.workload.series import WorkloadSeries  # noqa: E402
 
 STEPS = 288 * 35
 HISTORY = 288 * 28

@@ -9,7 +9,7 @@ next (the load: inside the band in log space; the mix: each class fraction insid
 * ``plain``       split-conformal, every backtest row one sample (Kairos before issue 45's
                   calibration step; its mix residuals now from every origin, cross-fitted);
 * ``dependence``  one sample per non-overlapping horizon of the backtest (what ships:
-                  :func:`planner.forecast_intervals.independent_horizons`);
+                  :func:`planner.forecast.intervals.independent_horizons`);
 * ``recent``      ``plain`` with the residuals scaled by the recent error level: an
                   exponentially weighted mean of the absolute residuals of the origins whose
                   horizon had ended, half-life a day (the band follows a harder stretch);
@@ -41,8 +41,8 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner import forecast_intervals as fint  # noqa: E402
-from planner.forecast import forecast  # noqa: E402
+from planner.forecast import intervals as fint  # noqa: E402
+from planner.forecast.forecaster import forecast  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("bench_forecast", _HERE / "forecast.py")
 assert _spec is not None and _spec.loader is not None

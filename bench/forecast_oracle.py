@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much better than naive can *any* forecaster be on bench/forecast.py's mgrast trace?
 
-mgrast (SOPHIA's MG-RAST shape, :func:`planner.traces.mgrast_like`) jumps between regimes
+mgrast (SOPHIA's MG-RAST shape, :func:`planner.workload.traces.mgrast_like`) jumps between regimes
 whose lengths are geometric (mean 12 steps, a few 4x longer) and whose loads are fresh
 lognormal draws, with 3 % noise per step: the last value is almost the best forecast there
 is. This script scores, on bench/forecast.py's origins and sMAPE, forecasters that know
@@ -31,8 +31,8 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner.forecast_ensemble import smape  # noqa: E402
-from planner.traces import mgrast_draws  # noqa: E402
+from planner.forecast.ensemble import smape  # noqa: E402
+from planner.workload.traces import mgrast_draws  # noqa: E402
 
 STEPS, HORIZON = 288 * 35, 12  # bench/forecast.py's trace length and horizon
 BASE_LOAD, LEVEL_SIGMA, NOISE = 40_000.0, 0.25, 0.03  # mgrast_like's generating values

@@ -5,7 +5,7 @@ For every committed calibration record with p99 (inventories/local/calibration/
 configuration's p99 per mix, score against the geometric mean of its runs' p99
 (docs/calibration.md, "Latency"). Three designs:
 
-* ``tail`` (the model's, :class:`planner.perfmodel.LatencyTerms`): log(p99 x ops/s) on the
+* ``tail`` (the model's, :class:`planner.model.performance.LatencyTerms`): log(p99 x ops/s) on the
   configuration features, partially pooled; p99 = tail / predicted throughput;
 * ``direct``: log p99 on the same features, partially pooled (effects shrunk towards "the
   same p99 everywhere");
@@ -32,15 +32,15 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from planner.calibrate import fit_observations  # noqa: E402
-from planner.calibrate_fit import _p99_means, _row_keys  # noqa: E402
-from planner.perfmodel import (  # noqa: E402
+from planner.calibrate.fit import _p99_means, _row_keys  # noqa: E402
+from planner.model.performance import (  # noqa: E402
     LATENCY_COLUMN,
     MEASURED_COLUMNS,
     POOLED,
     TARGET,
     fit_design,
 )
-from planner.workload import classes_for  # noqa: E402
+from planner.workload.series import classes_for  # noqa: E402
 
 CALIBRATION = Path("inventories/local/calibration")
 

@@ -9,9 +9,9 @@ window noise ``--noise``, under the lab's running configuration, window after wi
 Before each window, each approach's model predicts it; the window is then learnt:
 
 * ``refit``: the window appended to a copy of the calibration's observations and the
-  model refitted (``fit_model(design="pooled")``), what planner/learning.py did before;
+  model refitted (``fit_model(design="pooled")``), what planner/autopilot/learning.py did before;
 * ``offset``: the lab model plus the production offset learnt from the windows so far
-  (:func:`planner.learning.learn`).
+  (:func:`planner.autopilot.learning.learn`).
 
 Prints, per window, the mean over seeds of each approach's absolute error (|served /
 predicted - 1|) and of the offset's standard error at the mix (log scale), run from the
@@ -35,8 +35,8 @@ import pandas as pd
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner.learning import learn  # noqa: E402
-from planner.perfmodel import PerformanceModel, fit_model, load_model  # noqa: E402
+from planner.autopilot.learning import learn  # noqa: E402
+from planner.model.performance import PerformanceModel, fit_model, load_model  # noqa: E402
 
 CALIBRATION = Path("inventories/local/calibration")
 MIX = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}

@@ -1,6 +1,6 @@
 """PYTHONPATH=$PWD nice -n 19 .venv/bin/python bench/memory_split.py   (~10 s on one core)
 
-The memory split (planner/memory_split.py, issue 43 part 1) on SYNTHETIC models: nothing
+The memory split (planner/model/memory_split.py, issue 43 part 1) on SYNTHETIC models: nothing
 here is measured on the lab. Three tables, run from the repository root:
 
 1. **Optimiser against brute force.** A lab-shaped Cassandra node (1536 MiB envelope,
@@ -34,7 +34,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
 from planner.errors import ValidationError  # noqa: E402
-from planner.memory_split import (  # noqa: E402
+from planner.model.memory_split import (  # noqa: E402
     MIB,
     CacheEffect,
     CassandraMemoryModels,

@@ -3,11 +3,11 @@
 SOPHIA's experiment (seeds/000) reproduced on real servers in minutes (docs/payoff.md). For
 each workload shape (``--shapes``: SOPHIA's bus-tracking day, HPC job queue, MG-RAST portal,
 or a reporting day of scans and ingestion batches; compressed into ``--minutes``,
-planner/payoff.py) and each policy, in mirrored order over ``--repetitions`` (A B C D D C B
+planner/lab/payoff.py) and each policy, in mirrored order over ``--repetitions`` (A B C D D C B
 A ...):
 
 1. with ``--layout``, the default configuration and then the table's SSTables saved once
-   with ``--save-layout`` are put back (planner/sstable_layout.py), so that every policy
+   with ``--save-layout`` are put back (planner/lab/sstable_layout.py), so that every policy
    starts from the same layout; the starting configuration is put in place through the
    executor (playbooks/change_settings.yml, as ``kairos calibrate`` applies settings): the
    default one, or static-best's; then, with no load, a wait until no node runs or queues a
@@ -21,7 +21,7 @@ A ...):
    back from the nodes and compared with what the policy should have left.
 
 The policies' decisions are computed before the first run from the performance model
-(``--model``): see planner/payoff.py. ``kairos`` follows the plan ``make_plan`` makes on the
+(``--model``): see planner/lab/payoff.py. ``kairos`` follows the plan ``make_plan`` makes on the
 schedule (a perfect forecast, served work, the restart cost).
 
 Writes ``--out``/results.json (after every run), series.csv, payoff.html (charts and the
@@ -53,11 +53,11 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner import payoff as po  # noqa: E402
 from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
-from planner.planning import DEFAULT_CHANGE_SECONDS  # noqa: E402
-from planner.spaces import get_space  # noqa: E402
-from planner.workload import classes_for  # noqa: E402
+from planner.lab import payoff as po  # noqa: E402
+from planner.model.spaces import get_space  # noqa: E402
+from planner.planning.pipeline import DEFAULT_CHANGE_SECONDS  # noqa: E402
+from planner.workload.series import classes_for  # noqa: E402
 
 DEFAULT_MODEL = "inventories/local/calibration/cassandra-model.json"
 #: What ``--short`` sets (the CI plumbing run), unless the option is given.
@@ -77,7 +77,7 @@ def say(msg: str) -> None:
 # ------------------------------------------------------------------- options
 def _mix(text: str) -> dict[str, float]:
     """argparse type: ``update=0.9,scan=0.1`` as a validated Cassandra mix."""
-    from planner.loadgen_workload import parse_mix
+    from planner.loadgen.workload import parse_mix
 
     try:
         return parse_mix(text, "cassandra")
@@ -126,7 +126,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="the preconditioning load's mix (default update=0.9,scan=0.1)")
     exp.add_argument("--layout", metavar="DIR",
                      help="before every run, truncate the table and put back the SSTables "
-                     "saved in DIR (planner/sstable_layout.py): every policy starts from the "
+                     "saved in DIR (planner/lab/sstable_layout.py): every policy starts from the "
                      "same layout; lab only")
     exp.add_argument("--save-layout", action="store_true",
                      help="save the table's SSTables as they are now into --layout and exit")
@@ -205,13 +205,13 @@ class Setup:
 
 def prepare(args: argparse.Namespace) -> Setup:
     """Check the options, read the model, build the schedules and every policy's plan."""
-    from planner.perfmodel import load_model
+    from planner.model.performance import load_model
 
     po.check_minutes(args.minutes)
     if args.save_layout and not args.layout:
         raise ValidationError("--save-layout: give the directory to save into with --layout")
     if args.layout and not args.save_layout:
-        from planner.sstable_layout import read_record
+        from planner.lab.sstable_layout import read_record
 
         read_record(args.layout, keyspace=args.keyspace, table=args.table)
     if not 0 <= args.precondition <= 3600:
@@ -296,7 +296,7 @@ class Lab:
     """The executor, the load and the read-back, for one experiment."""
 
     def __init__(self, args: argparse.Namespace, setup: Setup, out: Path) -> None:
-        from planner.calibrate_bench import ExecutorBench
+        from planner.calibrate.bench import ExecutorBench
         from planner.loadgen import LoadConfig
 
         self.args, self.setup = args, setup
@@ -319,7 +319,7 @@ class Lab:
     def read(self) -> dict[str, Any]:
         """The running values of the parameters the policies touch (system_views.settings,
         the table's compaction), equal on every node (KairosError/ValidationError else)."""
-        from planner.calibrate_bench import read_running_config
+        from planner.calibrate.bench import read_running_config
 
         values, self.version = read_running_config(
             self.setup.readable, hosts=self.hosts, port=self.args.port,
@@ -348,7 +348,7 @@ class Lab:
 
     def settle(self) -> float:
         """Wait, with no load, until no node runs or queues a compaction; seconds waited."""
-        from planner.calibrate_bench import wait_for_compactions
+        from planner.calibrate.bench import wait_for_compactions
 
         if self.args.settle_timeout <= 0:
             return 0.0
@@ -356,21 +356,21 @@ class Lab:
                                     timeout=self.args.settle_timeout, log=say)
 
     def nodes(self) -> list[Any]:
-        from planner.sstable_layout import lab_nodes
+        from planner.lab.sstable_layout import lab_nodes
 
         return lab_nodes(self.args.lab_dir, [h.split(":")[0] for h in self.hosts])
 
     def save_layout(self) -> dict[str, Any]:
         """Save the table's SSTables on every node into ``--layout`` (``--save-layout``)."""
-        from planner.sstable_layout import save
+        from planner.lab.sstable_layout import save
 
         return save(self.nodes(), keyspace=self.args.keyspace, table=self.args.table,
                     dest=self.args.layout, log=say)
 
     def restore_layout(self) -> dict[str, int]:
         """Put the SSTables saved in ``--layout`` back; each node's SSTable count, read back."""
-        from planner.calibrate_bench import address_port, node_session
-        from planner.sstable_layout import restore
+        from planner.calibrate.bench import address_port, node_session
+        from planner.lab.sstable_layout import restore
 
         def truncate(cql: str) -> None:
             from cassandra import ConsistencyLevel
@@ -649,7 +649,7 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
             say(f"cannot prepare the table or read the running configuration: {exc}")
             results["error"] = f"cannot prepare the table or read the configuration: {exc}"
             return 1
-        from planner.calibrate_bench import describe_environment
+        from planner.calibrate.bench import describe_environment
 
         results["environment"] = describe_environment(lab.version)
         results["initial_config"] = dict(lab.running)

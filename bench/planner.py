@@ -7,7 +7,7 @@ Prints one JSON line per case (run from the repository root)::
 * ``{"case": "mgrast"|"bus"|"hpc", "decision_points": N, "seconds": s, "gap_to_dp": g, ...}``
   for SOPHIA's three look-aheads (30, 48 and 180 decision points). The problem is built
   as ``kairos plan`` builds it: the synthetic trace of that shape, Cassandra's candidate
-  grid (planner.spaces), the shipped performance model, the lab ring (3 nodes, RF 3,
+  grid (planner.model.spaces), the shipped performance model, the lab ring (3 nodes, RF 3,
   QUORUM -> 3 batches), T_r = 60 s, a 5% survivor penalty and 120 s for a compaction
   strategy change. ``gap_to_dp`` is the
   fraction by which the GA's plan falls short of the DP optimum (0.01 = 1%).
@@ -54,13 +54,13 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner import costbenefit as cb  # noqa: E402
-from planner import optimiser as op  # noqa: E402
-from planner import simulator as sm  # noqa: E402
-from planner import traces  # noqa: E402
-from planner.perfmodel import load_default_model  # noqa: E402
-from planner.spaces import get_space  # noqa: E402
-from planner.topology import Ring, safe_batches  # noqa: E402
+from planner.lab import simulator as sm  # noqa: E402
+from planner.model.performance import load_default_model  # noqa: E402
+from planner.model.spaces import get_space  # noqa: E402
+from planner.planning import costbenefit as cb  # noqa: E402
+from planner.planning import optimiser as op  # noqa: E402
+from planner.topology.ring import Ring, safe_batches  # noqa: E402
+from planner.workload import traces  # noqa: E402
 
 CASES = (
     # name, generator kwargs, window start, decision points

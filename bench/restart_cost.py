@@ -7,7 +7,7 @@ after ``--warmup`` unmeasured and ``--baseline`` measured seconds, the executor 
 every node (playbooks/rolling_restart.yml, batches from the live ring for ``--cl``); the
 load runs on ``--after`` seconds past the last node's return. A watcher polls every node's
 CQL port four times a second: a closed port is a node down. From the served operations
-second by second, planner/restart_impact.py computes:
+second by second, planner/model/restart_impact.py computes:
 
 - ``down_share``: served ops/s while a batch was down, over the baseline;
 - ``survivor_penalty``: what the nodes that stayed up lost beyond the batch's own share;
@@ -42,9 +42,8 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 from kairos_net import accepts_connections  # noqa: E402
 
-from planner import envelope  # noqa: E402
-from planner.loadgen import BackgroundLoad  # noqa: E402
-from planner.restart_impact import restart_impact  # noqa: E402
+from planner.loadgen import BackgroundLoad, envelope  # noqa: E402
+from planner.model.restart_impact import restart_impact  # noqa: E402
 
 NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
 

@@ -1,6 +1,6 @@
 """Risk objectives compared: mean vs lower quantile vs ENDURE worst case (docs/planning.md).
 
-For each synthetic trace shape (SOPHIA's three, planner/traces.py) and trace seed, the
+For each synthetic trace shape (SOPHIA's three, planner/workload/traces.py) and trace seed, the
 history up to a cut point is forecast (the shape's forecaster) and planned with the shipped
 prior model exactly as ``kairos plan`` does (make_plan, DP, confidence rule at 0.9), once
 per ``--risk`` objective. Each plan is then valued out of sample:
@@ -27,11 +27,10 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 
-from planner import risk as rk  # noqa: E402
-from planner import traces  # noqa: E402
-from planner.costbenefit import evaluate  # noqa: E402
-from planner.perfmodel import load_default_model  # noqa: E402
-from planner.planning import (  # noqa: E402
+from planner.model.performance import load_default_model  # noqa: E402
+from planner.planning import risk as rk  # noqa: E402
+from planner.planning.costbenefit import evaluate  # noqa: E402
+from planner.planning.pipeline import (  # noqa: E402
     OptimiserOptions,
     PlanRequest,
     _candidates,
@@ -39,7 +38,8 @@ from planner.planning import (  # noqa: E402
     _switch_costs,
     make_plan,
 )
-from planner.topology import Ring, safe_batches  # noqa: E402
+from planner.topology.ring import Ring, safe_batches  # noqa: E402
+from planner.workload import traces  # noqa: E402
 
 CASES = (
     # shape, generator kwargs, cut (history length), horizon, forecaster

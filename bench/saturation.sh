@@ -3,7 +3,7 @@
 # test; `make lab-up` first). A closed loop of 2 x 128 requests, then a load rate-limited to
 # 200 ops/s, 50 s each (QUORUM, 90 % reads); `kairos collect` every 5 s during each; then,
 # per round, the busiest node's requests in flight, the queued request-stage tasks and
-# whether planner.learning.round_saturated calls the round saturated. docs/planning.md
+# whether planner.autopilot.learning.round_saturated calls the round saturated. docs/planning.md
 # ("The learning loop") quotes its output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +26,8 @@ for case in closed-loop:"--concurrency 128 --processes 2" rate-200:"--rate 200 -
 done
 .venv/bin/python - "$STORE" <<'PY'
 import json, sys
-from planner.learning import round_saturated
-from planner.store import Store
+from planner.autopilot.learning import round_saturated
+from planner.workload.store import Store
 path = sys.argv[1]
 with Store(path) as store:
     for name in ("closed-loop", "rate-200"):

@@ -11,7 +11,7 @@ description:
   - Connects with cassandra-driver to I(host) and reads the token map, the keyspaces'
     replication (system_schema.keyspaces), every node's schema version (system.local and
     system.peers_v2) and which nodes the driver sees down.
-  - Returns the ring in the planner's ring-description form (planner/topology.py), with
+  - Returns the ring in the planner's ring-description form (planner/topology/ring.py), with
     nodes named by their inventory host names, and can write it to I(dest) for
     C(kairos rollout preflight). Read-only apart from I(dest).
 extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql]

@@ -17,7 +17,7 @@ description:
   - State C(absent) removes the envelope's groups; it fails while a process is still inside.
   - State C(present) makes an envelope with I(limits) that no process joins yet, and returns its
     I(groups); the lab's load client and control host join theirs by writing their pid to
-    each group's C(cgroup.procs) (planner/envelope.py).
+    each group's C(cgroup.procs) (planner/loadgen/envelope.py).
 extends_documentation_fragment: [kairos, kairos.check_only]
 options:
   name:

@@ -8,7 +8,7 @@ trie=TrieMemtable}``; ``nodetool describecluster`` prints a keyspace's replicati
 
 Plain Python with no Ansible import: the modules import it as
 ``ansible.module_utils.kairos_javamap`` (module_utils/kairos_settings.py, the read-back on
-the nodes) and the planner through planner/_module_utils.py (planner/spaces.py, the running
+the nodes) and the planner through planner/_module_utils.py (planner/model/spaces.py, the running
 memtable), so both read the same text the same way.
 """
 

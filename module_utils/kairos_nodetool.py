@@ -227,7 +227,7 @@ LIVE_SETTERS = {
         lambda n, _: ["setcompactionthroughput", str(n)],
         _mib_per_s,
     ),
-    # Live between two non-zero sizes only (planner.spaces.change_kind); 0 <-> n restarts.
+    # Live between two non-zero sizes only (planner.model.spaces.change_kind); 0 <-> n restarts.
     "row_cache_size": _cache_setter("row_cache_size"),
     "key_cache_size": _cache_setter("key_cache_size"),
 }

@@ -1,6 +1,6 @@
 """Process facts from /proc that a lock's holder is judged by (plain Python, no Ansible
 imports): shared by library/kairos_lock.py, which records them, and `kairos metrics`
-(planner/metrics_collect.py), which reads a lock's holder back."""
+(planner/report/metrics.py), which reads a lock's holder back."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ NESTED_ROWS = {"memtable": "memtable.configurations"}
 #: cassandra.yaml cache sizes -> their ``system_views.caches`` row. ``nodetool
 #: setcachecapacity`` resizes a cache live and ``system_views.settings`` keeps showing the
 #: start-up size (Cassandra 5.0.6), so the size a node runs is the cache's capacity_bytes.
-#: planner.spaces.CACHE_VIEW_ROWS is the same map for the control host.
+#: planner.model.spaces.CACHE_VIEW_ROWS is the same map for the control host.
 CACHE_ROWS = {"key_cache_size": "keys", "row_cache_size": "rows"}
 
 
@@ -88,7 +88,7 @@ def memtable_configurations(shown):
     "trie": {"class_name": "TrieMemtable"}}``; with
     -Dcassandra.virtual_table_complex_settings_format_json=true, as JSON. Each entry is
     an InheritingClass, ``[<inherits>+][<class_name>][<parameters map>]``, read by
-    module_utils/kairos_javamap.py, the parser planner/spaces.py reads the same row with.
+    module_utils/kairos_javamap.py, the parser planner/model/spaces.py reads the same row with.
     """
     text = str(shown).strip()
     try:

@@ -66,16 +66,16 @@ class Engine:
     name : str
         As the CLI, the store, the plan files and the playbooks spell it.
     classes : tuple of str
-        The workload's operation classes (planner.workload), in order.
+        The workload's operation classes (planner.workload.series), in order.
     default_port : int
         The client port a host given without one is reached on (collect, load, drift).
     config_file : str
-        The file a node's settings are rendered into (planner.spaces.render_settings).
+        The file a node's settings are rendered into (planner.model.spaces.render_settings).
     load_concurrency : int
         The load client's default concurrency (``kairos load --concurrency``).
     ring : bool
         Replicas placed on a token ring: restart batches are the ones safe at a consistency
-        level on the live ring (planner.topology). Otherwise one node at a time.
+        level on the live ring (planner.topology.ring). Otherwise one node at a time.
     consistency_level : bool
         Requests carry a consistency level (the load client reports the one it ran at).
     tables : bool
@@ -88,7 +88,7 @@ class Engine:
         Nodes are primaries or replicas and a failover swaps them: a node's counters across
         a role change are not one interval.
     durability_floor : bool
-        Persistence settings a plan is held above (planner.durability).
+        Persistence settings a plan is held above (planner.model.durability).
     writer_per_thread : bool
         Each of the load client's threads is an independent writer (Redis' cluster client);
         otherwise one writer per process keeps ``concurrency`` requests in flight.
@@ -98,31 +98,31 @@ class Engine:
         The Ansible role that supplies the executor's entry points and gates
         (``rollout_preflight``, ``rollout_live``, ``rollout_batch``, ``rollout_rescue``).
     space : Ref
-        The configuration space (a planner.spaces.ConfigSpace).
+        The configuration space (a planner.model.spaces.ConfigSpace).
     prior_effects : Ref
         ``() -> [(feature, effects, std)]``: the seeds' reported effects behind the prior
-        performance model (planner.perfmodel.prior_model).
+        performance model (planner.model.performance.prior_model).
     collector : Ref
         ``(hosts, *, per_table, keyspaces, timeout) -> CollectResult``: one collection round
-        (planner.collect).
+        (planner.workload.collect).
     counters : Ref
         ``(ops, *, role, insert_fraction) -> {class: ops}``: a node's counter deltas as the
-        workload classes (planner.store).
+        workload classes (planner.workload.store).
     saturated : Ref
         ``(gauges) -> bool``: whether one round's gauges say the cluster was saturated
-        (planner.learning).
+        (planner.autopilot.learning).
     render : Ref
         ``(space, config) -> {section: values}``: a canonical configuration as the files and
-        live commands write it (planner.spaces.render_settings).
+        live commands write it (planner.model.spaces.render_settings).
     load_worker : Ref
-        The load client's worker class, ``(config, index, tag, stop)`` (planner.loadgen_clients).
+        The load client's worker class, ``(config, index, tag, stop)`` (planner.loadgen.clients).
     memory_models : Ref
-        The memory split's models class (planner.memory_split).
+        The memory split's models class (planner.model.memory_split).
     drift_reader : Ref
         ``(targets, keys, *, tables, timeout) -> (observed, errors)``: what each node runs
-        (planner.drift_read).
+        (planner.executor.drift_read).
     same_setting : Ref
-        ``(expected, observed) -> bool``: the read-back's comparison (planner.drift).
+        ``(expected, observed) -> bool``: the read-back's comparison (planner.executor.drift).
     """
 
     name: str
@@ -166,16 +166,16 @@ CASSANDRA = Engine(
     writer_per_thread=False,
     executor_playbook="playbooks/apply_plan.yml",
     role="cassandra",
-    space=Ref("planner.spaces:CASSANDRA_SPACE"),
-    prior_effects=Ref("planner.perfmodel:cassandra_prior_effects"),
-    collector=Ref("planner.collect:collect_cassandra"),
-    counters=Ref("planner.store:cassandra_classes"),
-    saturated=Ref("planner.learning:cassandra_saturated"),
-    render=Ref("planner.spaces:render_cassandra"),
-    load_worker=Ref("planner.loadgen_clients:_CassandraWorker"),
-    memory_models=Ref("planner.memory_split:CassandraMemoryModels"),
-    drift_reader=Ref("planner.drift_read:read_cassandra"),
-    same_setting=Ref("planner.drift:same_cassandra"),
+    space=Ref("planner.model.spaces:CASSANDRA_SPACE"),
+    prior_effects=Ref("planner.model.performance:cassandra_prior_effects"),
+    collector=Ref("planner.workload.collect:collect_cassandra"),
+    counters=Ref("planner.workload.store:cassandra_classes"),
+    saturated=Ref("planner.autopilot.learning:cassandra_saturated"),
+    render=Ref("planner.model.spaces:render_cassandra"),
+    load_worker=Ref("planner.loadgen.clients:_CassandraWorker"),
+    memory_models=Ref("planner.model.memory_split:CassandraMemoryModels"),
+    drift_reader=Ref("planner.executor.drift_read:read_cassandra"),
+    same_setting=Ref("planner.executor.drift:same_cassandra"),
 )
 
 REDIS = Engine(
@@ -193,16 +193,16 @@ REDIS = Engine(
     writer_per_thread=True,
     executor_playbook="playbooks/apply_plan_redis.yml",
     role="redis",
-    space=Ref("planner.spaces:REDIS_SPACE"),
-    prior_effects=Ref("planner.perfmodel:redis_prior_effects"),
-    collector=Ref("planner.collect:collect_redis"),
-    counters=Ref("planner.store:redis_classes"),
-    saturated=Ref("planner.learning:redis_saturated"),
-    render=Ref("planner.spaces:render_redis"),
-    load_worker=Ref("planner.loadgen_clients:_RedisWorker"),
-    memory_models=Ref("planner.memory_split:RedisMemoryModels"),
-    drift_reader=Ref("planner.drift_read:read_redis"),
-    same_setting=Ref("planner.drift:same_redis"),
+    space=Ref("planner.model.spaces:REDIS_SPACE"),
+    prior_effects=Ref("planner.model.performance:redis_prior_effects"),
+    collector=Ref("planner.workload.collect:collect_redis"),
+    counters=Ref("planner.workload.store:redis_classes"),
+    saturated=Ref("planner.autopilot.learning:redis_saturated"),
+    render=Ref("planner.model.spaces:render_redis"),
+    load_worker=Ref("planner.loadgen.clients:_RedisWorker"),
+    memory_models=Ref("planner.model.memory_split:RedisMemoryModels"),
+    drift_reader=Ref("planner.executor.drift_read:read_redis"),
+    same_setting=Ref("planner.executor.drift:same_redis"),
 )
 
 #: Every engine by name, in the order the CLI lists them.

@@ -67,7 +67,6 @@ __all__ = [
     "closed_keys",
     "in_file",
     "integer",
-    "load_config",
     "load_csv",
     "load_json",
     "load_yaml",
@@ -641,19 +640,3 @@ PORT = bounded_int(1, 65535, why="a TCP port")
 #: Rows or runs to show.
 COUNT = bounded_int(1, 1_000_000, why="a count")
 
-
-# ------------------------------------------------------- configuration files
-def load_config(path: str | Path, *, engine: str) -> dict[str, Any]:
-    """A current-configuration file: a YAML (or JSON) mapping parameter -> value.
-
-    Every parameter is checked against the engine's space (unknown names, types,
-    bounds); an empty file means "all defaults" and gives ``{}``.
-    """
-    from planner.spaces import get_space
-
-    data = load_yaml(path, kind=CONFIG, allow_empty=True)
-    if data is None:
-        return {}
-    with in_file(path):
-        config = mapping(data, "current configuration")
-        return get_space(engine).normalize(config)

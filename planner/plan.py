@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from planner.engines import ENGINES, get_engine
 from planner.errors import KairosError, ValidationError
-from planner.topology import CONSISTENCY_LEVELS
+from planner.topology.ring import CONSISTENCY_LEVELS
 
 __all__ = [
     "ENGINES",
@@ -48,7 +48,7 @@ TABLE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 
 
 class SpaceLike(Protocol):
-    """What the validator needs of a configuration space (planner.spaces.ConfigSpace)."""
+    """What the validator needs of a configuration space (planner.model.spaces.ConfigSpace)."""
 
     def validate(self, config: Mapping[str, Any]) -> Any: ...
 
@@ -274,10 +274,10 @@ def _str_list(value: Any, path: str) -> tuple[str, ...]:
 
 def _space_for(engine: str) -> SpaceLike:
     try:
-        from planner.spaces import get_space
+        from planner.model.spaces import get_space
     except ImportError as exc:  # pragma: no cover - only while part 1 is missing
         raise KairosError(
-            f"cannot check configurations: planner.spaces is unavailable ({exc})"
+            f"cannot check configurations: planner.model.spaces is unavailable ({exc})"
         ) from None
     return get_space(engine)
 
@@ -297,12 +297,12 @@ def _restart_keys(
 ) -> set[str]:
     """Keys whose change from ``before`` to ``after`` needs a restart.
 
-    Uses ``planner.spaces.change_kind`` (per-transition rules such as a live row-cache
-    resize) when ``space`` is one of planner.spaces' spaces, else ``space.restart_params``.
+    Uses ``planner.model.spaces.change_kind`` (per-transition rules such as a live row-cache
+    resize) when ``space`` is one of planner.model.spaces' spaces, else ``space.restart_params``.
     """
     engine = getattr(space, "engine", None)
     try:
-        from planner.spaces import ConfigSpace, change_kind
+        from planner.model.spaces import ConfigSpace, change_kind
     except ImportError:  # pragma: no cover - only while part 1 is missing
         return set(space.restart_params(keys))
     if isinstance(space, ConfigSpace) and engine is not None:
@@ -317,11 +317,11 @@ def _table_changing_keys(
 ) -> set[str]:
     """Keys whose change from ``before`` to ``after`` changes the tables' schema.
 
-    Table options, and (``planner.spaces.changes_tables``) Cassandra's row cache turned on
+    Table options, and (``planner.model.spaces.changes_tables``) Cassandra's row cache turned on
     or off, which sets the tables' ``caching``.
     """
     engine = getattr(space, "engine", None)
-    from planner.spaces import ConfigSpace, changes_tables
+    from planner.model.spaces import ConfigSpace, changes_tables
 
     if isinstance(space, ConfigSpace) and engine is not None:
         return {k for k in keys if changes_tables(engine, k, before.get(k), after.get(k))}
@@ -345,7 +345,7 @@ def plan_from_dict(
         of them and every one of them must appear in exactly one batch of a step that
         restarts anything.
     space
-        The engine's configuration space; default ``planner.spaces.get_space(engine)``.
+        The engine's configuration space; default ``planner.model.spaces.get_space(engine)``.
 
     Raises
     ------
@@ -410,12 +410,12 @@ def _check_durability(
     """Redis: no step (nor a node's override) runs below the durability floor.
 
     The floor is the plan's ``provenance.durability_floor.floor`` (what ``kairos plan``
-    searched above), else the durability of ``current_config`` (planner.durability.floor_of:
+    searched above), else the durability of ``current_config`` (planner.model.durability.floor_of:
     what the nodes run). ``current`` is complete (defaults filled in).
     """
     if not get_engine(engine).durability_floor:
         return
-    from planner.durability import floor_of, parse_floor, plan_violations
+    from planner.model.durability import floor_of, parse_floor, plan_violations
 
     rec = provenance.get("durability_floor")
     if rec is None:

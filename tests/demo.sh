@@ -124,11 +124,11 @@ export KAIROS_CASSANDRA_PASSWORD
 # The demo is the control host and its loads the application's machines: each in its own
 # envelope, so neither takes the nodes' CPU (docs/envelopes.md). Without envelopes, nothing.
 ENVELOPES=.lab/envelopes.json
-KAIROS_LOAD_CGROUPS="$(python -c 'import os, sys; from planner import envelope as e
+KAIROS_LOAD_CGROUPS="$(python -c 'import os, sys; from planner.loadgen import envelope as e
 e.enter_lab(sys.argv[1], int(sys.argv[2])); print(os.environ.get(e.ENV, ""))' "$ENVELOPES" "$$")"
 export KAIROS_LOAD_CGROUPS
 leave_lab() {  # out of the control envelope, so that `make lab-down` can remove it
-  python -c 'import sys; from planner import envelope as e
+  python -c 'import sys; from planner.loadgen import envelope as e
 e.leave_lab(e.lab_envelopes(sys.argv[1]), int(sys.argv[2]))' "$ENVELOPES" "$$"
 }
 
@@ -235,9 +235,9 @@ LOADS=()
 python - "$DEMO" "$PLAN" <<'EOF'
 import json, sys
 from pathlib import Path
-from planner.learning import learnt_paths, load_track
+from planner.autopilot.learning import learnt_paths, load_track
 from planner.plan import load_plan
-from planner.report import step_gain
+from planner.report.page import step_gain
 
 
 def pct(v):

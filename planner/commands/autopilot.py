@@ -1,7 +1,7 @@
 """``kairos autopilot tick|record|decide|adopt|pause|resume|status``: the closed loop.
 
 ``playbooks/autopilot.yml`` calls ``tick`` and ``record`` once per engine on the control host
-(planner/autopilot_tick.py); the others are for people (docs/autopilot.md).
+(planner/autopilot/tick.py); the others are for people (docs/autopilot.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _policy_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _policy(args: argparse.Namespace) -> Any:
-    from planner.autopilot import Policy
+    from planner.autopilot.decisions import Policy
 
     return Policy(
         stale_fraction=args.stale_fraction, stale_steps=args.stale_steps,
@@ -146,8 +146,8 @@ def _register_status(actions: Any) -> None:
 
 
 def run_tick(args: argparse.Namespace) -> int:
-    from planner.autopilot_tick import run_tick, tick_path
-    from planner.tick_inputs import load_tick_inputs
+    from planner.autopilot.tick import run_tick, tick_path
+    from planner.autopilot.tick_inputs import load_tick_inputs
 
     inp = load_tick_inputs(args.inputs)
     out = tick_path(inp.state_dir, inp.run, inp.engine)
@@ -159,7 +159,7 @@ def run_tick(args: argparse.Namespace) -> int:
 
 
 def run_record(args: argparse.Namespace) -> int:
-    from planner.autopilot_tick import load_tick, record_run, tick_path
+    from planner.autopilot.tick import load_tick, record_run, tick_path
 
     tick = load_tick(tick_path(args.state_dir, args.run, args.engine))
     line = record_run(
@@ -186,13 +186,13 @@ def _now(text: str | None) -> datetime:
 
 
 def _state_file(args: argparse.Namespace) -> Path:
-    from planner.autopilot import state_path
+    from planner.autopilot.decisions import state_path
 
     return state_path(args.state_dir, args.cluster, args.engine)
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    from planner.autopilot_tick import decide_on_files
+    from planner.autopilot.tick import decide_on_files
 
     decision = decide_on_files(
         state_dir=args.state_dir, cluster=args.cluster, engine=args.engine,
@@ -204,7 +204,7 @@ def run_decide(args: argparse.Namespace) -> int:
 
 
 def run_adopt(args: argparse.Namespace) -> int:
-    from planner.autopilot import adopt_plan, plan_view
+    from planner.autopilot.decisions import adopt_plan, plan_view
 
     plan_view(args.plan)  # refuse an invalid plan before it becomes the current one
     state = adopt_plan(
@@ -217,7 +217,7 @@ def run_adopt(args: argparse.Namespace) -> int:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from planner.autopilot import set_paused
+    from planner.autopilot.decisions import set_paused
 
     set_paused(_state_file(args), paused=True, reason=args.reason, now=datetime.now(UTC))
     print(f"autopilot of {args.cluster}/{args.engine} paused (collection goes on); "
@@ -226,7 +226,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    from planner.autopilot import set_paused
+    from planner.autopilot.decisions import set_paused
 
     set_paused(_state_file(args), paused=False, reason=None, now=datetime.now(UTC))
     print(f"autopilot of {args.cluster}/{args.engine} resumed")
@@ -240,8 +240,8 @@ _LOG = inputs.FileKind("autopilot log", 256 * 1024 * 1024)
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from planner.autopilot import LOG_NAME, load_autopilot_state
-    from planner.rollout import load_state, state_path_for
+    from planner.autopilot.decisions import LOG_NAME, load_autopilot_state
+    from planner.executor.rollout import load_state, state_path_for
 
     state = load_autopilot_state(_state_file(args))
     print(f"autopilot {args.cluster}/{args.engine}: "

@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 def ring_from_args(args: argparse.Namespace) -> Any:
     """The Ring named by ``--ring`` or built from ``--hosts``/``--rf``."""
     from planner.commands.validate_plan import parse_hosts
-    from planner.topology import Ring, load_ring
+    from planner.topology.ring import Ring, load_ring
 
     if args.ring:
         return load_ring(args.ring)
@@ -59,7 +59,7 @@ def ring_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the batches; errors (unsafe CL, bad ring) propagate as KairosError."""
-    from planner.topology import SEARCH_SECONDS, safe_batches
+    from planner.topology.ring import SEARCH_SECONDS, safe_batches
 
     ring = ring_from_args(args)
     plan = safe_batches(

@@ -27,12 +27,12 @@ MINUTES = inputs.bounded_float(0.0, 7 * 24 * 60.0, lo_open=True, why="at most a 
 #: Repeats and sweeps: 0 passes the type so that run_command gives its own message
 #: ("--repeats: must be >= 1"); above 100 the calibration would take weeks.
 REPEATS = inputs.bounded_int(0, 100, why="each multiplies the measurements")
-#: The designs (planner.calibrate_state.DESIGNS) and the default of a new calibration
-#: (planner.calibrate_design.DEFAULT_DESIGN), spelled here so that the parser needs neither
+#: The designs (planner.calibrate.state.DESIGNS) and the default of a new calibration
+#: (planner.calibrate.design.DEFAULT_DESIGN), spelled here so that the parser needs neither
 #: module; tests/unit/test_calibrate_bo.py checks that they agree.
 DESIGNS = ("bo", "maximin")
 DEFAULT_DESIGN = "maximin"
-#: planner.calibrate_state.MIX_ORDERS, likewise (the first is the default).
+#: planner.calibrate.state.MIX_ORDERS, likewise (the first is the default).
 MIX_ORDERS = ("mirrored", "fixed")
 
 
@@ -188,8 +188,9 @@ def _read_current(path: str, engine: str) -> dict[str, Any]:
     # An empty file would mean "defaults": not what a calibration of the running
     # cluster should assume, so it is refused here.
     from planner.errors import ValidationError
+    from planner.model.spaces import load_config
 
-    data = inputs.load_config(path, engine=engine)
+    data = load_config(path, engine=engine)
     if not data:
         raise ValidationError(f"--current: {path}: expected a mapping parameter -> value")
     return data
@@ -202,7 +203,7 @@ def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str
         observations_frame,
         sweep_drift,
     )
-    from planner.perfmodel import save_model
+    from planner.model.performance import save_model
 
     df = observations_frame(state)
     model, fit = fit_observations(df, engine=state.engine) if len(df) else (
@@ -258,7 +259,7 @@ def _effect_lines(fit: dict[str, Any]) -> list[str]:
 
 
 def _summary(report: dict[str, Any]) -> str:
-    from planner.calibrate_importance import importance_lines
+    from planner.calibrate.importance import importance_lines
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{x:.1%}"
@@ -335,7 +336,7 @@ class _Run:
     levels: dict[str, tuple[Any, ...]]
     mixes: dict[str, dict[str, float]]
     budget: Budget
-    initial: int  # 0: the design's default (planner.calibrate_design.default_initial)
+    initial: int  # 0: the design's default (planner.calibrate.design.default_initial)
     warmup_max: float
     load: LoadConfig
     ansible_playbook: str
@@ -462,8 +463,8 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
         run_calibration,
         write_observations,
     )
-    from planner.calibrate_design import default_initial
-    from planner.spaces import get_space
+    from planner.calibrate.design import default_initial
+    from planner.model.spaces import get_space
 
     bench = ExecutorBench(
         load=run.load, warmup_seconds=args.warmup, measure_seconds=args.seconds,

@@ -11,7 +11,7 @@ from typing import Any
 from planner import inputs
 from planner.engines import ENGINES
 from planner.errors import ValidationError
-from planner.store import parse_since  # re-exported: callers import it from here
+from planner.workload.store import parse_since  # re-exported: callers import it from here
 
 __all__ = ["parse_since", "register", "run"]
 
@@ -74,7 +74,7 @@ def _mix_text(mix: dict[str, float]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.store import Store
+    from planner.workload.store import Store
 
     with Store(args.store) as store:
         if args.export:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(store: Any, args: argparse.Namespace) -> int:
-    from planner import collect as collectors
+    from planner.workload import collect as collectors
 
     keyspaces = [k.strip() for k in args.keyspaces.split(",")] if args.keyspaces else None
     resources = _resources(args)
@@ -119,7 +119,7 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
             continue
         samples = result.samples
         if resources is not None:
-            from planner.collect_resources import with_resources
+            from planner.workload.resources import with_resources
 
             samples = with_resources(samples, resources)
         added = store.append_counters(
@@ -142,8 +142,8 @@ def _resources(args: argparse.Namespace) -> Any:
     """The round's resource file (``--resources``), checked before any node is asked."""
     if not args.resources:
         return None
-    from planner import collect as collectors
-    from planner.collect_resources import load_resources
+    from planner.workload import collect as collectors
+    from planner.workload.resources import load_resources
 
     if args.count != 1:
         raise ValidationError(
@@ -161,7 +161,7 @@ def _resources(args: argparse.Namespace) -> Any:
 
 def _latest_resources(store: Any, args: argparse.Namespace, rounds: list[float]) -> str:
     """Each node's resource use at this round (store.node_gauges), on a line of its own."""
-    from planner.collect_resources import describe
+    from planner.workload.resources import describe
 
     latest = [g for g in store.node_gauges(args.engine, args.cluster, since=rounds[-1])
               if g.ts == rounds[-1]]
@@ -214,7 +214,7 @@ def _latest_rate(store: Any, args: argparse.Namespace, rounds: list[float]) -> s
 
 
 def _export(store: Any, args: argparse.Namespace) -> int:
-    from planner.workload import save_trace
+    from planner.workload.series import save_trace
 
     since = parse_since(args.since)
     series = store.cluster_series(

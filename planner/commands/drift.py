@@ -51,8 +51,8 @@ def register(subparsers: Any) -> None:
 
 def _observed(args: argparse.Namespace, engine: str, keys: list[str],
               tables: list[str]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
-    from planner import drift, drift_read
     from planner.errors import ValidationError
+    from planner.executor import drift, drift_read
 
     if args.observed:
         doc = inputs.load_json(args.observed, kind=OBSERVED_FILE)
@@ -65,7 +65,7 @@ def _observed(args: argparse.Namespace, engine: str, keys: list[str],
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner import drift, rollout
+    from planner.executor import drift, rollout
     from planner.plan import load_plan
 
     plan = load_plan(args.plan)
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_text(args: argparse.Namespace, plan: Any, expected: Any, findings: Any,
                 errors: dict[str, str]) -> None:
-    from planner import drift
+    from planner.executor import drift
 
     bad = drift.drifted(findings)
     through = expected.applied_through or "none (the plan's current_config)"

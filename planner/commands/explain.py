@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from planner.commands.validate_plan import add_ring_arguments
-from planner.explain import explain_text
+from planner.planning.explain import explain_text
 
 __all__ = ["register", "run"]
 
@@ -33,10 +33,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary; a plan that fails validation or has an unsafe batch raises (exit 2)."""
-    from planner.batch_safety import batch_safety, unsafe_message
     from planner.commands.validate_plan import ring_from_args
     from planner.plan import load_plan
-    from planner.topology import UnsafeBatchError
+    from planner.topology.batch_safety import batch_safety, unsafe_message
+    from planner.topology.ring import UnsafeBatchError
 
     choice = ring_from_args(args, engine=load_plan(args.plan).engine)
     plan = load_plan(args.plan, known_hosts=choice.known_hosts)

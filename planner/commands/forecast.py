@@ -14,7 +14,7 @@ LEVEL = inputs.bounded_float(0.01, 0.99, why="interval coverage")
 FOLDS = inputs.bounded_int(1, 50, why="each fold refits every model")
 #: The ensemble's time budget per forecast (the autopilot forecasts every tick).
 BUDGET = inputs.bounded_float(0.01, 600.0, why="seconds the ensemble may spend")
-#: Mirrors planner.forecast_ensemble.DEFAULT_BUDGET_SECONDS (not imported: keeps the CLI's
+#: Mirrors planner.forecast.ensemble.DEFAULT_BUDGET_SECONDS (not imported: keeps the CLI's
 #: start-up free of numpy/scipy).
 DEFAULT_BUDGET_SECONDS = 5.0
 
@@ -76,8 +76,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load, optionally resample, forecast, print the table, write the JSON."""
-    from planner.forecast import backtest_table, forecast, per_step_table, save_forecast
-    from planner.workload import load_trace, resample
+    from planner.forecast.forecaster import backtest_table, forecast, per_step_table, save_forecast
+    from planner.workload.series import load_trace, resample
 
     series = load_trace(args.trace, scope=args.scope)
     if args.step is not None:

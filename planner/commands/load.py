@@ -92,7 +92,7 @@ def register(subparsers: Any) -> None:
     red.add_argument("--wait-timeout-ms", type=inputs.bounded_int(0, 3_600_000),
                      default=1000, help="WAIT timeout (ms)")
     tr = p.add_argument_group("trace replay")
-    tr.add_argument("--trace", help="workload trace (CSV or JSON, see planner/workload.py)")
+    tr.add_argument("--trace", help="workload trace (CSV or JSON, see planner/workload/series.py)")
     tr.add_argument("--trace-scope", help="which scope of a multi-scope trace")
     tr.add_argument("--step-seconds", type=inputs.STEP_SECONDS, default=5.0,
                     help="real seconds per trace row (time compression; default 5)")
@@ -118,7 +118,7 @@ _PASSED_AS_IS = (
 def config_from_args(args: argparse.Namespace) -> Any:
     """The LoadConfig the arguments describe (validated)."""
     from planner.loadgen import LoadConfig, TraceSchedule
-    from planner.workload import load_trace
+    from planner.workload.series import load_trace
 
     trace = None
     if args.trace:

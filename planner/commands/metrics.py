@@ -43,8 +43,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.metrics import render, write_textfile
-    from planner.metrics_collect import Sources, collect
+    from planner.report.exposition import render, write_textfile
+    from planner.report.metrics import Sources, collect
 
     sources = Sources(
         state_dir=Path(args.state_dir), cluster=args.cluster,

@@ -1,4 +1,5 @@
-"""``kairos plan``: the command line of :func:`planner.planning.make_plan`; writes the plan file."""
+"""``kairos plan``: the command line of :func:`planner.planning.pipeline.make_plan`; writes the
+plan file."""
 
 from __future__ import annotations
 
@@ -10,17 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from planner import inputs
-from planner.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
-from planner.costbenefit import SERVED_MODES
 from planner.engines import ENGINES
-from planner.planning import (
+from planner.planning.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
+from planner.planning.costbenefit import SERVED_MODES
+from planner.planning.pipeline import (
     DEFAULT_HEADROOM_WEIGHT,
     DEFAULT_LATENCY_WEIGHT,
     DEFAULT_RESTART_SECONDS,
     MAX_SAMPLES,
     steps_from_evaluation,  # re-exported: callers and tests import it from here
 )
-from planner.risk import DEFAULT_CONFIDENCE, DEFAULT_SCENARIOS, RISK_MODES
+from planner.planning.risk import DEFAULT_CONFIDENCE, DEFAULT_SCENARIOS, RISK_MODES
 
 __all__ = ["register", "run", "steps_from_evaluation"]
 
@@ -179,9 +180,9 @@ def _log(msg: str) -> None:
 
 
 def request_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`planner.planning.PlanRequest` the options describe."""
+    """The :class:`planner.planning.pipeline.PlanRequest` the options describe."""
     from planner.commands.validate_plan import parse_hosts
-    from planner.planning import OPTIMISER_FIELDS, plan_request
+    from planner.planning.pipeline import OPTIMISER_FIELDS, plan_request
 
     fields = ("forecast", "trace", "engine", "cluster", "current", "model", "ring", "rf", "cl",
               "tolerate", "aggressive", "restart_seconds", "survivor_penalty",
@@ -230,9 +231,9 @@ def durability_floor_arg(text: str | None) -> dict[str, Any] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Make the plan and write it; progress goes to stderr."""
-    from planner.capacity import advice_line
     from planner.plan import save_plan
-    from planner.planning import make_plan
+    from planner.planning.capacity import advice_line
+    from planner.planning.pipeline import make_plan
 
     t0 = time.perf_counter()
     result = make_plan(request_from_args(args), progress=_log)

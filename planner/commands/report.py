@@ -39,8 +39,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.report import build_inputs, write_report
-    from planner.store import default_path, parse_since
+    from planner.report.page import build_inputs, write_report
+    from planner.workload.store import default_path, parse_since
 
     store = args.store
     if store is None and args.trace is None and default_path().exists():

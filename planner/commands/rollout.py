@@ -46,7 +46,11 @@ def _register_prepare(actions: Any) -> None:
     prep.add_argument("--out", help="also write the rollout (JSON) to this file")
     prep.add_argument("--durability-floor", metavar="MAPPING|FILE",
                       help="Redis: refuse the plan when it runs below this floor (the "
-                      "inventory's kairos_redis_durability_floor; as kairos plan's option)")
+                      "inventory's kairos_redis_durability_floor; as kairos plan's option; "
+                      "an engine without a durability floor has nothing to check)")
+    prep.add_argument("--engine", choices=ENGINES,
+                      help="the engine the calling playbook applies: a plan for another engine "
+                      "is refused, naming the playbook that applies it")
     prep.set_defaults(func=run_prepare)
 
 
@@ -160,7 +164,7 @@ def _hosts(value: str) -> list[str]:
 def run_prepare(args: argparse.Namespace) -> int:
     from planner.commands.plan import durability_floor_arg
     from planner.errors import ValidationError
-    from planner.rollout import prepare
+    from planner.executor.rollout import prepare
 
     now = None
     if args.now:
@@ -178,6 +182,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         now=now,
         retry_failed=args.retry_failed,
         durability_floor=durability_floor_arg(args.durability_floor),
+        engine=args.engine,
     )
     return _emit(step, args.out)
 
@@ -197,8 +202,8 @@ def run_adhoc(args: argparse.Namespace) -> int:
     import yaml
 
     from planner.errors import ValidationError
-    from planner.rollout import adhoc
-    from planner.topology import load_ring
+    from planner.executor.rollout import adhoc
+    from planner.topology.ring import load_ring
 
     settings: dict[str, Any] = {}
     for item in args.set:
@@ -222,8 +227,8 @@ def run_adhoc(args: argparse.Namespace) -> int:
 
 
 def run_preflight(args: argparse.Namespace) -> int:
-    from planner.rollout import load_rollout, preflight
-    from planner.topology import load_ring
+    from planner.executor.rollout import load_rollout, preflight
+    from planner.topology.ring import load_ring
 
     step = load_rollout(args.rollout)
     preflight(step, load_ring(args.ring), down=_hosts(args.down), aggressive=step.aggressive)
@@ -241,7 +246,7 @@ def _json_object(flag: str, text: str | None) -> dict[str, Any] | None:
 
 def run_record(args: argparse.Namespace) -> int:
     from planner.errors import ValidationError
-    from planner.rollout import record_step, state_path_for
+    from planner.executor.rollout import record_step, state_path_for
 
     nodes = _json_object("--nodes", args.nodes)
     readback = _json_object("--readback", args.readback)
@@ -265,9 +270,9 @@ def run_record(args: argparse.Namespace) -> int:
 
 
 def run_guard(args: argparse.Namespace) -> int:
-    from planner.faults import guard_batch
-    from planner.rollout import load_rollout
-    from planner.topology import load_ring
+    from planner.executor.faults import guard_batch
+    from planner.executor.rollout import load_rollout
+    from planner.topology.ring import load_ring
 
     step = load_rollout(args.rollout)
     ring = load_ring(args.ring)
@@ -280,9 +285,9 @@ def run_guard(args: argparse.Namespace) -> int:
 
 
 def run_rescue(args: argparse.Namespace) -> int:
-    from planner.faults import decide_rescue
-    from planner.rollout import load_rollout
-    from planner.topology import load_ring
+    from planner.executor.faults import decide_rescue
+    from planner.executor.rollout import load_rollout
+    from planner.topology.ring import load_ring
 
     step = load_rollout(args.rollout)
     known = args.ring is not None and args.down is not None

@@ -68,14 +68,14 @@ def _log(msg: str) -> None:
 
 def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.Namespace) -> Any:
     """Simulate one trace; returns the SimulationResult."""
-    from planner import simulator as sm
     from planner.commands.validate_plan import parse_hosts
-    from planner.costbenefit import ReconfigModel
     from planner.engines import get_engine
-    from planner.optimiser import GAOptions
-    from planner.perfmodel import load_default_model
-    from planner.spaces import get_space
-    from planner.topology import Ring, safe_batches
+    from planner.lab import simulator as sm
+    from planner.model.performance import load_default_model
+    from planner.model.spaces import get_space
+    from planner.planning.costbenefit import ReconfigModel
+    from planner.planning.optimiser import GAOptions
+    from planner.topology.ring import Ring, safe_batches
 
     engine = series.engine
     spec = get_engine(engine)
@@ -136,8 +136,8 @@ def table(rows: list[tuple[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run every requested shape and print the table (or JSON lines)."""
-    from planner.traces import GENERATORS
-    from planner.workload import load_trace
+    from planner.workload.series import load_trace
+    from planner.workload.traces import GENERATORS
 
     args.progress = not args.json
     rows: list[tuple[str, Any]] = []

@@ -54,12 +54,12 @@ def parse_mix(text: str) -> dict[str, float]:
 
 def _current(text: str | None, engine: str) -> dict[str, Any]:
     """``--current``: inline JSON when it starts with ``{``, else a file (planner.inputs)."""
-    from planner.spaces import get_space
+    from planner.model.spaces import get_space, load_config
 
     if not text:
         return {}
     if not text.lstrip().startswith("{"):
-        return inputs.load_config(text, engine=engine)
+        return load_config(text, engine=engine)
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError, ValueError) as exc:
@@ -74,9 +74,9 @@ def _current(text: str | None, engine: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Rank the candidates and print a table."""
-    from planner.perfmodel import load_default_model, load_model
-    from planner.spaces import get_space
-    from planner.tuner import rank_configs
+    from planner.model.performance import load_default_model, load_model
+    from planner.model.spaces import get_space
+    from planner.model.tuner import rank_configs
 
     space = get_space(args.engine)
     model = load_model(args.model) if args.model else load_default_model(args.engine)

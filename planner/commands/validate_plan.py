@@ -4,7 +4,7 @@ The Ansible executor runs it first; a non-zero exit carries the failing field an
 
 Given a ring (``--ring FILE``, ``--hosts H1,H2,... --rf N`` or ``--inventory DIR --rf N``),
 every batch of every step of a Cassandra plan is also checked statically for safety at the
-plan's consistency level and tolerated failures (:func:`planner.topology.check_batch`, the
+plan's consistency level and tolerated failures (:func:`planner.topology.ring.check_batch`, the
 check the executor's live pre-flight runs): an unsafe batch is refused here, naming the
 step, the batch, the nodes it takes down and the replica set it leaves short.
 """
@@ -16,11 +16,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from planner.engines import get_engine
+
 # The inventory reader and the batch check live in their own layers; their names are
 # re-exported here for the CLI's callers.
-from planner.batch_safety import NO_RING, BatchVerdict, batch_safety, unsafe_message
-from planner.engines import get_engine
-from planner.inventory import inventory_nodes, inventory_ring
+from planner.topology.batch_safety import NO_RING, BatchVerdict, batch_safety, unsafe_message
+from planner.topology.inventory import inventory_nodes, inventory_ring
 
 __all__ = ["RingChoice", "add_ring_arguments", "parse_hosts", "register", "ring_from_args", "run"]
 
@@ -79,7 +80,7 @@ def parse_hosts(value: str | None) -> list[str] | None:
 class RingChoice:
     """The ring the batches are checked on (None: not checked) and the known hosts."""
 
-    ring: Any  # planner.topology.Ring | None
+    ring: Any  # planner.topology.ring.Ring | None
     source: str | None
     known_hosts: list[str] | None
 
@@ -94,7 +95,7 @@ def ring_from_args(args: argparse.Namespace, *, engine: str) -> RingChoice:
         Redis plan) or an unreadable ring or inventory.
     """
     from planner.errors import ValidationError
-    from planner.topology import Ring, load_ring
+    from planner.topology.ring import Ring, load_ring
 
     hosts = parse_hosts(args.hosts)
     ring_file = getattr(args, "ring", None)
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     """Validate ``args.plan``; return 0 when valid; raise (exit 2) or, with --json, return 1."""
     from planner.errors import KairosError
     from planner.plan import load_plan
-    from planner.topology import UnsafeBatchError
+    from planner.topology.ring import UnsafeBatchError
 
     verdicts: list[BatchVerdict] = []
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planner import envelope
+from planner.loadgen import envelope
 
 from .secret_watch import ArgvWatch, files_holding
 

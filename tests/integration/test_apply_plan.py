@@ -20,7 +20,7 @@ from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 
 from planner.loadgen import BackgroundLoad, LoadResult
-from planner.topology import Ring, safe_batches
+from planner.topology.ring import Ring, safe_batches
 
 from .conftest import APP_TABLE, REPO, PlaybookRun, cql_cluster, ensure_app_table, run_playbook
 from .lab_plans import (

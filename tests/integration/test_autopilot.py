@@ -22,8 +22,8 @@ import pytest
 import redis
 import yaml
 
-from planner.spaces import get_space
-from planner.workload import WorkloadSeries, save_trace
+from planner.model.spaces import get_space
+from planner.workload.series import WorkloadSeries, save_trace
 
 from .conftest import APP_TABLE, REPO, PlaybookRun, assert_no_secret, ensure_app_table
 

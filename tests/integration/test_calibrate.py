@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from planner.perfmodel import load_model
+from planner.model.performance import load_model
 
 from .conftest import REPO, PlaybookRun, assert_no_secret
 

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planner.collect import collect
 from planner.loadgen import BackgroundLoad
-from planner.store import Store
+from planner.workload.collect import collect
+from planner.workload.store import Store
 
 from .conftest import run_playbook
 

@@ -16,8 +16,7 @@ import pytest
 import yaml
 from ansible.module_utils import kairos_cgroup as cgroup
 
-from planner import envelope
-from planner.loadgen import BackgroundLoad
+from planner.loadgen import BackgroundLoad, envelope
 
 from .conftest import LAB_ENVELOPES, REPO, PlaybookRun, run_playbook
 from .lab_plans import HOSTS, LAB, node_pid, pids

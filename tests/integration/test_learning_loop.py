@@ -31,10 +31,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from planner.learning import learnt_paths, load_track
+from planner.autopilot.learning import learnt_paths, load_track
 from planner.loadgen import BackgroundLoad, LoadResult
-from planner.perfmodel import Feature, load_model, save_model
-from planner.spaces import get_space
+from planner.model.performance import Feature, load_model, save_model
+from planner.model.spaces import get_space
 
 from .conftest import REPO, PlaybookRun, assert_no_secret
 from .lab_plans import HOSTS, current_config, flush_writers_plan, pids, yaml_setting

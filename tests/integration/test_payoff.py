@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.perfmodel import Feature, PerformanceModel, save_model
+from planner.model.performance import Feature, PerformanceModel, save_model
 
 from .conftest import REPO, PlaybookRun, assert_no_secret, cql_node_cluster
 

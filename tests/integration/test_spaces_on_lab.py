@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from planner.spaces import get_space, render_settings
+from planner.model.spaces import get_space, render_settings
 
 from .conftest import PlaybookRun, cql_cluster, cql_node_cluster, run_playbook
 from .test_apply_plan import Timeline, load, report

@@ -1,4 +1,4 @@
-"""planner.sstable_layout on the lab: a table's SSTables saved, the table changed, and the saved
+"""planner.lab.sstable_layout on the lab: a table's SSTables saved, the table changed, and the saved
 SSTables put back on every node (what bench/payoff.py --layout does before every run).
 
 Rows written after the save are gone after the restore, the saved ones are back, and each
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import sstable_layout as sl
+from planner.lab import sstable_layout as sl
 
 from .conftest import PlaybookRun, cql_cluster
 from .lab_plans import HOSTS, LAB

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import autopilot as ap
+from planner.autopilot import decisions as ap
 from planner.cli import main
 from planner.errors import ValidationError
 
@@ -280,7 +280,7 @@ def test_apply_lock_held_by_another_run_leaves_the_step_due() -> None:
 def test_record_of_a_failed_apply_records_the_step_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from planner.autopilot_tick import tick_path
+    from planner.autopilot.tick import tick_path
 
     plan_file = tmp_path / "p.yml"
     state_file = tmp_path / "p.yml.state.json"
@@ -321,7 +321,7 @@ def test_record_without_a_tick_file_names_the_collect_stage(
 
 
 def test_the_tick_summary_says_what_a_dry_run_would_do() -> None:
-    from planner.autopilot_tick import TickResult
+    from planner.autopilot.tick import TickResult
 
     tick = TickResult(run="r", started_at="t", cluster="lab", engine="cassandra", dry_run=True,
                       trace="trace t.csv", decision={"apply": True, "message": "apply step s2"})

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from planner.workload import WorkloadSeries, save_trace
+from planner.workload.series import WorkloadSeries, save_trace
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -202,7 +202,7 @@ def test_the_tick_plans_on_the_live_ring_with_the_inventory_s_tables(
 
 
 def test_the_inventory_s_measured_change_costs_price_the_plan(tmp_path: Path) -> None:
-    from planner.change_cost import ChangeCost, merge_entry
+    from planner.model.change_cost import ChangeCost, merge_entry
 
     costs = tmp_path / "change-costs.json"
     merge_entry(costs, ChangeCost(

@@ -19,7 +19,7 @@ import pytest
 
 from planner import inputs
 from planner.cli import main
-from planner.perfmodel import default_model_path
+from planner.model.performance import default_model_path
 
 MiB = 1024 * 1024
 #: 2026-01-05T00:00:00Z in epoch seconds.

@@ -12,16 +12,17 @@ import random
 import numpy as np
 import pytest
 
-from planner import batch_search, topology
-from planner.batch_search import (
+from planner.cli import main
+from planner.topology import batch_search
+from planner.topology import ring as topology
+from planner.topology.batch_search import (
     CapacityProblem,
     fewer_batches,
     fewest_batches_exact,
     fractional_bound,
     violation,
 )
-from planner.cli import main
-from planner.topology import (
+from planner.topology.ring import (
     Ring,
     UnsafeBatchError,
     batch_reasons,

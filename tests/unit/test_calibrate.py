@@ -23,7 +23,7 @@ import pytest
 from planner import calibrate as cal
 from planner.cli import main
 from planner.errors import KairosError, ValidationError
-from planner.perfmodel import fit_design, fit_model
+from planner.model.performance import fit_design, fit_model
 
 RH = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}
 WH = {"read": 0.1, "update": 0.9, "insert": 0.0, "scan": 0.0}
@@ -570,7 +570,7 @@ def _polls(backlogs: list[dict[str, int]], **kw: Any) -> tuple[float, list[str]]
     def sleep(s: float) -> None:
         now[0] += s
 
-    from planner.calibrate_bench import wait_until_quiet
+    from planner.calibrate.bench import wait_until_quiet
 
     log: list[str] = []
     waited = wait_until_quiet(backlog, quiet_seconds=15.0, poll_seconds=5.0, log=log.append,
@@ -604,7 +604,7 @@ def test_executor_bench_waits_for_the_compactions_after_a_strategy_change(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, changes: dict[str, Any],
     settle_timeout: float, waits: bool,
 ) -> None:
-    import planner.calibrate_bench as cb
+    import planner.calibrate.bench as cb
     import planner.loadgen
 
     calls: list[tuple[str, Any]] = []
@@ -724,9 +724,9 @@ def test_kairos_plan_takes_the_calibrated_model_and_refuses_another_engines(
 ) -> None:
     import yaml
 
-    from planner.perfmodel import prior_model, save_model
-    from planner.traces import mgrast_like
-    from planner.workload import save_trace
+    from planner.model.performance import prior_model, save_model
+    from planner.workload.series import save_trace
+    from planner.workload.traces import mgrast_like
 
     calibrate_then_refit(tmp_path)
     trace = tmp_path / "trace.json"
@@ -769,7 +769,7 @@ def _caches(key_hits: int, key_requests: int, row_hits: int = 0, row_requests: i
 
 
 def test_node_addresses_take_the_default_port_unless_they_name_one() -> None:
-    from planner.calibrate_bench import address_port
+    from planner.calibrate.bench import address_port
 
     assert address_port("127.0.0.2", 9042) == ("127.0.0.2", 9042)
     assert address_port("127.0.0.2:9142", 9042) == ("127.0.0.2", 9142)
@@ -952,7 +952,7 @@ def test_the_first_warm_up_after_a_restart_lasts_the_restart_warm_up(
 
 def test_the_committed_lab_model_is_the_lab_default_and_reports_its_held_out_error() -> None:
     """inventories/local/calibration: the model the lab plans with, and what it says of itself."""
-    from planner.perfmodel import load_model
+    from planner.model.performance import load_model
 
     group_vars = (REPO / "inventories/local/group_vars/all.yml").read_text()
     assert "calibration/cassandra-model.json" in group_vars

@@ -1,8 +1,8 @@
 """The Bayesian-optimisation design of ``kairos calibrate`` (issue 16 part 2, seeds/002).
 
-The Gaussian process and its acquisition (planner/calibrate_bo.py), ``bo_next`` and
-``choose_next(design=...)`` (planner/calibrate_design.py), the state file remembering the
-design (planner/calibrate_state.py) and ``kairos calibrate --design``. The cluster is a
+The Gaussian process and its acquisition (planner/calibrate/bo.py), ``bo_next`` and
+``choose_next(design=...)`` (planner/calibrate/design.py), the state file remembering the
+design (planner/calibrate/state.py) and ``kairos calibrate --design``. The cluster is a
 seeded synthetic function of the configuration (SYNTHETIC: not a measurement), as in
 tests/unit/test_calibrate.py.
 """
@@ -20,9 +20,8 @@ import pytest
 from scipy import optimize
 
 from planner import calibrate as cal
-from planner import calibrate_bo as bo
-from planner import calibrate_design as design
-from planner import calibrate_state
+from planner.calibrate import bo, design
+from planner.calibrate import state as calibrate_state
 from planner.cli import build_parser, main
 from planner.commands import calibrate as command
 from planner.errors import ValidationError

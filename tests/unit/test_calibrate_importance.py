@@ -1,5 +1,5 @@
 """The calibrated parameters ranked by importance, and which ones the model keeps (issue 38
-part 5): planner/calibrate_importance.py, in the report of ``fit_observations`` and in the
+part 5): planner/calibrate/importance.py, in the report of ``fit_observations`` and in the
 summary of ``kairos calibrate``.
 
 Constructed frames (SYNTHETIC, a known truth: the full grid x 2 mixes x 2 mirrored sweeps,
@@ -28,7 +28,7 @@ from planner.calibrate import (
     parameter_importance,
 )
 from planner.cli import main
-from planner.perfmodel import POOLED, fit_design
+from planner.model.performance import POOLED, fit_design
 
 REPO = Path(__file__).resolve().parents[2]
 CALIB = REPO / "inventories/local/calibration"

@@ -1,4 +1,4 @@
-"""Capacity advice (planner.capacity): scale out before the forecast outgrows the best
+"""Capacity advice (planner.planning.capacity): scale out before the forecast outgrows the best
 configuration, scale in only over a long over-provisioned horizon, never below RF."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from planner.capacity import advice_line, advise
 from planner.errors import ValidationError
+from planner.planning.capacity import advice_line, advise
 
 STEP = 300.0
 DAY = 288  # 5-min steps

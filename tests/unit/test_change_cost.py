@@ -1,4 +1,4 @@
-"""planner/change_cost.py: a compaction switch's measured cost under load, from a load's
+"""planner/model/change_cost.py: a compaction switch's measured cost under load, from a load's
 served-operations series (synthetic series with known answers), its file, and how the plan
 prices each direction with it."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.change_cost import ChangeCost, change_cost, load_change_costs, merge_entry
-from planner.costbenefit import ReconfigModel, transition_costs
 from planner.errors import ValidationError
-from planner.planning import (
+from planner.model.change_cost import ChangeCost, change_cost, load_change_costs, merge_entry
+from planner.planning.costbenefit import ReconfigModel, transition_costs
+from planner.planning.pipeline import (
     PlanRequest,
     _compaction_source,
     change_seconds_matrix,

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from planner.cli import main
-from planner.collect import (
+from planner.errors import ValidationError
+from planner.workload.collect import (
     CollectResult,
     cassandra_samples,
     parse_info,
@@ -19,8 +20,7 @@ from planner.collect import (
     redis_counters,
     redis_sample,
 )
-from planner.errors import ValidationError
-from planner.store import CounterSample, Store
+from planner.workload.store import CounterSample, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -156,10 +156,10 @@ def _fake_round(engine: str, hosts, **_: object) -> CollectResult:
 
 
 def test_cli_collect_and_export(tmp_path, monkeypatch, capsys) -> None:
-    import planner.collect
+    import planner.workload.collect
 
     _fake_round.calls = 0  # type: ignore[attr-defined]
-    monkeypatch.setattr(planner.collect, "collect", _fake_round)
+    monkeypatch.setattr(planner.workload.collect, "collect", _fake_round)
     db = tmp_path / "k.db"
     rc = main(["collect", "--engine", "cassandra", "--hosts", "cass1=127.0.0.1",
                "--store", str(db), "--cluster", "lab", "--count", "4", "--interval", "0"])
@@ -171,7 +171,7 @@ def test_cli_collect_and_export(tmp_path, monkeypatch, capsys) -> None:
     rc = main(["collect", "--export", str(trace), "--engine", "cassandra", "--store", str(db),
                "--cluster", "lab"])
     assert rc == 0
-    from planner.workload import load_trace
+    from planner.workload.series import load_trace
 
     s = load_trace(trace)
     assert s.engine == "cassandra" and len(s) == 3
@@ -184,7 +184,7 @@ def test_cli_collect_rounds_start_one_interval_apart(tmp_path, monkeypatch, caps
     followed 0.5 s after it started, not 0.5 s after it ended (0.8 s)."""
     import time
 
-    import planner.collect
+    import planner.workload.collect
 
     starts: list[float] = []
 
@@ -194,7 +194,7 @@ def test_cli_collect_rounds_start_one_interval_apart(tmp_path, monkeypatch, caps
         return _fake_round(engine, hosts, **kw)
 
     _fake_round.calls = 0  # type: ignore[attr-defined]
-    monkeypatch.setattr(planner.collect, "collect", slow_round)
+    monkeypatch.setattr(planner.workload.collect, "collect", slow_round)
     rc = main(["collect", "--engine", "cassandra", "--hosts", "cass1=127.0.0.1",
                "--store", str(tmp_path / "k.db"), "--cluster", "lab", "--count", "3",
                "--interval", "0.5"])
@@ -205,14 +205,14 @@ def test_cli_collect_rounds_start_one_interval_apart(tmp_path, monkeypatch, caps
 
 
 def test_cli_collect_all_nodes_fail_exits_non_zero(tmp_path, monkeypatch, capsys) -> None:
-    import planner.collect
+    import planner.workload.collect
 
     def failing(engine: str, hosts, **_: object) -> CollectResult:
         res = CollectResult(engine, 1.0)
         res.errors["127.0.0.1:7001"] = "ConnectionError: refused"
         return res
 
-    monkeypatch.setattr(planner.collect, "collect", failing)
+    monkeypatch.setattr(planner.workload.collect, "collect", failing)
     rc = main(["collect", "--engine", "redis", "--hosts", "127.0.0.1:7001",
                "--store", str(tmp_path / "k.db")])
     assert rc == 1

@@ -1,4 +1,4 @@
-"""Each node's resource use as gauges of a collection round (planner/collect_resources.py).
+"""Each node's resource use as gauges of a collection round (planner/workload/resources.py).
 
 The fixtures (tests/unit/fixtures/envelopes/) are the files playbooks/tasks/
 collect_resources.yml wrote on the enveloped lab (2026-11-27, under a load): every node's
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from planner.cli import main
-from planner.collect import CollectResult
-from planner.collect_resources import describe, load_resources, with_resources
 from planner.errors import ValidationError
-from planner.store import CounterSample, Store
+from planner.workload.collect import CollectResult
+from planner.workload.resources import describe, load_resources, with_resources
+from planner.workload.store import CounterSample, Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "envelopes"
 CASSANDRA = ("cass1", "cass2", "cass3")
@@ -236,9 +236,9 @@ def _fake(ts: tuple[float, ...]):
 
 
 def test_cli_stores_and_prints_each_nodes_resources(tmp_path, monkeypatch, capsys) -> None:
-    import planner.collect
+    import planner.workload.collect
 
-    monkeypatch.setattr(planner.collect, "collect", _fake(CASSANDRA_TS))
+    monkeypatch.setattr(planner.workload.collect, "collect", _fake(CASSANDRA_TS))
     db = tmp_path / "k.db"
     hosts = "cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3,cass4=127.0.0.4"
     outs = []
@@ -273,12 +273,12 @@ def test_cli_resources_options_that_cannot_work(tmp_path, capsys, extra, match) 
 
 def test_cli_bad_resource_file_exits_2_before_asking_any_node(tmp_path, monkeypatch,
                                                              capsys) -> None:
-    import planner.collect
+    import planner.workload.collect
 
     def never(*_: object, **__: object) -> CollectResult:
         raise AssertionError("a node was asked despite a bad --resources file")
 
-    monkeypatch.setattr(planner.collect, "collect", never)
+    monkeypatch.setattr(planner.workload.collect, "collect", never)
     path = tmp_path / "r.json"
     shutil.copy(fixture("cassandra_round1"), path)
     path.write_text(path.read_text().replace('"read_ios": 8455', '"read_ios": -8455'))

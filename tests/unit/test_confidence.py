@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner import risk as rk
-from planner.costbenefit import PlanningProblem, evaluate
 from planner.errors import ValidationError
-from planner.perfmodel import load_default_model
-from planner.planning import OptimiserOptions, PlanRequest, make_plan
-from planner.spaces import get_space
-from planner.workload import WorkloadSeries
+from planner.model.performance import load_default_model
+from planner.model.spaces import get_space
+from planner.planning import risk as rk
+from planner.planning.costbenefit import PlanningProblem, evaluate
+from planner.planning.pipeline import OptimiserOptions, PlanRequest, make_plan
+from planner.workload.series import WorkloadSeries
 
 
 def _scenarios(better: int, n: int = 10) -> tuple[PlanningProblem, rk.Scenarios]:
@@ -158,7 +158,7 @@ def test_the_risk_options_are_checked_before_any_work() -> None:
 
 def test_cli_confidence_and_scenarios(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from planner.cli import main
-    from planner.workload import save_trace
+    from planner.workload.series import save_trace
 
     save_trace(_series(200.0), tmp_path / "t.csv")
     with pytest.raises(SystemExit):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.costbenefit import (
+from planner.errors import ValidationError
+from planner.planning.costbenefit import (
     PlanningProblem,
     ReconfigModel,
     break_even_seconds,
@@ -17,7 +18,6 @@ from planner.costbenefit import (
     served_matrix,
     transition_costs,
 )
-from planner.errors import ValidationError
 
 RESTART = np.array([[False, True], [True, False]])
 LIVE = np.zeros((2, 2), dtype=bool)

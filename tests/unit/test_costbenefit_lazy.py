@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner import risk as rk
-from planner.costbenefit import (
+from planner.model.spaces import change_kind, get_space
+from planner.planning import risk as rk
+from planner.planning.costbenefit import (
     PlanningProblem,
     ReconfigModel,
     SwitchCostTensor,
@@ -26,9 +27,13 @@ from planner.costbenefit import (
     lockout_matrix,
     transition_costs,
 )
-from planner.optimiser import solve_dp
-from planner.planning import SwitchCosts, change_seconds_matrix, make_problem, restart_matrix
-from planner.spaces import change_kind, get_space
+from planner.planning.optimiser import solve_dp
+from planner.planning.pipeline import (
+    SwitchCosts,
+    change_seconds_matrix,
+    make_problem,
+    restart_matrix,
+)
 
 
 # ----------------------------------------------------------- the old formulas
@@ -200,7 +205,7 @@ def test_a_block_of_rows_smaller_than_the_matrix_gives_the_same_costs(
     whole = transition_costs(x["cap"], restart=x["restart"], model=x["model"],
                              step_seconds=x["step"], load=x["load"], served="work",
                              headroom_weight=0.5)
-    monkeypatch.setattr("planner.costbenefit.ROW_BLOCK", 2)
+    monkeypatch.setattr("planner.planning.costbenefit.ROW_BLOCK", 2)
     blocks = transition_costs(x["cap"], restart=x["restart"], model=x["model"],
                               step_seconds=x["step"], load=x["load"], served="work",
                               headroom_weight=0.5)

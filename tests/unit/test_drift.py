@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from planner import drift, rollout
+from planner.executor import drift, rollout
 from planner.plan import load_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,7 +219,7 @@ def test_kairos_metrics_exports_the_last_report_per_node(tmp_path: Path) -> None
     # it: cass2's four hand-made changes, cass1 clean, cass3 unreadable (every value drift).
     from datetime import UTC, datetime
 
-    from planner.metrics_collect import Sources, collect, drift_report_path
+    from planner.report.metrics import Sources, collect, drift_report_path
     from tests.unit.test_metrics import export
 
     expected = cassandra_expected()

@@ -1,4 +1,4 @@
-"""planner.durability: the order on Redis durability and the floor's parsing."""
+"""planner.model.durability: the order on Redis durability and the floor's parsing."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from planner.durability import (
+from planner.errors import ValidationError
+from planner.model.durability import (
     DurabilityFloor,
     floor_of,
     parse_floor,
     parse_save,
     save_meets,
 )
-from planner.errors import ValidationError
 
 AOF_EVERYSEC = {"appendonly": "yes", "appendfsync": "everysec"}
 

@@ -14,8 +14,8 @@ import yaml
 from planner.cli import main
 from planner.errors import ValidationError
 from planner.plan import load_plan
-from planner.planning import OptimiserOptions, PlanRequest, make_plan
-from planner.workload import WorkloadSeries, save_trace
+from planner.planning.pipeline import OptimiserOptions, PlanRequest, make_plan
+from planner.workload.series import WorkloadSeries, save_trace
 
 HOSTS = ("redis1", "redis2", "redis3")
 AOF = {"appendonly": True, "appendfsync": "everysec"}
@@ -233,8 +233,8 @@ def _redis_plan_options(inventory: dict[str, Any]) -> dict[str, Any]:
 def test_the_inventory_floor_reaches_the_autopilots_plan(forecast: Path, tmp_path: Path) -> None:
     import json
 
-    from planner.autopilot_tick import plan_request
-    from planner.tick_inputs import load_tick_inputs
+    from planner.autopilot.tick import plan_request
+    from planner.autopilot.tick_inputs import load_tick_inputs
     from tests.unit.test_tick_inputs import DOCUMENT
 
     declared = {"appendonly": "yes", "appendfsync": "everysec"}
@@ -305,10 +305,26 @@ def test_the_executor_passes_the_inventorys_floor_to_the_pre_flight() -> None:
     argv = _prepare_argv({"kairos_engine": "redis", "kairos_redis_durability_floor": floor})
     assert argv[-2] == "--durability-floor" and json.loads(argv[-1]) == floor
     for variables in ({"kairos_engine": "redis", "kairos_redis_durability_floor": {}},
-                      {"kairos_engine": "redis"},
-                      {"kairos_engine": "cassandra", "kairos_redis_durability_floor": floor}):
+                      {"kairos_engine": "redis"}):
         assert "--durability-floor" not in _prepare_argv(variables)
     assert _prepare_argv({"kairos_engine": "redis", "step": "s2", "retry_failed": True,
-                          "kairos_redis_durability_floor": floor})[:11] == [
-        "kairos", "rollout", "prepare", "/p.yml", "--hosts", "redis1,redis2", "--out",
-        "/r.json", "--step", "s2", "--retry-failed"]
+                          "kairos_redis_durability_floor": floor})[:13] == [
+        "kairos", "rollout", "prepare", "/p.yml", "--engine", "redis", "--hosts",
+        "redis1,redis2", "--out", "/r.json", "--step", "s2", "--retry-failed"]
+
+
+def test_an_engine_without_a_floor_has_none_to_check(tmp_path: Path) -> None:
+    """The playbook passes a floor the inventory sets for every group; a Cassandra plan has
+    no durability floor (the registry), so the planner has nothing to refuse."""
+    from planner.executor.rollout import prepare
+
+    plan = tmp_path / "cassandra.yml"
+    plan.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "kairos-plan", "cluster": "lab", "engine": "cassandra",
+        "created_at": "2026-11-28T10:00:00+00:00",
+        "horizon": {"start": "2026-11-28T10:00:00+00:00", "step_seconds": 600, "steps": 6},
+        "availability": {"consistency_level": "QUORUM", "tolerated_failures": 0},
+        "current_config": {}, "steps": []}))
+    got = prepare(plan, hosts=["cass1"], engine="cassandra",
+                  durability_floor={"appendonly": "yes", "appendfsync": "everysec"})
+    assert got.status == "nothing-due" and got.engine == "cassandra"

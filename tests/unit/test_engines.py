@@ -29,8 +29,10 @@ def test_no_planner_module_defines_its_own_list_of_engines() -> None:
 
 
 def test_the_modules_that_name_the_engines_share_the_definition() -> None:
-    from planner import loadgen_workload, metrics_collect, plan
+    from planner import plan
     from planner.commands import metrics
+    from planner.loadgen import workload as loadgen_workload
+    from planner.report import metrics as metrics_collect
 
     assert ENGINES == ("cassandra", "redis")
     for module in (loadgen_workload, metrics_collect, plan, metrics):
@@ -62,8 +64,8 @@ def test_the_registry_s_executor_exists(name: str) -> None:
 
 @pytest.mark.parametrize("name", ENGINES)
 def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
-    from planner.spaces import get_space
-    from planner.workload import classes_for
+    from planner.model.spaces import get_space
+    from planner.workload.series import classes_for
 
     engine = get_engine(name)
     assert get_space(name) is engine.space.get()
@@ -75,16 +77,16 @@ def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
 @pytest.mark.parametrize(
     ("module", "table"),
     [
-        ("planner.collect", "DEFAULT_PORTS"),
-        ("planner.loadgen_config", "DEFAULT_HOSTS"),
-        ("planner.loadgen_workload", "CLASSES"),
-        ("planner.loadgen_workload", "DEFAULT_MIX"),
-        ("planner.memory_split", "AFFECTS"),
-        ("planner.memory_split", "PARAMETERS"),
-        ("planner.memory_split", "REMAINDER"),
-        ("planner.perfmodel", "_ASSUMED_BASE"),
-        ("planner.store", "GAUGES"),
-        ("planner.store", "RAW_COUNTERS"),
+        ("planner.workload.collect", "DEFAULT_PORTS"),
+        ("planner.loadgen.config", "DEFAULT_HOSTS"),
+        ("planner.loadgen.workload", "CLASSES"),
+        ("planner.loadgen.workload", "DEFAULT_MIX"),
+        ("planner.model.memory_split", "AFFECTS"),
+        ("planner.model.memory_split", "PARAMETERS"),
+        ("planner.model.memory_split", "REMAINDER"),
+        ("planner.model.performance", "_ASSUMED_BASE"),
+        ("planner.workload.store", "GAUGES"),
+        ("planner.workload.store", "RAW_COUNTERS"),
     ],
 )
 def test_a_module_s_table_per_engine_has_every_engine_of_the_registry(

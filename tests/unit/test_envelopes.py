@@ -1,5 +1,5 @@
 """Envelopes (module_utils/kairos_cgroup.py, kairos_process's envelope, kairos_envelope,
-planner/envelope.py) on this machine's real cgroups, where they can be used (as root, v1 or
+planner/loadgen/envelope.py) on this machine's real cgroups, where they can be used (as root, v1 or
 v2 with controllers); the input checks everywhere.
 
 Each test makes its own envelope, named after the test and its pid, and removes it.
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from ansible.module_utils import kairos_cgroup as cgroup
 
-from planner import envelope
 from planner.errors import KairosError
+from planner.loadgen import envelope
 from tests.unit.test_modules_harness import ModuleFailed, run_module
 
 KIND, FOLDERS = cgroup.layout()

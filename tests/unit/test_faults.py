@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from planner.cli import main
-from planner.faults import LEAVE, RESTORE, decide_rescue, guard_batch
-from planner.rollout import RolloutRefused, RolloutStep, adhoc
-from planner.topology import Ring
+from planner.executor.faults import LEAVE, RESTORE, decide_rescue, guard_batch
+from planner.executor.rollout import RolloutRefused, RolloutStep, adhoc
+from planner.topology.ring import Ring
 
 HOSTS = ["cass1", "cass2", "cass3"]
 

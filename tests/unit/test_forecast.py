@@ -9,7 +9,7 @@ import pytest
 
 from planner.cli import main
 from planner.errors import ValidationError
-from planner.forecast import (
+from planner.forecast.forecaster import (
     MODELS,
     Forecast,
     backtest,
@@ -18,7 +18,7 @@ from planner.forecast import (
     load_forecast,
     save_forecast,
 )
-from planner.workload import WorkloadSeries, save_trace
+from planner.workload.series import WorkloadSeries, save_trace
 
 T0 = 1_700_000_000.0
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner import forecast_candidates as fcand
 from planner.errors import ValidationError
-from planner.forecast import forecast, load_forecast, save_forecast
-from planner.forecast_ensemble import combine
-from planner.forecast_intervals import conformal_bands
-from planner.traces import ops_like
-from planner.workload import WorkloadSeries
+from planner.forecast import candidates as fcand
+from planner.forecast.ensemble import combine
+from planner.forecast.forecaster import forecast, load_forecast, save_forecast
+from planner.forecast.intervals import conformal_bands
+from planner.workload.series import WorkloadSeries
+from planner.workload.traces import ops_like
 
 HOURLY = 3600.0
 
@@ -154,8 +154,8 @@ def test_cli_prints_the_ensemble_line_and_takes_a_budget(
 ) -> None:
     from planner.cli import main
     from planner.commands import forecast as cmd
-    from planner.forecast_ensemble import DEFAULT_BUDGET_SECONDS
-    from planner.workload import save_trace
+    from planner.forecast.ensemble import DEFAULT_BUDGET_SECONDS
+    from planner.workload.series import save_trace
 
     assert cmd.DEFAULT_BUDGET_SECONDS == DEFAULT_BUDGET_SECONDS
     trace = tmp_path / "t.json"
@@ -204,7 +204,7 @@ def test_constant_load_and_an_unused_class_are_forecast_exactly() -> None:
 def test_recent_errors_scheme_follows_the_candidate_right_lately() -> None:
     # a was right for the first three quarters of the origins, b since: a fixed mean (or
     # the plain inverse-MSE) splits the weight, the recency-weighted scheme moves to b
-    from planner.forecast_ensemble import _inverse_mse, _recent_inverse_mse
+    from planner.forecast.ensemble import _inverse_mse, _recent_inverse_mse
 
     rng = np.random.default_rng(6)
     actual = rng.normal(0, 1, (200, 6))
@@ -282,7 +282,7 @@ def test_profile_switch_knows_a_saturday_that_the_daily_profile_does_not() -> No
 
 
 def fcand_names(n_fit: int) -> set[str]:
-    from planner.forecast_ensemble import load_candidates
+    from planner.forecast.ensemble import load_candidates
 
     cands, _ = load_candidates(fcand.Seasons(day=24, week=168), n_fit, 12)
     return set(cands)
@@ -313,7 +313,7 @@ def test_profile_daytype_forecasts_a_saturday_from_weekend_days_and_a_monday_fro
 
 
 def test_profile_daytype_needs_the_start_time_and_two_weeks() -> None:
-    from planner.forecast_ensemble import load_candidates
+    from planner.forecast.ensemble import load_candidates
 
     seasons = fcand.Seasons(day=24, week=168)
     names, _ = load_candidates(seasons, 168 * 3, 12)

@@ -10,9 +10,9 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from planner import forecast_intervals as fint
-from planner.forecast import forecast
-from planner.traces import ops_like
+from planner.forecast import intervals as fint
+from planner.forecast.forecaster import forecast
+from planner.workload.traces import ops_like
 
 
 def test_independent_horizons_counts_the_non_overlapping_horizons_of_the_span() -> None:

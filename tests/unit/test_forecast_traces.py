@@ -1,4 +1,4 @@
-"""The production-like traces of bench/forecast.py (planner.traces.ops_like)."""
+"""The production-like traces of bench/forecast.py (planner.workload.traces.ops_like)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.traces import OPS_PROFILES, mgrast_draws, mgrast_like, ops_like
+from planner.workload.traces import OPS_PROFILES, mgrast_draws, mgrast_like, ops_like
 
 
 def _acf(x: np.ndarray, lag: int) -> float:

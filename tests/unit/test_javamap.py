@@ -18,7 +18,7 @@ import pytest
 from ansible.module_utils import kairos_javamap, kairos_settings
 from ansible.module_utils.kairos_javamap import java_map, memtable_configuration
 
-import planner.spaces
+import planner.model.spaces
 from planner import _module_utils
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_what_is_not_a_memtable_configuration_is_a_value_error(text: str) -> Non
 def test_the_planner_and_the_modules_read_with_the_same_parser() -> None:
     # One module, imported once, under the name Ansible ships it as.
     assert _module_utils.kairos_javamap is kairos_javamap
-    assert planner.spaces.kairos_javamap is kairos_javamap
+    assert planner.model.spaces.kairos_javamap is kairos_javamap
     assert kairos_settings.java_map is java_map
     assert sys.modules["ansible.module_utils.kairos_javamap"] is kairos_javamap
     assert Path(kairos_javamap.__file__ or "") == REPO / "module_utils" / "kairos_javamap.py"

@@ -12,10 +12,8 @@ import pandas as pd
 import pytest
 
 from planner import calibrate as cal
-from planner.costbenefit import ReconfigModel, evaluate, served_matrix
 from planner.errors import ValidationError
-from planner.explain import _decision_lines
-from planner.perfmodel import (
+from planner.model.performance import (
     Feature,
     LatencyTerms,
     PerformanceModel,
@@ -24,8 +22,16 @@ from planner.perfmodel import (
     load_model,
     save_model,
 )
-from planner.planning import OptimiserOptions, PlanRequest, make_plan, make_problem, optimise
-from planner.workload import WorkloadSeries
+from planner.planning.costbenefit import ReconfigModel, evaluate, served_matrix
+from planner.planning.explain import _decision_lines
+from planner.planning.pipeline import (
+    OptimiserOptions,
+    PlanRequest,
+    make_plan,
+    make_problem,
+    optimise,
+)
+from planner.workload.series import WorkloadSeries
 
 REPO = Path(__file__).resolve().parents[2]
 CALIBRATION = REPO / "inventories/local/calibration"

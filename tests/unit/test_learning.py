@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planner.errors import ValidationError
-from planner.learning import (
+from planner.autopilot.learning import (
     TAU_CLASS,
     TAU_COMMON,
     ProductionWindow,
@@ -27,9 +26,10 @@ from planner.learning import (
     record_window,
     restart_hold,
 )
-from planner.perfmodel import prior_model
-from planner.spaces import get_space
-from planner.store import CounterSample, Store
+from planner.errors import ValidationError
+from planner.model.performance import prior_model
+from planner.model.spaces import get_space
+from planner.workload.store import CounterSample, Store
 
 REPO = Path(__file__).resolve().parents[2]
 STEP = 20.0
@@ -244,8 +244,8 @@ def adopted_plan_with_an_applied_step(state_dir: Path, *, applied_at: float) -> 
 
     import yaml
 
-    from planner import autopilot as ap
-    from planner.rollout import record_step, state_path_for
+    from planner.autopilot import decisions as ap
+    from planner.executor.rollout import record_step, state_path_for
 
     at = datetime.fromtimestamp(applied_at, UTC)
     plan = state_dir / "plan.yml"
@@ -274,7 +274,7 @@ def adopted_plan_with_an_applied_step(state_dir: Path, *, applied_at: float) -> 
 def ticker(state_dir: Path, model: str | None) -> Any:
     """One autopilot tick's learning stage at a given time: windows of 60 s, 10 s settle,
     the store ``k.db`` in ``state_dir``."""
-    from planner.learning import learn_from_production
+    from planner.autopilot.learning import learn_from_production
 
     def tick(now: float) -> Any:
         return learn_from_production(
@@ -292,9 +292,9 @@ def test_the_tick_judges_the_window_after_a_step_learns_the_offset_and_holds(
     window moves the level 97 % of the way (sigma 0.1 against the prior's 0.5), so the
     next windows are judged -2.8 % and -1.4 % off, and the restart hold set by the first
     lifts once the mean of the last three errors (20 %) is below 25 %."""
-    from planner.autopilot_tick import plan_request
-    from planner.learning import learnt_paths
-    from planner.perfmodel import load_model
+    from planner.autopilot.learning import learnt_paths
+    from planner.autopilot.tick import plan_request
+    from planner.model.performance import load_model
 
     calibration = tmp_path / "calibration"
     calibration.mkdir()
@@ -367,8 +367,8 @@ def test_the_tick_learns_from_the_prior_when_no_model_is_configured(tmp_path: Pa
     five times tau), so after one window it predicts 492 (the next window is judged
     -8.6 % off) and after two 471 (+4.7 % over what is served); its configuration effects
     are kept."""
-    from planner.learning import learnt_paths
-    from planner.perfmodel import load_model
+    from planner.autopilot.learning import learnt_paths
+    from planner.model.performance import load_model
 
     adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
     cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
@@ -411,9 +411,9 @@ def test_before_any_step_the_current_configuration_is_judged_from_the_adoption_o
     last judgement without settling again."""
     from datetime import UTC, datetime
 
-    from planner import autopilot as ap
-    from planner.learning import CURRENT, learnt_paths
-    from planner.rollout import state_path_for
+    from planner.autopilot import decisions as ap
+    from planner.autopilot.learning import CURRENT, learnt_paths
+    from planner.executor.rollout import state_path_for
 
     plan = adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
     state_path_for(plan).unlink()  # s1 not applied: the plan's current configuration runs
@@ -442,8 +442,8 @@ def test_an_unreadable_learning_file_is_a_note_and_never_fails_the_tick(tmp_path
     from dataclasses import replace as with_fields
     from datetime import UTC, datetime
 
-    from planner.autopilot_tick import _learn
-    from planner.learning import learnt_paths
+    from planner.autopilot.learning import learnt_paths
+    from planner.autopilot.tick import _learn
 
     adopted_plan_with_an_applied_step(tmp_path, applied_at=990.0)
     cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
@@ -458,8 +458,8 @@ def test_an_unreadable_learning_file_is_a_note_and_never_fails_the_tick(tmp_path
 def _inputs(state_dir: Path, model: str) -> Any:
     from datetime import UTC, datetime
 
-    from planner import autopilot as ap
-    from planner.autopilot_tick import TickInputs
+    from planner.autopilot import decisions as ap
+    from planner.autopilot.tick import TickInputs
 
     return TickInputs(state_dir=str(state_dir), cluster="lab", engine="cassandra", run="r",
                       started_at=datetime.now(UTC), policy=ap.Policy(), hosts=("c1",),
@@ -467,7 +467,7 @@ def _inputs(state_dir: Path, model: str) -> Any:
 
 
 def test_the_report_shows_the_model_against_production(tmp_path: Path) -> None:
-    from planner.report import build_inputs, render
+    from planner.report.page import build_inputs, render
 
     track = tmp_path / "track.jsonl"
     model = prior_model("cassandra")

@@ -1,4 +1,4 @@
-"""Which parameter changes live is the configuration space's decision (planner/spaces.py).
+"""Which parameter changes live is the configuration space's decision (planner/model/spaces.py).
 
 The modules only know how: cassandra_live_settings has a nodetool setter per live
 cassandra.yaml key (module_utils/kairos_nodetool.LIVE_SETTERS), and redis_live_config takes
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ansible.module_utils.kairos_nodetool import LIVE_SETTERS
 
-from planner.rollout import Composition, change_set
-from planner.spaces import change_kind, get_space
+from planner.executor.rollout import Composition, change_set
+from planner.model.spaces import change_kind, get_space
 
 
 def test_every_live_cassandra_yaml_parameter_has_a_nodetool_setter_and_none_is_restart() -> None:

@@ -36,7 +36,7 @@ from planner.loadgen import (
     parse_mix,
     split_host_port,
 )
-from planner.workload import WorkloadSeries
+from planner.workload.series import WorkloadSeries
 
 
 def zeta(n: int, theta: float = 0.99) -> float:
@@ -413,7 +413,7 @@ def test_cli_says_what_a_preload_is_doing_before_its_silent_minutes(
 def test_cli_rejects_a_trace_of_the_other_engine(tmp_path: object) -> None:
     from pathlib import Path
 
-    from planner.workload import save_trace
+    from planner.workload.series import save_trace
 
     path = Path(str(tmp_path)) / "redis.csv"
     save_trace(_series("redis"), path)

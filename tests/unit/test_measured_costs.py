@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.measured_costs import measured_restart_seconds, measured_restarts
+from planner.executor.restart_costs import measured_restart_seconds, measured_restarts
 from planner.plan import save_plan
-from planner.planning import OptimiserOptions, PlanRequest, make_plan
-from planner.store import Store
-from planner.workload import WorkloadSeries
+from planner.planning.pipeline import OptimiserOptions, PlanRequest, make_plan
+from planner.workload.series import WorkloadSeries
+from planner.workload.store import Store
 
 HOSTS = ("cass1", "cass2", "cass3")
 
@@ -95,16 +95,18 @@ def test_nothing_measured_falls_back_to_the_default_and_says_so(tmp_path: Path) 
 def test_the_store_gives_the_same_figures_as_the_state_files(
     state_dir: Path, tmp_path: Path
 ) -> None:
-    from planner.rollout import load_state, state_path_for
+    from planner.executor.rollout import load_state, state_path_for
+    from planner.plan import load_plan
 
     db = tmp_path / "kairos.db"
     with Store(db) as store:
         for name in ("a", "b", "c"):
             plan = state_dir / "plans" / f"{name}.yml"
-            assert store.record_rollout_state(plan, load_state(state_path_for(plan))) == (
+            assert store.record_rollout_state(plan, load_plan(plan),
+                                              load_state(state_path_for(plan))) == (
                 {"a": 2, "b": 2, "c": 1}[name])
-        store.record_rollout_state(state_dir / "plans" / "a.yml",
-                                   load_state(state_path_for(state_dir / "plans" / "a.yml")))
+        first = state_dir / "plans" / "a.yml"
+        store.record_rollout_state(first, load_plan(first), load_state(state_path_for(first)))
     m = measured_restarts(db, cluster="lab", engine="cassandra", default=60.0)
     assert dict(m.node_seconds) == {"cass1": 50.0, "cass2": 50.0} and m.restarts == 4
 

@@ -1,4 +1,4 @@
-"""The memory split as a decision (planner.memory_split; issue 43 part 1): the optimiser
+"""The memory split as a decision (planner.model.memory_split; issue 43 part 1): the optimiser
 against brute force, the split's rules, the curves, and error-driven refinement."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.memory_split import (
+from planner.model.memory_split import (
     MIB,
     CacheEffect,
     CassandraMemoryModels,

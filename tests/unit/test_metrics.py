@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import capacity
 from planner._module_utils import kairos_proc
 from planner.cli import main
 from planner.errors import ValidationError
-from planner.metrics import Family, format_value, render, write_textfile
-from planner.metrics_collect import FAMILIES, Sources, collect
-from planner.rollout import record_step
+from planner.executor.rollout import record_step
+from planner.planning import capacity
+from planner.report.exposition import Family, format_value, render, write_textfile
+from planner.report.metrics import FAMILIES, Sources, collect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
 ROOT = Path(__file__).resolve().parents[2]

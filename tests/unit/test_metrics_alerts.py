@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.metrics_collect import FAMILIES
+from planner.report.metrics import FAMILIES
 
 RULES = Path(__file__).resolve().parents[2] / "docs" / "prometheus"
 PROMTOOL = shutil.which("promtool")

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.costbenefit import ReconfigModel, credit, served_matrix, transition_costs
 from planner.errors import ValidationError
-from planner.planning import OptimiserOptions, PlanRequest, make_plan
-from planner.workload import WorkloadSeries, save_trace
+from planner.planning.costbenefit import ReconfigModel, credit, served_matrix, transition_costs
+from planner.planning.pipeline import OptimiserOptions, PlanRequest, make_plan
+from planner.workload.series import WorkloadSeries, save_trace
 
 RESTART = np.array([[False, True], [True, False]])
 

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.costbenefit import (
+from planner.errors import ValidationError
+from planner.planning.costbenefit import (
     PlanningProblem,
     ReconfigModel,
     evaluate_population,
     lockout_matrix,
     transition_costs,
 )
-from planner.errors import ValidationError
-from planner.optimiser import (
+from planner.planning.optimiser import (
     GAOptions,
     baseline_default,
     baseline_naive,

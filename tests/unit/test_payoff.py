@@ -1,4 +1,4 @@
-"""The payoff experiment's pure logic (planner/payoff.py) and its lab driver on fakes
+"""The payoff experiment's pure logic (planner/lab/payoff.py) and its lab driver on fakes
 (bench/payoff.py: order, executor calls, failures, every load stopped)."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from planner import payoff as po
 from planner.errors import KairosError, ValidationError
+from planner.lab import payoff as po
 from planner.loadgen import Pacer
-from planner.perfmodel import Feature, PerformanceModel, save_model
+from planner.model.performance import Feature, PerformanceModel, save_model
 
 REPO = Path(__file__).resolve().parents[2]
 READ = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}
@@ -148,9 +148,9 @@ def test_parameters_default_and_candidates_come_from_the_model() -> None:
 
 def test_the_baselines_choose_among_what_the_kairos_planner_searches() -> None:
     """A model calibrated on 64 and 8 MiB/s: the space's 16 MiB/s is no candidate of the
-    baselines, as it is none of make_plan's (planner.planning.measured_values)."""
-    from planner.perfmodel import fit_design
-    from planner.planning import measured_values
+    baselines, as it is none of make_plan's (planner.planning.pipeline.measured_values)."""
+    from planner.model.performance import fit_design
+    from planner.planning.pipeline import measured_values
 
     rows = [{"read": read, "update": 1 - read, "insert": 0.0, "scan": 0.0,
              "compaction_throughput": rate, "ops_per_s": ops}
@@ -173,7 +173,7 @@ def test_a_model_without_features_names_its_calibrations_parameters() -> None:
 
 
 def test_too_many_candidates_are_refused_naming_params() -> None:
-    from planner.perfmodel import prior_model
+    from planner.model.performance import prior_model
 
     prior = prior_model("cassandra")
     params = po.model_params(prior)
@@ -258,7 +258,7 @@ def test_the_compaction_cost_and_the_confidence_reach_the_kairos_policy() -> Non
     # on the bus day in 8 min: a rewrite priced at the default 120 s of full throughput
     # costs more than LCS gains; at the 30 s measured with no load it pays, with
     # P(gain > cost) between 0.8 and 0.9.
-    from planner.perfmodel import load_model
+    from planner.model.performance import load_model
 
     m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
     cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
@@ -281,7 +281,7 @@ def test_on_the_reporting_day_naive_follows_every_batch_and_kairos_levels_once()
     # every shift. With the measured switch costs (41.9 s to leveled) Kairos levels the
     # table when the scans begin and keeps it through the midday batch; naive switches
     # back and forth.
-    from planner.perfmodel import load_model
+    from planner.model.performance import load_model
 
     m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
     cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
@@ -351,7 +351,7 @@ def test_on_the_warehouse_day_kairos_levels_in_the_quiet_night_and_naive_at_the_
     # (the quarter-size table, under scans). Offered its share of the day's load, Kairos
     # rewrites in the quiet night, early enough that the rewrite ends when the reports
     # begin; naive switches when they begin, and back at every batch.
-    from planner.perfmodel import load_model
+    from planner.model.performance import load_model
 
     m = load_model(REPO / "inventories/local/calibration/cassandra-compaction-model.json")
     cands = po.candidate_grid(m, po.default_config(m, po.model_params(m)))
@@ -561,7 +561,7 @@ class FakeLoad:
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Any, Lab, Path]]:
-    import planner.calibrate_bench as cb
+    import planner.calibrate.bench as cb
     import planner.loadgen as lg
 
     spec = importlib.util.spec_from_file_location("payoff_bench", REPO / "bench" / "payoff.py")

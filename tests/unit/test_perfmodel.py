@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from planner.errors import ValidationError
-from planner.perfmodel import (
+from planner.model.performance import (
     Feature,
     PerformanceModel,
     default_model_path,
@@ -21,8 +21,8 @@ from planner.perfmodel import (
     prior_model,
     save_model,
 )
-from planner.spaces import get_space
-from planner.workload import CASSANDRA_CLASSES
+from planner.model.spaces import get_space
+from planner.workload.series import CASSANDRA_CLASSES
 
 STCS = "SizeTieredCompactionStrategy"
 LCS = "LeveledCompactionStrategy"

@@ -4,7 +4,7 @@ The ring is built the way ``cassandra_cluster_facts`` writes the live ring: cass
 own NetworkTopologyStrategy gives every token range's replicas (``token_map.get_replicas``),
 nodes named by their inventory names, replication as ``system_schema.keyspaces`` has it
 (strings, with the class). ``kairos plan --ring`` (in-process, small GA) plans on it; every
-batch of every step must then pass ``planner.rollout.preflight`` on the same ring file, as
+batch of every step must then pass ``planner.executor.rollout.preflight`` on the same ring file, as
 ``kairos rollout preflight`` runs it, and ``kairos validate-plan``/``explain --ring`` agree.
 
 The plan the autopilot used to make (``--hosts ... --rf 3``: one DC, one token per node) is
@@ -26,10 +26,10 @@ from cassandra.policies import SimpleConvictionPolicy
 from cassandra.pool import Host
 
 from planner.cli import main
+from planner.executor.rollout import RolloutRefused, preflight, prepare
 from planner.plan import load_plan
-from planner.rollout import RolloutRefused, preflight, prepare
-from planner.topology import check_batch, load_ring
-from planner.workload import WorkloadSeries, save_trace
+from planner.topology.ring import check_batch, load_ring
+from planner.workload.series import WorkloadSeries, save_trace
 
 #: Two DCs of four nodes, one rack each, RF 3 per DC, 16 vnodes per node.
 NODES = [(f"cass-dc{d}-{i}", f"10.{d}.0.{i}", f"dc{d}", "rack1")

@@ -1,4 +1,5 @@
-"""planner.planning: make_plan is what `kairos plan` runs, and the simulator shares its stages.
+"""planner.planning.pipeline: make_plan is what `kairos plan` runs, and the simulator shares
+its stages.
 
 The inputs are the demo's (tests/demo.sh): a 16-point trace that shifts from write-heavy to
 read-heavy, forecast with `naive`, the lab's three nodes at QUORUM, T_r = 45 s. On them the
@@ -15,17 +16,17 @@ import numpy as np
 import pytest
 import yaml
 
-from planner import planning
-from planner import simulator as sm
 from planner.cli import main
-from planner.costbenefit import ReconfigModel
 from planner.errors import ValidationError
-from planner.forecast import load_forecast
-from planner.optimiser import GAOptions
-from planner.perfmodel import load_default_model, prior_model
-from planner.planning import OptimiserOptions, PlanRequest, make_plan
-from planner.topology import Ring
-from planner.workload import WorkloadSeries, save_trace
+from planner.forecast.forecaster import load_forecast
+from planner.lab import simulator as sm
+from planner.model.performance import load_default_model, prior_model
+from planner.planning import pipeline as planning
+from planner.planning.costbenefit import ReconfigModel
+from planner.planning.optimiser import GAOptions
+from planner.planning.pipeline import OptimiserOptions, PlanRequest, make_plan
+from planner.topology.ring import Ring
+from planner.workload.series import WorkloadSeries, save_trace
 
 TABLES = ("kairos_demo.kv",)
 
@@ -116,7 +117,7 @@ def test_the_plan_carries_capacity_advice_from_the_forecast_and_the_best_candida
     assert advice["action"] == "none" and advice["nodes_now"] == 3
     assert advice["figures"]["peak_load_upper"] >= 200.0
     assert "3 nodes is the fewest for replication factor 3" in advice["reason"]
-    from planner.explain import explain_text
+    from planner.planning.explain import explain_text
 
     assert "Capacity: no change of node count advised: the best reachable" in explain_text(plan)
     six = make_plan(_request(demo, hosts=tuple(f"cass{i}" for i in range(1, 7)),
@@ -239,7 +240,7 @@ def test_a_calibrated_model_widens_the_search_to_what_it_measured(
     keeps the default grid."""
     import pandas as pd
 
-    from planner.perfmodel import fit_design
+    from planner.model.performance import fit_design
 
     rng = np.random.default_rng(0)
     rows = []
@@ -270,7 +271,7 @@ def test_without_tables_a_measured_row_cache_is_not_turned_on(demo: dict[str, Pa
     them in the step); without, the row cache stays off and the plan says why."""
     import pandas as pd
 
-    from planner.perfmodel import fit_design
+    from planner.model.performance import fit_design
 
     rng = np.random.default_rng(1)
     rows = [{"read": read, "update": 1 - read, "insert": 0.0, "scan": 0.0,

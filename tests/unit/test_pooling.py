@@ -17,7 +17,7 @@ import pytest
 
 from planner.calibrate import fit_observations
 from planner.errors import ValidationError
-from planner.perfmodel import (
+from planner.model.performance import (
     POOLED,
     Feature,
     PerformanceModel,

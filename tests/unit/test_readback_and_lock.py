@@ -28,7 +28,7 @@ def running() -> dict[str, str]:
 
 
 def test_the_rendered_file_values_match_what_the_node_reports() -> None:
-    # What planner.spaces.render_settings writes for the defaults, against cass2's answer.
+    # What planner.model.spaces.render_settings writes for the defaults, against cass2's answer.
     written = {
         "memtable_flush_writers": 2,
         "trickle_fsync": False,

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from planner.cli import main
-from planner.forecast import Forecast, save_forecast
+from planner.forecast.forecaster import Forecast, save_forecast
 from planner.plan import plan_from_dict, save_plan
-from planner.report import ReportInputs, build_inputs, render
-from planner.store import CounterSample, Store
-from planner.workload import WorkloadSeries, save_trace
+from planner.report.page import ReportInputs, build_inputs, render
+from planner.workload.series import WorkloadSeries, save_trace
+from planner.workload.store import CounterSample, Store
 
 T0 = 1795348800.0  # 2026-11-21T12:00:00Z
 STEP = 120.0
@@ -196,7 +196,7 @@ def test_node_configuration_follows_state(tmp_path: Path) -> None:
 def test_expected_vs_observed_values(tmp_path: Path) -> None:
     files = write_synthetic_inputs(tmp_path)
     inputs = build_inputs(trace=files["trace"], plan=files["plan"], forecast=files["forecast"])
-    from planner.report import expected_vs_observed
+    from planner.report.page import expected_vs_observed
 
     _, rows = expected_vs_observed(inputs)
     current, s1, s2 = rows  # s1 is due 15 steps into the horizon: the current config first
@@ -219,7 +219,7 @@ def test_a_plan_without_steps_compares_the_current_configuration_with_the_model(
 ) -> None:
     """No step pays: the report still says what the forecast expected over the horizon,
     what was observed, and what the judged windows served against the model's capacity."""
-    from planner.report import expected_vs_observed
+    from planner.report.page import expected_vs_observed
 
     files = write_synthetic_inputs(tmp_path)
     doc = synthetic_plan_dict() | {"steps": []}
@@ -375,7 +375,7 @@ def test_readback_missing_sources_and_escaping() -> None:
 
 
 def test_readback_without_verified_steps() -> None:
-    from planner.report import readback_table
+    from planner.report.page import readback_table
 
     assert "No data: no rollout state file" in readback_table(ReportInputs())
     planned = ReportInputs(state={"version": 1, "steps": {"s1": {}}})
@@ -480,8 +480,8 @@ def test_superseded_and_interrupted_steps(tmp_path: Path) -> None:
 
 
 def test_per_node_override_holds_for_its_step_only(tmp_path: Path) -> None:
-    from planner.report import node_changes
-    from planner.rollout import compose
+    from planner.executor.rollout import compose
+    from planner.report.page import node_changes
 
     plan = plan_from_dict(three_step_plan_dict(), known_hosts=HOSTS)
     assert [c.get("heap_size") for c in node_changes(plan, "cass3")] == [None, "1536M", "2G"]
@@ -501,7 +501,7 @@ def test_per_node_override_holds_for_its_step_only(tmp_path: Path) -> None:
 
 
 def test_node_change_back_to_default() -> None:
-    from planner.report import node_changes
+    from planner.report.page import node_changes
 
     doc = three_step_plan_dict()
     doc["current_config"] = {"concurrent_writes": 32}
@@ -517,7 +517,7 @@ def test_a_steps_capacity_gain_expected_against_observed() -> None:
     """Expected: the plan's utilisation before over after; observed: the step's saturated
     windows against the last saturated window before it, whatever plan judged that one."""
     from planner.plan import Expected
-    from planner.report import step_gain
+    from planner.report.page import step_gain
 
     due = T0 + 1000.0
     track = [{"kind": "capacity", "end": due - 600, "served_ops_per_s": 500.0},
@@ -536,7 +536,7 @@ def test_a_steps_capacity_gain_expected_against_observed() -> None:
 
 
 def test_the_capacity_advice_shows_as_a_card() -> None:
-    from planner.capacity import advise
+    from planner.planning.capacity import advise
 
     def page(advice: Any) -> str:
         doc = synthetic_plan_dict()

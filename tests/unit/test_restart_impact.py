@@ -1,4 +1,4 @@
-"""planner/restart_impact.py: a rolling restart's measured survivor penalty and warm-up,
+"""planner/model/restart_impact.py: a rolling restart's measured survivor penalty and warm-up,
 from a load's served-operations series (synthetic series with known answers)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.planning import PlanRequest, _impact, _impact_provenance
-from planner.restart_impact import load_restart_impact, restart_impact
+from planner.model.restart_impact import load_restart_impact, restart_impact
+from planner.planning.pipeline import PlanRequest, _impact, _impact_provenance
 
 
 def series(rate_at, seconds: int, jitter: float = 0.0, seed: int = 0) -> list[tuple[float, float]]:

@@ -1,4 +1,4 @@
-"""The executor's decisions (planner.rollout): composition, per-node, tables, resume.
+"""The executor's decisions (planner.executor.rollout): composition, per-node, tables, resume.
 
 Every plan here is written by hand, so each expected value is exact.
 """
@@ -18,8 +18,7 @@ import yaml
 
 from planner.cli import main
 from planner.errors import ValidationError
-from planner.plan import load_plan, plan_from_dict
-from planner.rollout import (
+from planner.executor.rollout import (
     ROLLOUT_CONTRACT,
     RolloutRefused,
     adhoc,
@@ -32,6 +31,7 @@ from planner.rollout import (
     prepare,
     record_step,
 )
+from planner.plan import load_plan, plan_from_dict
 
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 HOSTS = ["cass1", "cass2", "cass3"]
@@ -724,6 +724,18 @@ def test_redis_plan_composes_too(tmp_path: Path) -> None:
                                    "maxmemory-policy": "allkeys-lru"}
 
 
+def test_a_plan_for_another_engine_is_refused_naming_its_playbook(tmp_path: Path) -> None:
+    doc = plan_doc([step("s1", 5, {"io-threads": 4}, restart=["io-threads"],
+                         batches=[["r1"], ["r2"]])],
+                   current={"maxmemory-policy": "allkeys-lru"}, engine="redis")
+    plan = write(tmp_path, doc)
+    with pytest.raises(ValidationError, match=(
+            r"plan.yml: engine: the plan is for redis, this rollout applies cassandra: use "
+            r"playbooks/apply_plan_redis.yml")):
+        prepare(plan, hosts=["r1", "r2"], now=at(11), engine="cassandra")
+    assert prepare(plan, hosts=["r1", "r2"], now=at(11), engine="redis").engine == "redis"
+
+
 # ------------------------------------------------------------ the rollout contract
 REPO = Path(__file__).resolve().parents[2]
 #: How the playbooks and roles read the rollout: kairos_rollout (a fact on the control host,
@@ -758,7 +770,7 @@ def prepared_json(tmp_path: Path, doc: dict[str, Any], hosts: list[str], minute:
 
 def test_every_field_the_playbooks_read_is_documented_and_emitted(tmp_path: Path) -> None:
     read = fields_the_playbooks_read()
-    assert {"status", "step_id", "nodes", "batch_sizes", "engine"} <= read  # the scan works
+    assert {"status", "step_id", "nodes", "batch_sizes"} <= read  # the scan works
     assert read - documented_fields() == set(), "document them in docs/rollout-contract.md"
     emitted = set(prepare(write(tmp_path, restart_then_live()), hosts=HOSTS,
                           now=at(15)).to_dict())

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import yaml
 
-from planner import simulator as sm
 from planner.cli import main
-from planner.costbenefit import ReconfigModel
 from planner.errors import ValidationError
-from planner.optimiser import GAOptions
-from planner.traces import mgrast_like
+from planner.lab import simulator as sm
+from planner.planning.costbenefit import ReconfigModel
+from planner.planning.optimiser import GAOptions
+from planner.workload.traces import mgrast_like
 
 
 def _two_regime_truth() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -114,7 +114,7 @@ def test_expected_value_over_samples_is_the_mean() -> None:
 # ------------------------------------------------------------------- commands
 @pytest.fixture
 def trace_file(tmp_path: Path) -> Path:
-    from planner.workload import save_trace
+    from planner.workload.series import save_trace
 
     path = tmp_path / "trace.json"
     save_trace(mgrast_like(steps=240, step_seconds=60.0, seed=2), path)

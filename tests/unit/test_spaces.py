@@ -12,7 +12,7 @@ import yaml
 from ansible.module_utils.kairos_settings import memtable_configurations, running_value
 
 from planner.errors import ValidationError
-from planner.spaces import (
+from planner.model.spaces import (
     change_kind,
     from_settings_view,
     get_space,
@@ -368,7 +368,7 @@ def test_memtable_implementation_is_read_from_system_views_settings(
         }
         # The planner's parser and the nodes' twin (module_utils cannot import the planner)
         # see the same configurations, inherits and classes.
-        from planner.spaces import _memtable_configurations
+        from planner.model.spaces import _memtable_configurations
 
         nodes = memtable_configurations(shown)
         assert nodes is not None

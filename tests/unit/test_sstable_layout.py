@@ -1,4 +1,4 @@
-"""planner.sstable_layout: what it reads from the lab and refuses before touching a node.
+"""planner.lab.sstable_layout: what it reads from the lab and refuses before touching a node.
 
 The save and the restore themselves run nodetool against the lab's nodes:
 tests/integration/test_sstable_layout.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from planner import sstable_layout as sl
 from planner.errors import KairosError, ValidationError
+from planner.lab import sstable_layout as sl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nodetool"
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.store import (
+from planner.workload.series import save_trace
+from planner.workload.store import (
     CounterSample,
     Store,
     StoreError,
@@ -14,7 +15,6 @@ from planner.store import (
     node_intervals,
     to_classes,
 )
-from planner.workload import save_trace
 
 
 def cass(node: str, ts: float, read: int, write: int, scan: int = 0, *,
@@ -257,7 +257,7 @@ def test_file_store_round_trip_and_export(tmp_path, monkeypatch) -> None:
         series = st.cluster_series("cassandra", "lab")
     out = tmp_path / "trace.csv"
     save_trace(series, out)
-    from planner.workload import load_trace
+    from planner.workload.series import load_trace
 
     back = load_trace(out)
     np.testing.assert_allclose(back.load, series.load)

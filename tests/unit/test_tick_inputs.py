@@ -1,4 +1,4 @@
-"""The autopilot tick's one input document (planner/tick_inputs.py, docs/autopilot.md).
+"""The autopilot tick's one input document (planner/autopilot/tick_inputs.py, docs/autopilot.md).
 
 The playbook writes the role's settings as they are (numbers as text from ``-e``, ``""`` for
 unset); the reader converts and checks them, and a bad value is refused naming the file, the
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from planner.autopilot.tick_inputs import load_tick_inputs
 from planner.cli import main
 from planner.errors import ValidationError
-from planner.tick_inputs import load_tick_inputs
 
 #: What playbooks/autopilot.yml writes for Cassandra with the role's defaults.
 DOCUMENT: dict[str, Any] = {
@@ -148,7 +148,7 @@ def test_the_tick_refuses_bad_input_with_a_message_not_a_traceback(
 def test_a_tick_that_refused_its_inputs_is_recorded_as_failing_to_decide(
     tmp_path: Path,
 ) -> None:
-    from planner.autopilot_tick import load_tick, tick_path
+    from planner.autopilot.tick import load_tick, tick_path
 
     tick = tick_path(tmp_path, "autopilot-1", "cassandra")
     assert load_tick(tick)["stage"] == "collect"  # nothing written: collection failed

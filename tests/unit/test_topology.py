@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.errors import ValidationError
-from planner.topology import (
+from planner.topology.ring import (
     Ring,
     UnsafeBatchError,
     check_batch,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.traces import (
+from planner.workload.traces import (
     GENERATORS,
     bus_tracking_like,
     hpc_queue_like,

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.perfmodel import load_default_model
-from planner.spaces import get_space
-from planner.tuner import best_static_config, rank_configs
+from planner.model.performance import load_default_model
+from planner.model.spaces import get_space
+from planner.model.tuner import best_static_config, rank_configs
 
 STCS = "SizeTieredCompactionStrategy"
 LCS = "LeveledCompactionStrategy"

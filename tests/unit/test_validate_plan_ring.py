@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from planner.cli import main
-from planner.inventory import inventory_nodes, inventory_ring
-from planner.topology import Ring, check_batch
+from planner.topology.inventory import inventory_nodes, inventory_ring
+from planner.topology.ring import Ring, check_batch
 
 from .test_plan import good_plan
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from planner.errors import ValidationError
-from planner.workload import (
+from planner.workload.series import (
     CASSANDRA_CLASSES,
     REDIS_CLASSES,
     WorkloadSeries,

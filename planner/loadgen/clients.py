@@ -1,0 +1,581 @@
+"""The engine clients: the Cassandra and Redis workers that issue the load and read it back.
+
+Each worker runs inside one spawned worker process (:mod:`planner.loadgen.run`). The issue
+side shared by both engines is :class:`_Plan` (clock, bounds, trace step, pacing, mix) and
+:class:`_Writer` (key choice and the acknowledged-write log of one writer slot).
+
+Cassandra acknowledges a write when the coordinator answers at the requested consistency
+level; its worker keeps ``concurrency`` asynchronous requests in flight. Redis acknowledges
+a write here only when ``WAIT <replicas> <timeout>`` sent on the same connection right
+after the ``SET`` reports at least ``replicas`` replicas; its worker runs ``concurrency``
+client threads, one writer each. The drivers are imported inside the workers, so the
+parent never loads them. Credentials come from the environment, never from argv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from planner._module_utils import kairos_driverlog
+from planner.errors import ValidationError
+from planner.loadgen.check import (
+    AckLog,
+    LatencyHistogram,
+    WorkerStats,
+    check_value,
+    make_value,
+    owned_key,
+)
+from planner.loadgen.config import LoadConfig, split_host_port
+from planner.loadgen.workload import KeyChooser, OpMix, Pacer, parse_mix
+
+#: Environment variables read (in this order) for the Redis password; never argv.
+REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
+#: Environment variables for Cassandra password authentication (optional).
+CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
+CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
+
+
+# ------------------------------------------------------------ issue side (both engines)
+class _Plan:
+    """The issue-side state shared by both engines: clock, bounds, schedule, key choice."""
+
+    def __init__(self, config: LoadConfig, index: int, stop: Any) -> None:
+        self.config = config
+        self.index = index
+        self.stop = stop
+        self.start = time.monotonic()
+        self.end = self.start + config.seconds
+        share = config.processes
+        self.rate = config.rate / share if config.rate is not None else None
+        self.max_requests = (
+            None if config.max_requests is None
+            else max(1, config.max_requests // share + (index < config.max_requests % share))
+        )
+        self.issued = 0
+        self.stopped_by = "duration"
+        self.pacer = Pacer()
+        self._mixes: dict[int, OpMix | None] = {}
+        self.default_mix = OpMix(config.mix or {})
+        self.lock = threading.Lock()
+
+    def step(self, now: float) -> int | None:
+        if self.config.trace is None:
+            return None
+        return self.config.trace.step_at(now - self.start)
+
+    def target(self, step: int | None) -> tuple[float | None, OpMix | None]:
+        """The per-process rate and the mix of ``step`` (mix None = idle step)."""
+        trace = self.config.trace
+        if trace is None or step is None:
+            return self.rate, self.default_mix
+        rate = trace.rates[step] / self.config.processes
+        if step not in self._mixes:
+            mix = trace.mixes[step]
+            idle = rate <= 0 or sum(mix.values()) <= 0
+            self._mixes[step] = None if idle else OpMix(parse_mix(mix, self.config.engine))
+        return rate, self._mixes[step]
+
+    def should_stop(self, now: float) -> bool:
+        if self.stop.is_set():
+            self.stopped_by = "stopped"
+            return True
+        if now >= self.end:
+            return True
+        if self.max_requests is not None and self.issued >= self.max_requests:
+            self.stopped_by = "max_requests"
+            return True
+        return False
+
+    def next_slot(self) -> tuple[int | None, OpMix] | None:
+        """Block until an operation may be issued; return (step, mix), or None to stop."""
+        while True:
+            now = time.monotonic()
+            if self.should_stop(now):
+                return None
+            step = self.step(now)
+            rate, mix = self.target(step)
+            if mix is None:
+                time.sleep(0.05)
+                continue
+            wait = self.pacer.delay(rate, now)
+            if wait > 0:
+                time.sleep(wait)
+                continue
+            with self.lock:
+                if self.max_requests is not None and self.issued >= self.max_requests:
+                    continue
+                self.issued += 1
+            return step, mix
+
+    def slots(self) -> Iterator[tuple[int | None, OpMix]]:
+        """``(step, mix)`` of each operation to issue, until the run should stop."""
+        while (slot := self.next_slot()) is not None:
+            yield slot
+
+
+class _Writer:
+    """Key choice and acknowledged-write bookkeeping of one writer slot."""
+
+    def __init__(self, config: LoadConfig, slot: int, tag: str, rng: random.Random) -> None:
+        self.config = config
+        self.slot = slot
+        self.tag = tag
+        self.rng = rng
+        self.writers = config.writers
+        self.chooser = KeyChooser(config.distribution, config.keys)
+        self.acks = AckLog(slot, self.writers, capacity=config.keys // self.writers + 1)
+        self.seq = 0
+        self.inserted = 0
+        first = config.keys + ((slot - config.keys) % self.writers)
+        self._first_insert = first
+        self._insert_capacity = max(1, (config.max_keys - first + self.writers - 1)
+                                    // self.writers) if first < config.max_keys else 0
+
+    def items(self) -> int:
+        """Estimated keys in the table now (records + everyone's inserts, bounded)."""
+        return min(self.config.max_keys, self.config.keys + self.inserted * self.writers)
+
+    def read_key(self) -> int:
+        return self.chooser.next(self.rng, self.items())
+
+    def update_key(self) -> int:
+        return owned_key(self.chooser.next(self.rng, self.items()), self.slot, self.writers)
+
+    def insert_key(self) -> int:
+        if self._insert_capacity == 0:
+            return self.update_key()
+        i = self.inserted % self._insert_capacity
+        self.inserted += 1
+        return self._first_insert + i * self.writers
+
+    def next_value(self) -> tuple[int, str]:
+        self.seq += 1
+        return self.seq, make_value(self.tag, self.slot, self.seq, self.config.value_size)
+
+
+# -------------------------------------------------------------------------- Cassandra
+class _CassandraWorker:
+    """One worker process's Cassandra client: async requests, bounded in flight."""
+
+    def __init__(self, config: LoadConfig, index: int, tag: str, stop: Any) -> None:
+        self.config = config
+        self.index = index
+        self.stop = stop
+        self.rng = random.Random(None if config.seed is None else config.seed * 1000 + index)
+        self.writer = _Writer(config, index, tag, self.rng)
+        self.stats = WorkerStats(config.classes, config.trace.steps if config.trace else 0)
+        self.inflight = threading.BoundedSemaphore(config.concurrency)
+        self.cluster: Any = None
+        self.session: Any = None
+
+    # -- connection and schema
+    def connect(self) -> None:
+        from cassandra import ConsistencyLevel
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy, RetryPolicy, TokenAwarePolicy
+
+        kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
+        cfg = self.config
+        hosts = [split_host_port(p, cfg.port or 9042) for p in cfg.contact_points]
+        ports = {p for _, p in hosts}
+        if len(ports) != 1:
+            raise ValidationError("contact_points: Cassandra nodes must share one CQL port")
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=cfg.local_dc)),
+            retry_policy=RetryPolicy(),
+            consistency_level=getattr(ConsistencyLevel, cfg.cl),
+            request_timeout=cfg.request_timeout,
+        )
+        auth = None
+        user = os.environ.get(CASSANDRA_USER_ENV)
+        if user:
+            auth = PlainTextAuthProvider(username=user,
+                                         password=os.environ.get(CASSANDRA_PASSWORD_ENV, ""))
+        self.cluster = Cluster(
+            contact_points=[h for h, _ in hosts],
+            # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
+            # defuncts connections, and with authentication a host could be marked down.
+            protocol_version=5,
+            port=ports.pop(),
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            auth_provider=auth,
+            connect_timeout=cfg.request_timeout,
+        )
+        self.session = self.cluster.connect()
+        self._cl = ConsistencyLevel
+
+    def create_schema(self) -> None:
+        cfg = self.config
+        self.session.execute(
+            f"CREATE KEYSPACE IF NOT EXISTS {cfg.keyspace} WITH replication = "
+            f"{{'class': '{cfg.replication_class}', "
+            f"'replication_factor': {cfg.replication_factor}}}",
+            timeout=60,
+        )
+        self.session.execute(
+            f"CREATE TABLE IF NOT EXISTS {cfg.keyspace}.{cfg.table} "
+            "(key bigint PRIMARY KEY, field0 text)",
+            timeout=60,
+        )
+
+    def prepare(self) -> None:
+        cfg = self.config
+        t = f"{cfg.keyspace}.{cfg.table}"
+        s = self.session
+        self.cluster.refresh_schema_metadata(max_schema_agreement_wait=30)
+        self.q_read = s.prepare(f"SELECT field0 FROM {t} WHERE key = ?")
+        self.q_update = s.prepare(f"UPDATE {t} SET field0 = ? WHERE key = ?")
+        self.q_insert = s.prepare(f"INSERT INTO {t} (key, field0) VALUES (?, ?)")
+        self.q_scan = s.prepare(f"SELECT key, field0 FROM {t} WHERE token(key) > token(?) LIMIT ?")
+        self.q_verify = s.prepare(f"SELECT field0 FROM {t} WHERE key = ?")
+        self.q_verify.consistency_level = getattr(self._cl, cfg.verify_cl or "ALL")
+        for q in (self.q_read, self.q_update, self.q_insert, self.q_scan, self.q_verify):
+            # Plain reads and writes of a fixed value: safe to retry on another coordinator.
+            q.is_idempotent = True
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.shutdown()
+
+    # -- one operation
+    def _statement(self, cls: str) -> tuple[Any, tuple[Any, ...], int | None, int | None]:
+        w = self.writer
+        if cls == "read":
+            return self.q_read, (w.read_key(),), None, None
+        if cls == "scan":
+            return self.q_scan, (w.read_key(), self.config.scan_length), None, None
+        key = w.insert_key() if cls == "insert" else w.update_key()
+        seq, value = w.next_value()
+        if cls == "insert":
+            return self.q_insert, (key, value), key, seq
+        return self.q_update, (value, key), key, seq
+
+    def _issue(self, cls: str, step: int | None, record: bool = True) -> None:
+        stmt, params, key, seq = self._statement(cls)
+        began = time.perf_counter()
+        try:
+            future = self.session.execute_async(stmt, params)
+        except Exception as exc:
+            self.inflight.release()
+            if record:
+                self.stats.failure(cls, exc, step)
+            return
+        future.add_callbacks(
+            self._on_success, self._on_error,
+            callback_args=(cls, began, key, seq, step, record),
+            errback_args=(cls, key, seq, step, record),
+        )
+
+    def _on_success(self, _rows: Any, cls: str, began: float, key: int | None,
+                    seq: int | None, step: int | None, record: bool) -> None:
+        try:
+            if key is not None and seq is not None:
+                with self.stats.lock:
+                    self.writer.acks.record(key, seq)
+            if record:
+                self.stats.success(cls, time.perf_counter() - began, step)
+        finally:
+            self.inflight.release()
+
+    def _on_error(self, exc: BaseException, cls: str, _key: int | None, _seq: int | None,
+                  step: int | None, record: bool) -> None:
+        try:
+            if record:
+                self.stats.failure(cls, exc, step)
+            else:  # a preload write: not an operation of the run, but still a failure
+                with self.stats.lock:
+                    self.stats.failures[f"preload:{type(exc).__name__}"] += 1
+        finally:
+            self.inflight.release()
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + 2 * self.config.request_timeout + 5
+        taken = 0
+        while taken < self.config.concurrency and time.monotonic() < deadline:
+            if self.inflight.acquire(timeout=0.1):
+                taken += 1
+        for _ in range(taken):
+            self.inflight.release()
+
+    # -- phases
+    def preload(self) -> None:
+        """Write every owned record once (acknowledged writes, not counted as operations)."""
+        w = self.writer
+        for key in range(w.slot, self.config.keys, w.writers):
+            if self.stop.is_set():
+                break
+            self.inflight.acquire()
+            seq, value = w.next_value()
+            began = time.perf_counter()
+            future = self.session.execute_async(self.q_insert, (key, value))
+            future.add_callbacks(
+                self._on_success, self._on_error,
+                callback_args=("insert", began, key, seq, None, False),
+                errback_args=("insert", key, seq, None, False),
+            )
+        self._drain()
+
+    def run(self, plan: _Plan) -> None:
+        for step, mix in plan.slots():
+            while not self.inflight.acquire(timeout=0.1):
+                if plan.should_stop(time.monotonic()):
+                    self._drain()
+                    return
+            self._issue(mix.choose(self.rng), step)
+        self._drain()
+
+    def verify(self) -> dict[str, Any]:
+        lost: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
+        lock = threading.Lock()
+        checked = 0
+        w = self.writer
+
+        def done(rows: Any, acked_seq: int) -> None:
+            try:
+                row = rows[0] if rows else None
+                kind = check_value(row.field0 if row else None, tag=w.tag, slot=w.slot,
+                                   acked_seq=acked_seq)
+                if kind != "ok":
+                    with lock:
+                        lost[kind] += 1
+            finally:
+                self.inflight.release()
+
+        def failed(exc: BaseException) -> None:
+            with lock:
+                errors[type(exc).__name__] += 1
+            self.inflight.release()
+
+        for key, seq in w.acks.items():
+            self.inflight.acquire()
+            checked += 1
+            try:
+                future = self.session.execute_async(self.q_verify, (key,))
+            except Exception as exc:
+                failed(exc)
+                continue
+            future.add_callbacks(done, failed, callback_args=(seq,))
+        self._drain()
+        return {"lost": dict(lost), "verify_errors": dict(errors), "verified_keys": checked,
+                "verified": not errors}
+
+
+# ------------------------------------------------------------------------------ Redis
+def redis_password(config: LoadConfig) -> str | None:
+    if config.password is not None:
+        return config.password
+    for name in REDIS_PASSWORD_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+#: The "other" operation: a Lua script (Redis's "other" class) touching one key.
+_OTHER_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
+
+
+class _RedisWorker:
+    """One worker process's Redis Cluster client: ``concurrency`` threads, one writer each."""
+
+    def __init__(self, config: LoadConfig, index: int, tag: str, stop: Any) -> None:
+        self.config = config
+        self.index = index
+        self.tag = tag
+        self.stop = stop
+        steps = config.trace.steps if config.trace else 0
+        self.threads = config.concurrency
+        self.rngs = [random.Random(None if config.seed is None
+                                   else config.seed * 1000 + index * self.threads + t)
+                     for t in range(self.threads)]
+        self.writers = [_Writer(config, index * self.threads + t, tag, self.rngs[t])
+                        for t in range(self.threads)]
+        self.stats = [WorkerStats(config.classes, steps) for _ in range(self.threads)]
+        self.rc: Any = None
+
+    def connect(self) -> None:
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.cluster import ClusterNode, RedisCluster
+        from redis.retry import Retry
+
+        kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
+        cfg = self.config
+        nodes = [ClusterNode(*split_host_port(p, cfg.port or 6379)) for p in cfg.contact_points]
+        self.rc = RedisCluster(
+            startup_nodes=nodes,
+            password=redis_password(cfg),
+            decode_responses=True,
+            socket_timeout=cfg.request_timeout,
+            socket_connect_timeout=min(2.0, cfg.request_timeout),
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0),
+                        retries=max(3, int(cfg.request_timeout))),
+        )
+        self.rc.ping(target_nodes=RedisCluster.PRIMARIES)
+
+    def close(self) -> None:
+        if self.rc is not None:
+            self.rc.close()
+
+    def key_name(self, key: int) -> str:
+        return f"{self.config.prefix}:{key}"
+
+    def write(self, key: int, value: str) -> bool:
+        """SET then WAIT on the same connection of the key's primary; True if acknowledged.
+
+        Follows MOVED (slot map refreshed) and ASK, and retries connection errors and
+        CLUSTERDOWN/TRYAGAIN with bounded exponential backoff until ``request_timeout``.
+        """
+        from redis.exceptions import (
+            AskError,
+            ClusterDownError,
+            ConnectionError,
+            MovedError,
+            TimeoutError,
+            TryAgainError,
+        )
+
+        cfg = self.config
+        name = self.key_name(key)
+        deadline = time.monotonic() + cfg.request_timeout
+        attempt = 0
+        ask: Any = None
+        while True:
+            node = ask or self.rc.get_node_from_key(name)
+            try:
+                pipe = self.rc.get_redis_connection(node).pipeline(transaction=False)
+                if ask is not None:
+                    pipe.execute_command("ASKING")
+                pipe.set(name, value)
+                pipe.execute_command("WAIT", cfg.wait_replicas, cfg.wait_timeout_ms)
+                replies = pipe.execute()
+                return int(replies[-1]) >= cfg.wait_replicas
+            except AskError as exc:
+                ask = self.rc.nodes_manager.get_node(host=exc.host, port=exc.port) or None
+                if ask is None:
+                    self.rc.nodes_manager.initialize()
+            except MovedError as exc:
+                ask = None
+                self.rc.nodes_manager.move_slot(exc)
+            except (ConnectionError, TimeoutError, ClusterDownError, TryAgainError):
+                ask = None
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(min(1.0, 0.05 * 2**attempt) * (0.5 + random.random() / 2))
+                # The next attempt reports the error if it persists.
+                with contextlib.suppress(Exception):
+                    self.rc.nodes_manager.initialize()
+            attempt += 1
+            if time.monotonic() >= deadline or attempt > 64:
+                raise TimeoutError(f"write of {name} not done within {cfg.request_timeout}s")
+
+    def _one(self, t: int, cls: str, step: int | None) -> None:
+        w, stats = self.writers[t], self.stats[t]
+        began = time.perf_counter()
+        try:
+            if cls == "read":
+                self.rc.get(self.key_name(w.read_key()))
+            elif cls == "write":
+                key = w.update_key()
+                seq, value = w.next_value()
+                if self.write(key, value):
+                    w.acks.record(key, seq)
+                else:
+                    stats.unacknowledged += 1
+            else:  # "other": a script (keyed, so routed and retried like any command)
+                self.rc.eval(_OTHER_SCRIPT, 1, self.key_name(w.read_key()))
+        except Exception as exc:
+            stats.failure(cls, exc, step)
+            return
+        stats.success(cls, time.perf_counter() - began, step)
+
+    def _thread(self, t: int, plan: _Plan, errors: list[str]) -> None:
+        try:
+            for step, mix in plan.slots():
+                self._one(t, mix.choose(self.rngs[t]), step)
+        except BaseException:
+            errors.append(traceback.format_exc())
+
+    def preload(self) -> None:
+        for t, w in enumerate(self.writers):
+            for key in range(w.slot, self.config.keys, w.writers):
+                if self.stop.is_set():
+                    return
+                seq, value = w.next_value()
+                try:
+                    if self.write(key, value):
+                        w.acks.record(key, seq)
+                    else:
+                        self.stats[t].unacknowledged += 1
+                except Exception as exc:
+                    self.stats[t].failures[f"preload:{type(exc).__name__}"] += 1
+
+    def run(self, plan: _Plan) -> None:
+        errors: list[str] = []
+        threads = [threading.Thread(target=self._thread, args=(t, plan, errors), daemon=True,
+                                    name=f"kairos-load-{t}") for t in range(self.threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        if errors:
+            raise RuntimeError(errors[0])
+
+    def verify(self) -> dict[str, Any]:
+        lost: Counter[str] = Counter()
+        errors: Counter[str] = Counter()
+        checked = 0
+        for w in self.writers:
+            items = list(w.acks.items())
+            for i in range(0, len(items), 500):
+                chunk = items[i : i + 500]
+                names = [self.key_name(k) for k, _ in chunk]
+                try:
+                    values = self.rc.mget_nonatomic(names)
+                except Exception as exc:
+                    errors[type(exc).__name__] += len(chunk)
+                    continue
+                checked += len(chunk)
+                for (_key, seq), value in zip(chunk, values, strict=True):
+                    kind = check_value(value, tag=w.tag, slot=w.slot, acked_seq=seq)
+                    if kind != "ok":
+                        lost[kind] += 1
+        return {"lost": dict(lost), "verify_errors": dict(errors), "verified_keys": checked,
+                "verified": not errors}
+
+    def progress(self) -> tuple[int, int]:
+        ops = fails = 0
+        for s in self.stats:
+            o, f = s.snapshot()
+            ops += o
+            fails += f
+        return ops, fails
+
+    def payload(self) -> dict[str, Any]:
+        merged = WorkerStats(self.config.classes, len(self.stats[0].step_ops))
+        hists = {c: LatencyHistogram() for c in self.config.classes}
+        for s in self.stats:
+            for c, n in s.ops.items():
+                merged.ops[c] += n
+            merged.failures.update(s.failures)
+            for c, h in s.hist.items():
+                hists[c].merge(h)
+            merged.step_ops = [a + b for a, b in zip(merged.step_ops, s.step_ops, strict=True)]
+            merged.step_failures = [a + b for a, b in
+                                    zip(merged.step_failures, s.step_failures, strict=True)]
+            merged.unacknowledged += s.unacknowledged
+        merged.hist = hists
+        out = merged.payload()
+        out["acknowledged"] = sum(w.acks.acknowledged for w in self.writers)
+        return out
+

@@ -1,0 +1,620 @@
+"""Collectors: read each node's cumulative request counters into the workload store.
+
+One call of :func:`collect` is one *round*: every node is asked once, and the counters it
+reports are returned as :class:`planner.workload.store.CounterSample` rows (the caller appends them
+with :meth:`planner.workload.store.Store.append_counters`). Rates are never computed here: the
+store derives them from consecutive rounds, handling restarts and counter resets.
+
+Cassandra
+---------
+For each node, with cassandra-driver (a white-list load-balancing policy over the given
+nodes; every query is sent to the one node it is about with ``host=``):
+
+* ``system_views.coordinator_read_latency``, ``coordinator_write_latency`` and
+  ``coordinator_scan_latency``: per table, the ``count`` of requests the node coordinated
+  since it started (single-partition reads, writes, range scans). Each client request is
+  coordinated by exactly one node, so summing the nodes gives the cluster's requests; the
+  ``local_*_latency`` tables count replica work (about RF times as much) and are not used.
+  Tables of the system keyspaces are left out (the driver's own metadata queries land
+  there).
+* ``system.local``: ``host_id`` and ``gossip_generation`` (the node's start time in epoch
+  seconds, renewed at each start): the instance id ``<host_id>:<generation>`` changes on a
+  restart, which is how the store recognises counters that restarted from zero.
+
+Raw counters ``read``, ``write``, ``scan``. **Cassandra cannot tell an insert from an update**
+(both are mutations): the store maps ``write`` to the classes ``update`` and ``insert`` by
+a configured ``insert_fraction``, by default 0 (every write is an ``update``). Batches
+count once per statement's table; lightweight transactions count as the read/write they
+perform.
+
+Redis
+-----
+For each node, ``INFO server replication commandstats latencystats cpu`` with redis-py
+(password from ``KAIROS_REDIS_PASSWORD`` or ``REDISCLI_AUTH``, never from the command line):
+``run_id`` is the instance id, ``now - uptime_in_seconds`` the start time, ``role`` says
+master or replica, and each ``cmdstat_<command>`` line's ``calls`` is summed into the
+raw counters ``read``, ``write``, ``other`` or ``ignored`` by :func:`redis_command_class`
+(the table is :data:`REDIS_READ`, :data:`REDIS_WRITE`, :data:`REDIS_IGNORED`; anything
+else is ``other``). ``ignored`` holds connection and replication plumbing and introspection
+(AUTH, HELLO, PING, INFO, CLUSTER ..., WAIT, REPLCONF, CONFIG GET ...): traffic of clients'
+libraries, monitoring and Kairos itself rather than the application's workload.
+
+Caveats: commands a Lua script or function runs are counted by Redis too, so a script
+counts once as ``other`` (EVAL/EVALSHA/FCALL) plus once per command inside it; replicas
+count every write their master replicates to them, which is why the store counts only the
+``read`` calls of replicas.
+
+Gauges
+------
+Beside the counters, each node's readings (:data:`planner.workload.store.GAUGES`): the p99 latency
+per class in ms and a saturation signal. Cassandra: the worst ``p99th_ms`` of the tables in
+the views above (Cassandra keeps a reservoir of the last minutes); the pending and blocked
+tasks of the request stages (``system_views.thread_pools``): requests arriving faster than
+the node serves them; and the client requests in flight on the node (Native-Transport-
+Requests' active and pending tasks), which rose on the saturated lab where the queues
+mostly did not (bench/saturation.sh). Redis: the worst p99 of the class's commands in
+``INFO latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible),
+and the main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation``
+(Redis serves commands on one thread: near 1 it is saturated).
+
+Resource use
+------------
+The collectors ask the nodes' servers, which cannot say what the machine gave them. Each
+node's CPU (throttled time included), memory and page cache, and read I/O are read from its
+envelope on its own host (kairos_envelope, delegated by playbooks/tasks/collect_resources.yml)
+and handed to ``kairos collect --resources``, which adds them to the node's sample
+(:mod:`planner.workload.resources`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner._module_utils import kairos_driverlog
+from planner.engines import REGISTRY, get_engine
+from planner.errors import KairosError, ValidationError
+from planner.workload.store import CounterSample
+
+#: Each engine's client port, for a node given without one.
+DEFAULT_PORTS: dict[str, int] = {e.name: e.default_port for e in REGISTRY.values()}
+#: Environment variables read (in order) for the Redis password.
+REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
+CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
+CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
+
+#: Keyspaces whose tables are not the application's workload.
+SYSTEM_KEYSPACES: frozenset[str] = frozenset(
+    {
+        "system",
+        "system_schema",
+        "system_auth",
+        "system_distributed",
+        "system_traces",
+        "system_views",
+        "system_virtual_schema",
+        "system_cluster_metadata",
+    }
+)
+#: Virtual table -> raw counter.
+CASSANDRA_VIEWS: dict[str, str] = {
+    "coordinator_read_latency": "read",
+    "coordinator_write_latency": "write",
+    "coordinator_scan_latency": "scan",
+}
+#: The thread pools (system_views.thread_pools) that serve client requests: tasks pending
+#: there mean the node takes requests faster than it serves them (saturation).
+CASSANDRA_REQUEST_STAGES: tuple[str, ...] = (
+    "Native-Transport-Requests", "ReadStage", "MutationStage", "CounterMutationStage",
+    "RequestResponseStage",
+)
+#: The stage every client request passes through: its active plus pending tasks are the
+#: requests in flight on the node (about 1 idle, the collector's own; tens under saturation).
+CASSANDRA_CLIENT_STAGE = "Native-Transport-Requests"
+
+#: Redis commands that only read data.
+REDIS_READ: frozenset[str] = frozenset(
+    {
+        "get", "mget", "getrange", "substr", "strlen", "exists", "type", "ttl", "pttl",
+        "expiretime", "pexpiretime", "touch", "dump", "lcs", "hget", "hmget", "hgetall", "hkeys",
+        "hvals", "hlen", "hexists", "hstrlen", "hrandfield", "lrange", "lindex", "llen", "lpos",
+        "scard", "smembers", "sismember", "smismember", "srandmember", "sinter", "sunion", "sdiff",
+        "sintercard", "zrange", "zrangebyscore", "zrevrange", "zrevrangebyscore", "zrangebylex",
+        "zrevrangebylex", "zscore", "zmscore", "zrank", "zrevrank", "zcard", "zcount", "zlexcount",
+        "zrandmember", "zinter", "zunion", "zdiff", "zintercard", "xrange", "xrevrange", "xlen",
+        "xread", "xpending", "xinfo", "getbit", "bitcount", "bitpos", "bitfield_ro", "pfcount",
+        "geopos", "geodist", "geohash", "georadius_ro", "georadiusbymember_ro", "geosearch",
+        "sort_ro", "json.get", "json.mget", "json.type", "json.strlen", "json.arrlen",
+        "json.objkeys", "json.objlen",
+    }
+)
+#: Redis commands that modify data.
+REDIS_WRITE: frozenset[str] = frozenset(
+    {
+        "set", "setnx", "setex", "psetex", "mset", "msetnx", "append", "incr", "incrby",
+        "incrbyfloat", "decr", "decrby", "getset", "getdel", "getex", "setrange", "del", "unlink",
+        "expire", "pexpire", "expireat", "pexpireat", "persist", "rename", "renamenx", "copy",
+        "move", "restore", "hset", "hsetnx", "hmset", "hincrby", "hincrbyfloat", "hdel", "lpush",
+        "rpush", "lpushx", "rpushx", "lpop", "rpop", "lset", "linsert", "lrem", "ltrim", "lmove",
+        "rpoplpush", "blpop", "brpop", "blmove", "brpoplpush", "lmpop", "blmpop", "sadd", "srem",
+        "spop", "smove", "sinterstore", "sunionstore", "sdiffstore", "zadd", "zincrby", "zrem",
+        "zremrangebyscore", "zremrangebyrank", "zremrangebylex", "zpopmin", "zpopmax", "bzpopmin",
+        "bzpopmax", "zmpop", "bzmpop", "zunionstore", "zinterstore", "zdiffstore", "zrangestore",
+        "xadd", "xdel", "xtrim", "xack", "xclaim", "xautoclaim", "xgroup", "xsetid", "xreadgroup",
+        "setbit", "bitfield", "bitop", "pfadd", "pfmerge", "geoadd", "georadius",
+        "georadiusbymember", "geosearchstore", "sort", "flushdb", "flushall", "swapdb", "json.set",
+        "json.del", "json.arrappend", "json.numincrby",
+    }
+)
+#: Not workload: connection/protocol, replication and cluster plumbing, introspection.
+REDIS_IGNORED: frozenset[str] = frozenset(
+    {
+        "auth", "hello", "ping", "echo", "select", "quit", "reset", "asking", "readonly",
+        "readwrite", "wait", "waitaof", "replconf", "psync", "sync", "info", "cluster", "client",
+        "command", "config|get", "config|help", "slowlog", "latency", "memory", "role", "dbsize",
+        "lastsave", "time", "lolwut", "module|list", "acl|whoami", "acl|cat", "acl|list",
+        "acl|users", "acl|getuser",
+    }
+)
+
+
+def redis_command_class(command: str) -> str:
+    """The class of a ``commandstats`` command name (``get``, ``cluster|info``...).
+
+    Returns ``read``, ``write``, ``other`` or ``ignored`` (see the module docstring).
+    """
+    name = command.lower()
+    if name.startswith("cmdstat_"):
+        name = name[len("cmdstat_"):]
+    parent = name.split("|", 1)[0]
+    for candidate in (name, parent):
+        if candidate in REDIS_IGNORED:
+            return "ignored"
+        if candidate in REDIS_READ:
+            return "read"
+        if candidate in REDIS_WRITE:
+            return "write"
+    return "other"
+
+
+class CollectError(KairosError):
+    """No node answered (or the request was malformed)."""
+
+
+@dataclass
+class CollectResult:
+    """One round: the samples read and the nodes that failed (node -> error)."""
+
+    engine: str
+    round_ts: float
+    samples: list[CounterSample] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({s.node for s in self.samples})
+
+
+# ------------------------------------------------------------------ host parsing
+@dataclass(frozen=True)
+class Target:
+    """A node to collect from: its name in the store, address and port."""
+
+    name: str
+    address: str
+    port: int
+
+
+def parse_targets(hosts: Sequence[str] | str, *, default_port: int) -> list[Target]:
+    """``name=address[:port]`` or ``address[:port]`` items (a list or a comma-separated text).
+
+    Without a name, the node is named ``address`` (port = default) or ``address:port``.
+    """
+    items = hosts.split(",") if isinstance(hosts, str) else list(hosts)
+    out: list[Target] = []
+    seen: set[str] = set()
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        name, _, where = item.rpartition("=")
+        address, sep, port_text = where.rpartition(":")
+        if not sep:
+            address, port_text = where, ""
+        if not address:
+            raise ValidationError(f"hosts: {item!r}: no address")
+        try:
+            port = int(port_text) if port_text else default_port
+        except ValueError:
+            raise ValidationError(f"hosts: {item!r}: port {port_text!r} is not a number") from None
+        if not 0 < port < 65536:
+            raise ValidationError(f"hosts: {item!r}: port {port} is out of range")
+        if not name:
+            name = address if port == default_port and not port_text else f"{address}:{port}"
+        if name in seen:
+            raise ValidationError(f"hosts: {name!r} is given twice")
+        seen.add(name)
+        out.append(Target(name, address, port))
+    if not out:
+        raise ValidationError("hosts: no node given")
+    return out
+
+
+# ------------------------------------------------------------------------- Redis
+def parse_info(text: str) -> dict[str, Any]:
+    """Parse the text of Redis ``INFO``: ``{key: value}`` over all sections.
+
+    ``cmdstat_*`` (and other ``k=v,k=v`` values) become dicts of numbers; integers and
+    floats become numbers; the rest stay strings.
+    """
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        if "=" in value and all("=" in part for part in value.split(",")):
+            fields: dict[str, Any] = {}
+            for part in value.split(","):
+                k, _, v = part.partition("=")
+                fields[k] = _number(v)
+            out[key] = fields
+        else:
+            out[key] = _number(value)
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def redis_counters(info: Mapping[str, Any]) -> dict[str, int]:
+    """Sum ``INFO commandstats`` calls into the raw Redis counters."""
+    counters = dict.fromkeys(("read", "write", "other", "ignored"), 0)
+    for key, value in info.items():
+        if not key.startswith("cmdstat_") or not isinstance(value, Mapping):
+            continue
+        calls = value.get("calls", 0)
+        if not isinstance(calls, int) or calls < 0:
+            raise ValidationError(f"{key}: calls is not a count: {calls!r}")
+        counters[redis_command_class(key)] += calls
+    return counters
+
+
+def redis_gauges(info: Mapping[str, Any]) -> dict[str, float]:
+    """Gauges from ``INFO latencystats cpu`` (none where the sections are absent).
+
+    Per class, the worst p99 (in ms) of its commands (``latency_percentiles_usec_<cmd>``;
+    Redis keeps them since the start or CONFIG RESETSTAT); ``cpu_main_seconds``, the main
+    thread's user + system CPU seconds, cumulative (the store derives its utilisation).
+    """
+    out: dict[str, float] = {}
+    for key, value in info.items():
+        if not key.startswith("latency_percentiles_usec_") or not isinstance(value, Mapping):
+            continue
+        cls = redis_command_class(key[len("latency_percentiles_usec_"):])
+        p99 = value.get("p99")
+        if cls == "ignored" or not isinstance(p99, int | float) or not math.isfinite(p99) \
+                or p99 < 0:
+            continue
+        name = f"p99_ms_{cls}"
+        out[name] = max(out.get(name, 0.0), float(p99) / 1000.0)
+    cpu = [info.get("used_cpu_user_main_thread"), info.get("used_cpu_sys_main_thread")]
+    if all(isinstance(v, int | float) and math.isfinite(v) and v >= 0 for v in cpu):
+        out["cpu_main_seconds"] = float(sum(cpu))  # type: ignore[arg-type]
+    return out
+
+
+def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSample:
+    """A store sample from parsed ``INFO server replication commandstats latencystats cpu``."""
+    for key in ("run_id", "uptime_in_seconds", "role"):
+        if key not in info:
+            raise ValidationError(
+                f"{node}: INFO has no {key!r} (need sections server, replication)"
+            )
+    role = "replica" if info["role"] in ("slave", "replica") else str(info["role"])
+    return CounterSample(
+        node=node,
+        scope="node",
+        ts=ts,
+        counters=redis_counters(info),
+        started_at=round(ts - float(info["uptime_in_seconds"]), 3),
+        instance=str(info["run_id"]),
+        role=role,
+        gauges=redis_gauges(info),
+    )
+
+
+def redis_password() -> str | None:
+    for name in REDIS_PASSWORD_ENV:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def read_redis_info(target: Target, *, password: str | None, timeout: float) -> str:
+    """The raw text of ``INFO server replication commandstats latencystats cpu`` from one
+    node."""
+    import redis
+
+    kairos_driverlog.route_driver_log()  # redis-py's own log: to its file, not stderr
+    conn = redis.Connection(
+        host=target.address,
+        port=target.port,
+        password=password,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        decode_responses=True,
+    )
+    try:
+        conn.connect()
+        conn.send_command("INFO", "server", "replication", "commandstats", "latencystats", "cpu")
+        reply = conn.read_response()
+    finally:
+        conn.disconnect()
+    if isinstance(reply, bytes):
+        reply = reply.decode()
+    return str(reply)
+
+
+def collect_redis(
+    hosts: Sequence[str] | str, *, password: str | None = None, timeout: float = 5.0
+) -> CollectResult:
+    """One round over Redis nodes (``[name=]address:port``, default port 6379)."""
+    import redis
+
+    targets = parse_targets(hosts, default_port=DEFAULT_PORTS["redis"])
+    secret = password if password is not None else redis_password()
+    result = CollectResult("redis", time.time())
+    for t in targets:
+        began = time.time()
+        try:
+            text = read_redis_info(t, password=secret, timeout=timeout)
+        except (redis.RedisError, OSError) as exc:
+            result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+            continue
+        ts = (began + time.time()) / 2
+        try:
+            result.samples.append(redis_sample(parse_info(text), node=t.name, ts=ts))
+        except ValidationError as exc:
+            result.errors[t.name] = str(exc)
+    return result
+
+
+# --------------------------------------------------------------------- Cassandra
+def cassandra_samples(
+    node: str,
+    *,
+    ts: float,
+    local: Mapping[str, Any],
+    views: Mapping[str, Sequence[Mapping[str, Any]]],
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+    pools: Sequence[Mapping[str, Any]] = (),
+) -> list[CounterSample]:
+    """Store samples from one node's ``system.local`` row and virtual-table rows.
+
+    Parameters
+    ----------
+    node
+        The node's name in the store.
+    ts
+        When the rows were read.
+    local
+        ``system.local`` with ``host_id`` and ``gossip_generation``.
+    views
+        Virtual table name (:data:`CASSANDRA_VIEWS`) -> rows with ``keyspace_name``,
+        ``table_name`` and ``count``.
+    per_table
+        One sample per table (scope ``table:<ks>.<table>``) instead of one per node
+        (scope ``node``).
+    keyspaces
+        Only these keyspaces (default: every non-system keyspace).
+    pools
+        ``system_views.thread_pools`` rows (``name``, ``active_tasks``, ``pending_tasks``,
+        ``blocked_tasks``).
+
+    A sample's gauges: per class, the worst ``p99th_ms`` (a reservoir of the last minutes)
+    of its tables that served requests; the node-scope sample also has the request stages'
+    (:data:`CASSANDRA_REQUEST_STAGES`) pending and blocked tasks and the client requests in
+    flight (``active_requests``).
+    """
+    generation = local.get("gossip_generation")
+    host_id = local.get("host_id")
+    if generation is None or host_id is None:
+        raise ValidationError(f"{node}: system.local has no gossip_generation/host_id")
+    wanted = set(keyspaces) if keyspaces else None
+    per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(CASSANDRA_VIEWS.values(), 0))
+    gauges: dict[str, dict[str, float]] = defaultdict(dict)
+    for view, counter in CASSANDRA_VIEWS.items():
+        if view not in views:
+            raise ValidationError(f"{node}: no rows of system_views.{view}")
+        for row in views[view]:
+            ks, table = str(row["keyspace_name"]), str(row["table_name"])
+            if ks in SYSTEM_KEYSPACES or (wanted is not None and ks not in wanted):
+                continue
+            count = row["count"]
+            if count is None or int(count) < 0:
+                raise ValidationError(f"{node}: {view} {ks}.{table}: bad count {count!r}")
+            scope = f"table:{ks}.{table}" if per_table else "node"
+            per[scope][counter] += int(count)
+            p99 = row.get("p99th_ms")
+            if int(count) > 0 and p99 is not None and math.isfinite(float(p99)) and p99 >= 0:
+                key = f"p99_ms_{counter}"
+                gauges[scope][key] = max(gauges[scope].get(key, 0.0), float(p99))
+    if not per:
+        per["node"] = dict.fromkeys(CASSANDRA_VIEWS.values(), 0)
+    if "node" in per:
+        gauges["node"].update(_stage_gauges(node, pools))
+    return [
+        CounterSample(node=node, scope=scope, ts=ts, counters=counters,
+                      started_at=float(generation), instance=f"{host_id}:{generation}",
+                      gauges=gauges.get(scope, {}))
+        for scope, counters in sorted(per.items())
+    ]
+
+
+def _stage_gauges(node: str, pools: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The request stages' pending and blocked tasks, summed, and the client requests in
+    flight (:data:`CASSANDRA_CLIENT_STAGE`); none without pool rows."""
+    stages = [r for r in pools if r.get("name") in CASSANDRA_REQUEST_STAGES]
+    if not stages:
+        return {}
+    out: dict[str, float] = {}
+    for column in ("pending_tasks", "blocked_tasks"):
+        values = [r.get(column) for r in stages]
+        if not all(isinstance(v, int) and v >= 0 for v in values):
+            raise ValidationError(f"{node}: thread_pools: bad {column} {values!r}")
+        out[column] = float(sum(values))  # type: ignore[arg-type]
+    for r in stages:
+        if r.get("name") == CASSANDRA_CLIENT_STAGE and isinstance(r.get("active_tasks"), int):
+            out["active_requests"] = float(r["active_tasks"] + r["pending_tasks"])
+    return out
+
+
+def collect_cassandra(
+    hosts: Sequence[str] | str,
+    *,
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+    timeout: float = 10.0,
+) -> CollectResult:
+    """One round over Cassandra nodes (``[name=]address[:port]``, default port 9042)."""
+    targets = parse_targets(hosts, default_port=DEFAULT_PORTS["cassandra"])
+    ports = {t.port for t in targets}
+    if len(ports) != 1:
+        raise ValidationError("hosts: Cassandra nodes must share one CQL port")
+    addresses = [t.address for t in targets]
+    cluster = _cassandra_cluster(addresses, port=ports.pop(), timeout=timeout)
+    result = CollectResult("cassandra", time.time())
+    try:
+        try:
+            # Every node's pool: connect() alone returns after the first, and with
+            # authentication a query sent to a node still in its handshake fails "marked down".
+            session = cluster.connect(wait_for_all_pools=True)
+        except Exception as exc:  # NoHostAvailable, auth, timeouts: every node failed
+            for t in targets:
+                result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+            return result
+        for t in targets:
+            began = time.time()
+            try:
+                local, views, pools = _read_cassandra_node(cluster, session, t.address)
+            except Exception as exc:  # the driver raises many types; one node failing is data
+                result.errors[t.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            ts = (began + time.time()) / 2
+            rows = {v: [r._asdict() for r in rs] for v, rs in views.items()}
+            try:
+                result.samples.extend(
+                    cassandra_samples(
+                        t.name, ts=ts, local=local._asdict(), views=rows, per_table=per_table,
+                        keyspaces=keyspaces, pools=[r._asdict() for r in pools],
+                    )
+                )
+            except ValidationError as exc:
+                result.errors[t.name] = str(exc)
+    finally:
+        cluster.shutdown()
+    return result
+
+
+def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -> Any:
+    """A driver Cluster that queries only ``addresses``, logged in from the environment."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    kairos_driverlog.route_driver_log()  # the driver's tracebacks: to its file, not stderr
+    profile = ExecutionProfile(
+        load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
+    )
+    auth = None
+    user = os.environ.get(CASSANDRA_USER_ENV)
+    if user:
+        auth = PlainTextAuthProvider(
+            username=user, password=os.environ.get(CASSANDRA_PASSWORD_ENV, "")
+        )
+    return Cluster(
+        contact_points=addresses,
+        # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version
+        # defuncts connections, and with authentication a host could be marked down.
+        protocol_version=5,
+        port=port,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        auth_provider=auth,
+        connect_timeout=timeout,
+        schema_metadata_enabled=False,
+        token_metadata_enabled=False,
+    )
+
+
+def _read_cassandra_node(
+    cluster: Any, session: Any, address: str
+) -> tuple[Any, dict[str, list[Any]], list[Any]]:
+    """One node's ``system.local`` row, its counter views' rows and its thread pools' rows
+    (driver rows)."""
+    host = _driver_host(cluster, address)
+    local = session.execute(
+        "SELECT host_id, gossip_generation FROM system.local", host=host
+    ).one()
+    views = {
+        view: list(
+            session.execute(
+                f"SELECT keyspace_name, table_name, count, p99th_ms FROM system_views.{view}",
+                host=host,
+            )
+        )
+        for view in CASSANDRA_VIEWS
+    }
+    pools = list(session.execute(
+        "SELECT name, active_tasks, pending_tasks, blocked_tasks FROM system_views.thread_pools",
+        host=host,
+    ))
+    return local, views, pools
+
+
+def _driver_host(cluster: Any, address: str) -> Any:
+    for host in cluster.metadata.all_hosts():
+        if host.address == address:
+            if not host.is_up:
+                raise CollectError(f"{address} is down (as the driver sees it)")
+            return host
+    raise CollectError(f"{address} is not a node of the cluster the driver connected to")
+
+
+# ------------------------------------------------------------------------- entry
+def collect(
+    engine: str,
+    hosts: Sequence[str] | str,
+    *,
+    per_table: bool = False,
+    keyspaces: Sequence[str] | None = None,
+    timeout: float = 10.0,
+) -> CollectResult:
+    """One collection round for ``engine`` (``cassandra`` or ``redis``): the registry's
+    ``collector`` (planner.engines); ``per_table`` and ``keyspaces`` for an engine with
+    tables."""
+    spec = get_engine(engine)
+    by_table: dict[str, Any] = {}
+    if spec.tables:
+        by_table = {"per_table": per_table, "keyspaces": keyspaces}
+    elif per_table or keyspaces:
+        raise ValidationError("per_table/keyspaces: Cassandra only")
+    result: CollectResult = spec.collector.get()(hosts, timeout=timeout, **by_table)
+    return result
