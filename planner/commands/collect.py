@@ -185,6 +185,10 @@ def _latest_gauges(store: Any, args: argparse.Namespace, rounds: list[float]) ->
                      + (f", busiest node {busiest:.0f} in flight" if busiest is not None else ""))
     if "cpu_main_utilisation" in values:
         parts.append(f"main thread busiest {values['cpu_main_utilisation']:.0%}")
+    from planner.workload.store import redis_signals_text
+
+    if signals := redis_signals_text(values):
+        parts.append(signals)
     return "; " + "; ".join(parts) if parts else ""
 
 

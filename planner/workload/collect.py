@@ -55,7 +55,16 @@ Requests' active and pending tasks), which rose on the saturated lab where the q
 mostly did not (bench/saturation.sh). Redis: the worst p99 of the class's commands in
 ``INFO latencystats`` (since the start or CONFIG RESETSTAT, so a slow start stays visible),
 and the main thread's CPU seconds, whose rate the store gives as ``cpu_main_utilisation``
-(Redis serves commands on one thread: near 1 it is saturated).
+(Redis serves commands on one thread: near 1 it is saturated). Redis's configuration
+signals (issue 41; :data:`REDIS_SIGNALS`): from ``INFO stats memory keyspace clients`` the
+keyspace hits and misses, evicted and expired keys, commands processed and read events (their
+rates give the hit ratio and the commands per read event, a pipelining depth), used memory
+against ``maxmemory``, the fragmentation ratio, the clients and the keys; and from a sample
+of :data:`REDIS_SAMPLE_KEYS` random keys (``RANDOMKEY``, then ``OBJECT
+ENCODING``, two pipelined round trips; both commands are counted as ``ignored``) how many
+hashes, sets, sorted sets and lists are in their compact encoding (listpack, intset)
+rather than the large one, which the ``*-max-listpack-*`` and ``set-max-intset-entries``
+thresholds decide.
 
 Resource use
 ------------
@@ -73,7 +82,7 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from planner._module_utils import kairos_driverlog
@@ -159,6 +168,9 @@ REDIS_IGNORED: frozenset[str] = frozenset(
         "command", "config|get", "config|help", "slowlog", "latency", "memory", "role", "dbsize",
         "lastsave", "time", "lolwut", "module|list", "acl|whoami", "acl|cat", "acl|list",
         "acl|users", "acl|getuser",
+        # Kairos's own sample of encodings (sample_encodings): RANDOMKEY is rare in
+        # applications, and OBJECT is introspection.
+        "randomkey", "object",
     }
 )
 
@@ -319,6 +331,69 @@ def redis_gauges(info: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+#: INFO fields stored as they are (gauges of the same name): cumulative counts, whose rates
+#: the store gives (planner.workload.store.GAUGE_RATES), and readings.
+REDIS_SIGNALS: tuple[str, ...] = (
+    "keyspace_hits", "keyspace_misses", "evicted_keys", "expired_keys",
+    "total_commands_processed", "total_reads_processed",
+    "used_memory", "maxmemory", "mem_fragmentation_ratio", "connected_clients",
+)
+#: Random keys sampled each round for their encodings (0: none).
+REDIS_SAMPLE_KEYS = 32
+#: The encodings of hashes, sets, sorted sets and lists (OBJECT ENCODING names the type's
+#: encoding; strings are int, embstr or raw): compact (listpack, intset; ziplist before 7.0)
+#: below the *-max-listpack-* / set-max-intset-entries thresholds, large above them. Redis
+#: 7.0's lists are always quicklists (7.2 keeps small ones as listpacks): counted as large.
+REDIS_COMPACT: frozenset[str] = frozenset({"listpack", "intset", "ziplist"})
+REDIS_LARGE: frozenset[str] = frozenset({"hashtable", "skiplist", "quicklist", "linkedlist"})
+
+
+def redis_signals(info: Mapping[str, Any]) -> dict[str, float]:
+    """The configuration signals of ``INFO stats memory keyspace clients`` (none where the
+    sections are absent): :data:`REDIS_SIGNALS` as read, and ``keys``, summed over the
+    databases of ``INFO keyspace``."""
+    out: dict[str, float] = {}
+    for key in REDIS_SIGNALS:
+        value = info.get(key)
+        if isinstance(value, int | float) and math.isfinite(value) and value >= 0:
+            out[key] = float(value)
+    dbs = [v for k, v in info.items() if k.startswith("db") and k[2:].isdigit()
+           and isinstance(v, Mapping)]
+    if dbs:
+        out["keys"] = float(sum(int(db.get("keys", 0)) for db in dbs))
+    return out
+
+
+def encoding_counts(encodings: Sequence[str]) -> dict[str, float]:
+    """``sampled_aggregates`` (sampled keys that are hashes, sets, sorted sets or lists) and
+    ``sampled_compact`` (those in a compact encoding), from their ``OBJECT ENCODING``."""
+    compact = sum(e in REDIS_COMPACT for e in encodings)
+    return {"sampled_aggregates": float(compact + sum(e in REDIS_LARGE for e in encodings)),
+            "sampled_compact": float(compact)}
+
+
+def sample_encodings(conn: Any, keys: int) -> list[str]:
+    """``OBJECT ENCODING`` of ``keys`` random keys (``RANDOMKEY``, each distinct key once),
+    in two pipelined round trips on a redis-py ``Connection``; a key gone between the two
+    (expired, evicted) is left out."""
+    import redis
+
+    if keys <= 0:
+        return []
+    conn.send_packed_command(conn.pack_commands([("RANDOMKEY",)] * keys))
+    names = sorted({k for k in (conn.read_response() for _ in range(keys)) if k is not None})
+    conn.send_packed_command(conn.pack_commands([("OBJECT", "ENCODING", k) for k in names]))
+    out = []
+    for _ in names:
+        try:
+            reply = conn.read_response()
+        except redis.ResponseError:  # no such key any more
+            continue
+        if isinstance(reply, str):
+            out.append(reply)
+    return out
+
+
 def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSample:
     """A store sample from parsed ``INFO server replication commandstats latencystats cpu``."""
     for key in ("run_id", "uptime_in_seconds", "role"):
@@ -335,7 +410,7 @@ def redis_sample(info: Mapping[str, Any], *, node: str, ts: float) -> CounterSam
         started_at=round(ts - float(info["uptime_in_seconds"]), 3),
         instance=str(info["run_id"]),
         role=role,
-        gauges=redis_gauges(info),
+        gauges={**redis_gauges(info), **redis_signals(info)},
     )
 
 
@@ -347,9 +422,12 @@ def redis_password() -> str | None:
     return None
 
 
-def read_redis_info(target: Target, *, password: str | None, timeout: float) -> str:
-    """The raw text of ``INFO server replication commandstats latencystats cpu`` from one
-    node."""
+def read_redis_info(
+    target: Target, *, password: str | None, timeout: float, sample_keys: int = 0
+) -> tuple[str, list[str]]:
+    """The raw text of ``INFO server replication commandstats latencystats cpu stats memory
+    keyspace clients`` from one node, and ``sample_keys`` random keys' encodings
+    (:func:`sample_encodings`)."""
     import redis
 
     kairos_driverlog.route_driver_log()  # redis-py's own log: to its file, not stderr
@@ -363,13 +441,15 @@ def read_redis_info(target: Target, *, password: str | None, timeout: float) -> 
     )
     try:
         conn.connect()
-        conn.send_command("INFO", "server", "replication", "commandstats", "latencystats", "cpu")
+        conn.send_command("INFO", "server", "replication", "commandstats", "latencystats", "cpu",
+                          "stats", "memory", "keyspace", "clients")
         reply = conn.read_response()
+        pairs = sample_encodings(conn, sample_keys)
     finally:
         conn.disconnect()
     if isinstance(reply, bytes):
         reply = reply.decode()
-    return str(reply)
+    return str(reply), pairs
 
 
 def collect_redis(
@@ -384,15 +464,19 @@ def collect_redis(
     for t in targets:
         began = time.time()
         try:
-            text = read_redis_info(t, password=secret, timeout=timeout)
+            text, encodings = read_redis_info(t, password=secret, timeout=timeout,
+                                          sample_keys=REDIS_SAMPLE_KEYS)
         except (redis.RedisError, OSError) as exc:
             result.errors[t.name] = f"{type(exc).__name__}: {exc}"
             continue
         ts = (began + time.time()) / 2
         try:
-            result.samples.append(redis_sample(parse_info(text), node=t.name, ts=ts))
+            sample = redis_sample(parse_info(text), node=t.name, ts=ts)
         except ValidationError as exc:
             result.errors[t.name] = str(exc)
+            continue
+        result.samples.append(
+            replace(sample, gauges={**sample.gauges, **encoding_counts(encodings)}))
     return result
 
 

@@ -113,9 +113,14 @@ GAUGES: dict[str, tuple[str, ...]] = {
     "cassandra": ("p99_ms_read", "p99_ms_write", "p99_ms_scan", "pending_tasks", "blocked_tasks",
                   "active_requests", *RESOURCE_GAUGES),
     # INFO latencystats (since the start or CONFIG RESETSTAT), the worst command of the
-    # class; the main thread's CPU seconds (cumulative: its rate is the thread's utilisation).
+    # class; the main thread's CPU seconds (cumulative: its rate is the thread's utilisation);
+    # the configuration signals (planner.workload.collect.REDIS_SIGNALS, issue 41) and the
+    # encodings of a sample of keys.
     "redis": ("p99_ms_read", "p99_ms_write", "p99_ms_other", "cpu_main_seconds",
-              *RESOURCE_GAUGES),
+              "keyspace_hits", "keyspace_misses", "evicted_keys", "expired_keys",
+              "total_commands_processed", "total_reads_processed", "used_memory", "maxmemory",
+              "mem_fragmentation_ratio", "connected_clients", "keys", "sampled_aggregates",
+              "sampled_compact", *RESOURCE_GAUGES),
 }
 #: Cumulative gauges -> the rate per second a node's consecutive samples give
 #: (:meth:`Store.node_gauges`): cores used, throttled seconds per second, read IOPS, and
@@ -125,7 +130,24 @@ GAUGE_RATES: dict[str, str] = {
     "cpu_throttled_seconds": "cpu_throttled_share",
     "read_ios": "read_iops",
     "cpu_main_seconds": "cpu_main_utilisation",
+    "keyspace_hits": "hits_per_second",
+    "keyspace_misses": "misses_per_second",
+    "evicted_keys": "evictions_per_second",
+    "expired_keys": "expirations_per_second",
+    "total_commands_processed": "commands_per_second",
+    "total_reads_processed": "reads_per_second",
 }
+#: Per-node values :meth:`Store.gauge_rounds` sums over the cluster (the others of Redis's
+#: signals are the worst node's).
+SUMMED_GAUGES: frozenset[str] = frozenset({
+    "pending_tasks", "blocked_tasks", "hits_per_second", "misses_per_second",
+    "evictions_per_second", "expirations_per_second", "commands_per_second", "reads_per_second",
+    "connected_clients", "keys", "sampled_aggregates", "sampled_compact",
+})
+#: The worst node's (highest) value per round.
+WORST_GAUGES: frozenset[str] = frozenset({
+    "active_requests", "cpu_main_utilisation", "mem_fragmentation_ratio",
+})
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -814,19 +836,28 @@ class Store:
         the seconds since its previous sample (same instance: a restart starts the count
         again); ``cpu_limit_share`` is the busiest node's cores used over its envelope's
         limit, in the rounds that read its resources: the per-node readings and rates are
-        :meth:`node_gauges`'s."""
+        :meth:`node_gauges`'s. Redis's signals: the rates of hits, misses, evictions,
+        expirations, commands and read events, the clients, keys and sampled keys are summed
+        (:data:`SUMMED_GAUGES`); ``memory_share`` is the fullest node's ``used_memory`` over
+        its ``maxmemory`` (where one is set), the fragmentation ratio the worst node's; and
+        from the sums, ``hit_ratio``, ``commands_per_read`` and ``compact_share``
+        (:func:`redis_ratios`)."""
         rounds: dict[float, dict[str, float]] = {}
         for g in self.node_gauges(engine, cluster, since=since):
             values = rounds.setdefault(g.ts, {})
             cores, limit = g.values.get("cpu_cores"), g.values.get("cpu_limit_cores")
             if cores is not None and limit:
                 values["cpu_limit_share"] = max(values.get("cpu_limit_share", 0.0), cores / limit)
+            used, maxmemory = g.values.get("used_memory"), g.values.get("maxmemory")
+            if used is not None and maxmemory:
+                values["memory_share"] = max(values.get("memory_share", 0.0), used / maxmemory)
             for k, v in g.values.items():
-                if k.startswith("p99_ms_") or k in ("active_requests", "cpu_main_utilisation"):
+                if k.startswith("p99_ms_") or k in WORST_GAUGES:
                     values[k] = max(values.get(k, 0.0), v)
-                elif k in ("pending_tasks", "blocked_tasks"):
+                elif k in SUMMED_GAUGES:
                     values[k] = values.get(k, 0.0) + v
-        return [GaugeRound(ts=t, values=v) for t, v in sorted(rounds.items())]
+        return [GaugeRound(ts=t, values={**v, **redis_ratios(v)})
+                for t, v in sorted(rounds.items())]
 
     def node_gauges(
         self, engine: str, cluster: str, *, since: float | None = None
@@ -1005,6 +1036,45 @@ def _iso_seconds(text: Any) -> float:
         return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return 0.0
+
+
+def redis_ratios(values: Mapping[str, float]) -> dict[str, float]:
+    """From a round's summed Redis signals: ``hit_ratio`` (hits over lookups),
+    ``commands_per_read`` (commands over read events: how many commands a client's write
+    to the socket carries, a pipelining depth) and ``compact_share`` (sampled hashes, sets,
+    sorted sets and lists in their compact encoding); each only where its denominator is
+    positive."""
+    out: dict[str, float] = {}
+    pairs = (("hit_ratio", "hits_per_second", ("hits_per_second", "misses_per_second")),
+             ("commands_per_read", "commands_per_second", ("reads_per_second",)),
+             ("compact_share", "sampled_compact", ("sampled_aggregates",)))
+    for name, top, bottom in pairs:
+        if top in values and all(b in values for b in bottom):
+            total = sum(values[b] for b in bottom)
+            if total > 0:
+                out[name] = values[top] / total
+    return out
+
+
+def redis_signals_text(values: Mapping[str, float]) -> str:
+    """A round's Redis signals (:meth:`Store.gauge_rounds`) in words; "" when it has none."""
+    parts = []
+    if "hit_ratio" in values:
+        parts.append(f"hit ratio {values['hit_ratio']:.2f}")
+    if "evictions_per_second" in values:
+        parts.append(f"evictions {values['evictions_per_second']:.1f}/s")
+    if "memory_share" in values:
+        parts.append(f"fullest node at {values['memory_share']:.0%} of maxmemory")
+    if "mem_fragmentation_ratio" in values:
+        parts.append(f"fragmentation {values['mem_fragmentation_ratio']:.2f}")
+    if "connected_clients" in values:
+        parts.append(f"{values['connected_clients']:.0f} clients")
+    if "commands_per_read" in values:
+        parts.append(f"{values['commands_per_read']:.1f} commands per read")
+    if "compact_share" in values:
+        parts.append(f"{values['compact_share']:.0%} of {values['sampled_aggregates']:.0f} "
+                     "sampled aggregates compact")
+    return ", ".join(parts)
 
 
 def state_timings(

@@ -363,6 +363,45 @@ def test_store_keeps_gauges_and_summarises_each_round(tmp_path: Path) -> None:
         assert round_.values == {"pending_tasks": 7.0, "blocked_tasks": 0.0}
 
 
+def test_a_round_sums_redis_signals_and_gives_the_ratios(tmp_path: Path) -> None:
+    """Two primaries over two rounds 10 s apart: rates per node, summed over the cluster;
+    the hit ratio and commands per read from the sums; the fullest node's memory share."""
+    from planner.workload.store import redis_signals_text
+
+    def sample(node: str, ts: float, **gauges: float) -> CounterSample:
+        return CounterSample(node=node, scope="node", ts=ts, counters={"read": 1, "write": 1,
+                             "other": 0, "ignored": 0}, instance=node, started_at=0.0,
+                             role="master", gauges=gauges)
+
+    first = {"keyspace_hits": 100.0, "keyspace_misses": 100.0, "evicted_keys": 0.0,
+             "total_commands_processed": 1000.0, "total_reads_processed": 500.0}
+    with Store(tmp_path / "k.db") as store:
+        store.append_counters("redis", "lab", [
+            sample("a", 10.0, **first), sample("b", 10.0, **first)], round_ts=10.0)
+        store.append_counters("redis", "lab", [
+            sample("a", 20.0, keyspace_hits=900.0, keyspace_misses=300.0, evicted_keys=50.0,
+                   total_commands_processed=5000.0, total_reads_processed=1000.0,
+                   used_memory=900.0, maxmemory=1000.0, mem_fragmentation_ratio=1.1,
+                   connected_clients=10.0, sampled_aggregates=20.0, sampled_compact=5.0),
+            sample("b", 20.0, keyspace_hits=500.0, keyspace_misses=100.0, evicted_keys=0.0,
+                   total_commands_processed=3000.0, total_reads_processed=1000.0,
+                   used_memory=500.0, maxmemory=1000.0, mem_fragmentation_ratio=1.6,
+                   connected_clients=6.0, sampled_aggregates=12.0, sampled_compact=3.0)],
+            round_ts=20.0)
+        _, second = store.gauge_rounds("redis", "lab")
+    v = second.values
+    assert v["hits_per_second"] == pytest.approx(80 + 40)
+    assert v["misses_per_second"] == pytest.approx(20 + 0)
+    assert v["hit_ratio"] == pytest.approx(120 / 140)
+    assert v["evictions_per_second"] == pytest.approx(5.0)
+    assert v["commands_per_read"] == pytest.approx((400 + 200) / (50 + 50))
+    assert v["memory_share"] == pytest.approx(0.9) and v["mem_fragmentation_ratio"] == 1.6
+    assert v["connected_clients"] == 16.0 and v["compact_share"] == pytest.approx(8 / 32)
+    assert redis_signals_text(v) == (
+        "hit ratio 0.86, evictions 5.0/s, fullest node at 90% of maxmemory, fragmentation "
+        "1.60, 16 clients, 6.0 commands per read, 25% of 32 sampled aggregates compact")
+
+
 def test_a_version_1_store_is_upgraded_and_keeps_its_samples(tmp_path: Path) -> None:
     import sqlite3
 
@@ -386,3 +425,40 @@ def test_a_version_1_store_is_upgraded_and_keeps_its_samples(tmp_path: Path) -> 
     version = sqlite3.connect(path).execute(
         "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
     assert version == "2"
+
+
+# ------------------------------------------------ Redis configuration signals (issue 41)
+def test_redis_signals_are_read_from_info_stats_memory_keyspace_clients() -> None:
+    """A real Redis 7.0 (tests/unit/fixtures/redis_info/signals_7998.txt: maxmemory 3 MB,
+    allkeys-lru, filled past it) gives every signal as INFO reads it."""
+    from planner.workload.collect import redis_signals
+
+    info_ = info("signals_7998.txt")
+    assert redis_signals(info_) == {
+        "keyspace_hits": 1249.0, "keyspace_misses": 952.0, "evicted_keys": 4363.0,
+        "expired_keys": 50.0, "total_commands_processed": 8786.0,
+        "total_reads_processed": 467.0, "used_memory": 3147320.0, "maxmemory": 3145728.0,
+        "mem_fragmentation_ratio": 4.85, "connected_clients": 1.0, "keys": 2167.0}
+    sample = redis_sample(info_, node="r1", ts=1000.0)
+    assert sample.gauges["evicted_keys"] == 4363.0 and "p99_ms_read" in sample.gauges
+    # Without the sections (an older caller's INFO), no signal, and no error.
+    assert redis_signals(info("master_7002.txt")) == {}
+
+
+def test_a_sample_of_encodings_counts_the_compact_aggregates() -> None:
+    """64 RANDOMKEYs on a real Redis 7.0 holding small and big hashes, sets, sorted sets,
+    lists and strings (fixtures/redis_info/encodings_7998.json): 25 listpack and 8 intset
+    are compact; 6 quicklist, 3 skiplist and 2 hashtable large; 19 strings not counted."""
+    import json
+
+    from planner.workload.collect import encoding_counts
+
+    encodings = json.loads((FIXTURES / "redis_info" / "encodings_7998.json").read_text())
+    assert encoding_counts(encodings) == {"sampled_aggregates": 44.0, "sampled_compact": 33.0}
+    assert encoding_counts([]) == {"sampled_aggregates": 0.0, "sampled_compact": 0.0}
+
+
+def test_kairos_own_sampling_commands_are_not_workload() -> None:
+    for command in ("cmdstat_randomkey", "cmdstat_object|encoding"):
+        assert redis_command_class(command) == "ignored"
+    assert redis_command_class("cmdstat_type") == "read"  # applications' TYPE still counts
