@@ -59,7 +59,8 @@ from planner.model.performance import load_default_model  # noqa: E402
 from planner.model.spaces import get_space  # noqa: E402
 from planner.planning import costbenefit as cb  # noqa: E402
 from planner.planning import optimiser as op  # noqa: E402
-from planner.topology.ring import Ring, safe_batches  # noqa: E402
+from planner.topology.batching import safe_batches  # noqa: E402
+from planner.topology.ring import Ring  # noqa: E402
 from planner.workload import traces  # noqa: E402
 
 CASES = (

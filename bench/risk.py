@@ -38,7 +38,8 @@ from planner.planning.pipeline import (  # noqa: E402
     _switch_costs,
     make_plan,
 )
-from planner.topology.ring import Ring, safe_batches  # noqa: E402
+from planner.topology.batching import safe_batches  # noqa: E402
+from planner.topology.ring import Ring  # noqa: E402
 from planner.workload import traces  # noqa: E402
 
 CASES = (

@@ -59,7 +59,7 @@ def ring_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Print the batches; errors (unsafe CL, bad ring) propagate as KairosError."""
-    from planner.topology.ring import SEARCH_SECONDS, safe_batches
+    from planner.topology.batching import SEARCH_SECONDS, safe_batches
 
     ring = ring_from_args(args)
     plan = safe_batches(

@@ -75,7 +75,8 @@ def run_shape(name: str, series: Any, settings: dict[str, Any], args: argparse.N
     from planner.model.spaces import get_space
     from planner.planning.costbenefit import ReconfigModel
     from planner.planning.optimiser import GAOptions
-    from planner.topology.ring import Ring, safe_batches
+    from planner.topology.batching import safe_batches
+    from planner.topology.ring import Ring
 
     engine = series.engine
     spec = get_engine(engine)

@@ -944,7 +944,7 @@ def _adhoc_batches(
     consistency_level: str,
     tolerated_failures: int,
 ) -> tuple[tuple[str, ...], ...]:
-    from planner.topology.ring import safe_batches
+    from planner.topology.batching import safe_batches
 
     if not get_engine(engine).ring:
         return tuple((h,) for h in hosts)

@@ -118,7 +118,7 @@ class ReconfigModel:
         (drain, stop, start, sync), measured by the executor.
     batch_fractions
         Capacity share of each batch, in order (sums to 1); ``n_i / N`` for a homogeneous
-        cluster. From :func:`planner.topology.ring.safe_batches`.
+        cluster. From :func:`planner.topology.batching.safe_batches`.
     survivor_penalty
         Fraction of the up nodes' capacity lost to the extra load while a batch is down.
     live_seconds

@@ -54,7 +54,8 @@ from planner.planning.costbenefit import (
     lockout_matrix,
     served_matrix,
 )
-from planner.topology.ring import Ring, load_ring, safe_batches
+from planner.topology.batching import safe_batches
+from planner.topology.ring import Ring, load_ring
 
 if TYPE_CHECKING:
     from planner.executor.restart_costs import MeasuredRestarts

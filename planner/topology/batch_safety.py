@@ -26,7 +26,7 @@ class BatchVerdict:
     of: int
     hosts: tuple[str, ...]
     problem: str | None
-    #: Why the batch is safe (planner.topology.ring.batch_reasons); empty when it is not.
+    #: Why the batch is safe (planner.topology.batching.batch_reasons); empty when it is not.
     reason: str = ""
 
     def describe(self) -> str:
@@ -43,7 +43,8 @@ def batch_safety(plan: Any, ring: Any) -> list[BatchVerdict]:
     result is empty.
     """
     from planner.errors import ValidationError
-    from planner.topology.ring import UnsafeBatchError, batch_reasons, check_batch
+    from planner.topology.batching import batch_reasons
+    from planner.topology.ring import UnsafeBatchError, check_batch
 
     av = plan.availability
     if av.aggressive:

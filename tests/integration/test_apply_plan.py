@@ -20,7 +20,8 @@ from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 
 from planner.loadgen import BackgroundLoad, LoadResult
-from planner.topology.ring import Ring, safe_batches
+from planner.topology.batching import safe_batches
+from planner.topology.ring import Ring
 
 from .conftest import APP_TABLE, REPO, PlaybookRun, cql_cluster, ensure_app_table, run_playbook
 from .lab_plans import (

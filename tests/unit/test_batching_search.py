@@ -14,7 +14,7 @@ import pytest
 
 from planner.cli import main
 from planner.topology import batch_search
-from planner.topology import ring as topology
+from planner.topology import batching as topology
 from planner.topology.batch_search import (
     CapacityProblem,
     fewer_batches,
@@ -22,14 +22,8 @@ from planner.topology.batch_search import (
     fractional_bound,
     violation,
 )
-from planner.topology.ring import (
-    Ring,
-    UnsafeBatchError,
-    batch_reasons,
-    check_batch,
-    requirements,
-    safe_batches,
-)
+from planner.topology.batching import batch_reasons, safe_batches
+from planner.topology.ring import Ring, UnsafeBatchError, check_batch, requirements
 
 
 def no_search(*_args: object, **_kwargs: object) -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.errors import ValidationError
+from planner.topology.batching import safe_batches
 from planner.topology.ring import (
     Ring,
     UnsafeBatchError,
@@ -18,7 +19,6 @@ from planner.topology.ring import (
     load_ring,
     replica_neighbours,
     requirements,
-    safe_batches,
 )
 
 
