@@ -54,12 +54,18 @@ def _check(steps: int, step_seconds: float) -> None:
         raise ValidationError(f"step_seconds: must be > 0, got {step_seconds}")
 
 
+def _times(steps: int, step_seconds: float, start: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's start (Unix time) and its hour of the day (UTC, in [0, 24))."""
+    ts = start + step_seconds * np.arange(steps, dtype=float)
+    return ts, (ts % 86400.0) / 3600.0
+
+
 def _series(
     load: np.ndarray, mix: np.ndarray, *, step_seconds: float, start: float, scope: str
 ) -> WorkloadSeries:
     mix = np.clip(mix, 0.0, None)
     mix = mix / mix.sum(axis=1, keepdims=True)
-    ts = start + step_seconds * np.arange(len(load), dtype=float)
+    ts, _ = _times(len(load), step_seconds, start)
     return WorkloadSeries(
         engine="cassandra",
         timestamps=ts,
@@ -136,8 +142,7 @@ def bus_tracking_like(
     """
     _check(steps, step_seconds)
     rng = np.random.default_rng(seed)
-    ts = start + step_seconds * np.arange(steps, dtype=float)
-    hour = (ts % 86400.0) / 3600.0
+    ts, hour = _times(steps, step_seconds, start)
     rush = ((hour >= 7) & (hour < 10)) | ((hour >= 16) & (hour < 19))
     night = (hour >= 22) | (hour < 6)
     update = np.where(rush, 0.75, np.where(night, 0.12, 0.40))
@@ -227,19 +232,10 @@ def reporting_like(
     (docs/calibration.md): leveled compaction serves the scans about half as much again as
     size-tiered, and the batches less. Each step is a little noisy; a day repeats.
     """
-    _check(steps, step_seconds)
-    rng = np.random.default_rng(seed)
-    ts = start + step_seconds * np.arange(steps, dtype=float)
-    hour = (ts % 86400.0) / 3600.0
-    batch = np.zeros(steps, dtype=bool)
-    for a, b in INGESTION_HOURS:
-        batch |= (hour >= a) & (hour < b)
-    update = np.where(batch, 0.9, 0.1) + rng.normal(0.0, 0.01, steps)
-    zero = np.zeros(steps)
-    mix = np.stack([zero, update, zero, 1.0 - update], axis=1)
-    load = base_load * np.where(batch, 1.5, 1.0) * (1.0 + rng.normal(0.0, 0.05, steps))
-    return _series(load, mix, step_seconds=step_seconds, start=start,
-                   scope="cluster:reporting-like")
+    return _scans_and_batches(
+        tuple((a, b, 0.9, 1.5) for a, b in INGESTION_HOURS), outside=(0.1, 1.0), steps=steps,
+        step_seconds=step_seconds, seed=seed, base_load=base_load, start=start,
+        scope="cluster:reporting-like")
 
 
 #: The warehouse day, hour by hour from midnight: (from, to, update share, load relative to
@@ -263,21 +259,39 @@ def warehouse_like(
     (scan 0.9, update 0.1) through business hours, and quiet hours (a fifth of the load, a
     trickle of updates) at night and in the evening. Each step is a little noisy.
     """
+    return _scans_and_batches(
+        WAREHOUSE_DAY, outside=(0.0, 0.0), steps=steps, step_seconds=step_seconds, seed=seed,
+        base_load=base_load, start=start, scope="cluster:warehouse-like")
+
+
+def _scans_and_batches(
+    day: tuple[tuple[float, float, float, float], ...],
+    *,
+    outside: tuple[float, float],
+    steps: int,
+    step_seconds: float,
+    seed: int,
+    base_load: float,
+    start: float,
+    scope: str,
+) -> WorkloadSeries:
+    """:func:`reporting_like` and :func:`warehouse_like`: each step's update share and load
+    (relative to ``base_load``) from the hours of ``day`` (rows as :data:`WAREHOUSE_DAY`'s),
+    ``outside`` in the hours it does not list; scans are the rest of the mix. A little noise
+    on both."""
     _check(steps, step_seconds)
     rng = np.random.default_rng(seed)
-    ts = start + step_seconds * np.arange(steps, dtype=float)
-    hour = (ts % 86400.0) / 3600.0
-    update = np.zeros(steps)
-    level = np.zeros(steps)
-    for a, b, u, lv in WAREHOUSE_DAY:
+    _, hour = _times(steps, step_seconds, start)
+    update = np.full(steps, outside[0])
+    level = np.full(steps, outside[1])
+    for a, b, u, lv in day:
         inside = (hour >= a) & (hour < b)
         update[inside], level[inside] = u, lv
     update = update + rng.normal(0.0, 0.01, steps)
     zero = np.zeros(steps)
     mix = np.stack([zero, update, zero, 1.0 - update], axis=1)
     load = base_load * level * (1.0 + rng.normal(0.0, 0.05, steps))
-    return _series(load, mix, step_seconds=step_seconds, start=start,
-                   scope="cluster:warehouse-like")
+    return _series(load, mix, step_seconds=step_seconds, start=start, scope=scope)
 
 
 #: Shape name -> generator, as ``kairos simulate --shape`` names them.
