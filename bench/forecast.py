@@ -50,7 +50,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -265,22 +265,26 @@ def verdict(r: dict[str, float]) -> str:
     return "all met" if not misses else "NOT met: " + ", ".join(misses)
 
 
+def _markdown(head: str, rows: Iterable[str]) -> str:
+    """A Markdown table: ``head``, its rule (one column per cell of ``head``), ``rows``."""
+    return "\n".join([head, "|" + "---|" * (head.count("|") - 1), *rows])
+
+
 def table(results: dict[str, dict[str, float]]) -> str:
     head = ("| trace | origins | sMAPE ens | naive | snaive day | snaive week | gain | "
             "MASE ens | naive | snaive | mix TV ens | naive | coverage 90 % | mix coverage | "
             "s/forecast | CPU s | targets |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for name, r in results.items():
-        lines.append(
-            f"| {name} | {r['origins']} | {100 * r['smape_ens']:.2f} % | "
-            f"{100 * r['smape_naive']:.2f} % | {100 * r['smape_sday']:.2f} % | "
-            f"{100 * r['smape_sweek']:.2f} % | {100 * r['gain']:.1f} % | {r['mase_ens']:.3f} | "
-            f"{r['mase_naive']:.3f} | {r['mase_sday']:.3f} | {r['mix_tv_ens']:.4f} | "
-            f"{r['mix_tv_naive']:.4f} | {100 * r['coverage']:.1f} % | "
-            f"{100 * r['mix_coverage']:.1f} % | {r['sec_mean']:.2f} ({r['sec_max']:.2f}) | "
-            f"{r['cpu_mean']:.2f} ({r['cpu_max']:.2f}) | {verdict(r)} |"
-        )
-    return "\n".join(lines)
+    rows = (
+        f"| {name} | {r['origins']} | {100 * r['smape_ens']:.2f} % | "
+        f"{100 * r['smape_naive']:.2f} % | {100 * r['smape_sday']:.2f} % | "
+        f"{100 * r['smape_sweek']:.2f} % | {100 * r['gain']:.1f} % | {r['mase_ens']:.3f} | "
+        f"{r['mase_naive']:.3f} | {r['mase_sday']:.3f} | {r['mix_tv_ens']:.4f} | "
+        f"{r['mix_tv_naive']:.4f} | {100 * r['coverage']:.1f} % | "
+        f"{100 * r['mix_coverage']:.1f} % | {r['sec_mean']:.2f} ({r['sec_max']:.2f}) | "
+        f"{r['cpu_mean']:.2f} ({r['cpu_max']:.2f}) | {verdict(r)} |"
+        for name, r in results.items()
+    )
+    return _markdown(head, rows)
 
 
 def peer_table(results: dict[str, dict[str, float]]) -> str:
@@ -288,19 +292,16 @@ def peer_table(results: dict[str, dict[str, float]]) -> str:
     head = ("| trace | origins | sMAPE Kairos | AutoETS | AutoTheta | MSTL | mean of 3 | "
             "MASE Kairos | mean of 3 | coverage Kairos load | mix | mean of 3 | "
             "s/forecast Kairos | mean of 3 | CPU s Kairos | mean of 3 | ratio |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for name, r in results.items():
-        if "smape_mean3" not in r:
-            continue
-        lines.append(
-            f"| {name} | {r['origins']} | {100 * r['smape_ens']:.2f} % | "
-            + " | ".join(f"{100 * r[f'smape_{m}']:.2f} %" for m in (*PEER_MODELS, "mean3"))
-            + f" | {r['mase_ens']:.3f} | {r['mase_mean3']:.3f} | {100 * r['coverage']:.1f} % | "
-            f"{100 * r['mix_coverage']:.1f} % | {100 * r['coverage_mean3']:.1f} % | "
-            f"{r['sec_mean']:.2f} | {r['peer_sec_mean']:.1f} | {r['cpu_mean']:.2f} | "
-            f"{r['peer_cpu_mean']:.1f} | 1/{r['peer_cpu_mean'] / max(r['cpu_mean'], 1e-9):.0f} |"
-        )
-    return "\n".join(lines)
+    rows = (
+        f"| {name} | {r['origins']} | {100 * r['smape_ens']:.2f} % | "
+        + " | ".join(f"{100 * r[f'smape_{m}']:.2f} %" for m in (*PEER_MODELS, "mean3"))
+        + f" | {r['mase_ens']:.3f} | {r['mase_mean3']:.3f} | {100 * r['coverage']:.1f} % | "
+        f"{100 * r['mix_coverage']:.1f} % | {100 * r['coverage_mean3']:.1f} % | "
+        f"{r['sec_mean']:.2f} | {r['peer_sec_mean']:.1f} | {r['cpu_mean']:.2f} | "
+        f"{r['peer_cpu_mean']:.1f} | 1/{r['peer_cpu_mean'] / max(r['cpu_mean'], 1e-9):.0f} |"
+        for name, r in results.items() if "smape_mean3" in r
+    )
+    return _markdown(head, rows)
 
 
 def main(argv: list[str] | None = None) -> int:
