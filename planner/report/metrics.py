@@ -322,12 +322,10 @@ def _lock(out: Collected, path: Path, *, cluster: str, lock: str, host: str) -> 
         record = inputs.load_json(path, kind=inputs.FileKind("lock", 64 * 1024))
         if not isinstance(record, dict):
             raise ValidationError("a lock file holds a JSON object")
-        acquired = _epoch(record.get("created_at"))
-        if acquired is not None:
-            out["kairos_lock_acquired_timestamp_seconds"].add(acquired, **labels)
-        beat = _epoch(record.get("heartbeat_at", record.get("created_at")))
-        if beat is not None:
-            out["kairos_lock_heartbeat_timestamp_seconds"].add(beat, **labels)
+        _timestamp(out["kairos_lock_acquired_timestamp_seconds"], record.get("created_at"),
+                   labels)
+        _timestamp(out["kairos_lock_heartbeat_timestamp_seconds"],
+                   record.get("heartbeat_at", record.get("created_at")), labels)
         holder = str(record.get("host") or "unknown")
         out["kairos_lock_holder_info"].add(1, **labels, host=holder)
         pid = record.get("pid")
@@ -351,9 +349,8 @@ def _autopilot(out: Collected, sources: Sources, engine: str) -> Path | None:
         with out.source("autopilot_state", path, **labels):
             state = ap.load_autopilot_state(path)
             out["kairos_autopilot_paused"].add(bool(state.get("paused")), **labels)
-            replanned = _epoch(state.get("last_replan_at"))
-            if replanned is not None:
-                out["kairos_autopilot_last_replan_timestamp_seconds"].add(replanned, **labels)
+            _timestamp(out["kairos_autopilot_last_replan_timestamp_seconds"],
+                       state.get("last_replan_at"), labels)
             if state.get("plan"):
                 plan = Path(str(state["plan"]))
     log = sources.state_dir / ap.LOG_NAME
@@ -361,9 +358,8 @@ def _autopilot(out: Collected, sources: Sources, engine: str) -> Path | None:
         with out.source("autopilot_log", log, **labels):
             last = _last_run(log, sources.cluster, engine)
             if last is not None:
-                logged = _epoch(last.get("logged_at"))
-                if logged is not None:
-                    out["kairos_autopilot_last_run_timestamp_seconds"].add(logged, **labels)
+                _timestamp(out["kairos_autopilot_last_run_timestamp_seconds"],
+                           last.get("logged_at"), labels)
                 stateset(out["kairos_autopilot_last_outcome"], AUTOPILOT_OUTCOMES,
                          str(last.get("outcome", "unknown")), "outcome", **labels)
                 out["kairos_autopilot_held"].add(bool(last.get("hold")), **labels)
@@ -431,9 +427,8 @@ def _drift(out: Collected, sources: Sources, engine: str) -> None:
         if report.get("version") != DRIFT_REPORT_VERSION:
             raise ValueError(f"version {report.get('version')!r}, this Kairos reads "
                              f"{DRIFT_REPORT_VERSION}")
-        checked = _epoch(report.get("checked_at"))
-        if checked is not None:
-            out["kairos_drift_checked_timestamp_seconds"].add(checked, **labels)
+        _timestamp(out["kairos_drift_checked_timestamp_seconds"], report.get("checked_at"),
+                   labels)
         for node, seen in sorted(report["nodes"].items()):
             out["kairos_drift_values"].add(int(seen["drifted"]), **labels, node=node)
             out["kairos_drift_node_unread"].add(seen.get("error") is not None, **labels,
@@ -553,9 +548,8 @@ def _plan(out: Collected, path: Path, plan: Plan, *, now: datetime, rollout: Any
             out["kairos_plan_step_gain_probability_ratio"].add(ex.p_gain, **sl)
         out["kairos_plan_step_restart_nodes"].add(sum(len(b) for b in step.batches), **sl)
         out["kairos_plan_step_attempts"].add(int(entry.get("attempts", 0)), **sl)
-        finished = _epoch(entry.get("finished_at"))
-        if finished is not None:
-            out["kairos_plan_step_finished_timestamp_seconds"].add(finished, **sl)
+        _timestamp(out["kairos_plan_step_finished_timestamp_seconds"], entry.get("finished_at"),
+                   sl)
 
 
 def _same_file(a: str | Path, b: str | Path) -> bool:
@@ -574,13 +568,18 @@ def _capacity(out: Collected, advice: Any, labels: Mapping[str, str]) -> None:
     for name, key in (("kairos_capacity_nodes", "nodes_now"),
                       ("kairos_capacity_advised_nodes", "nodes_advised")):
         _number(out[name], advice.get(key), labels)
-    by = _epoch(advice.get("by"))
-    if by is not None:
-        out["kairos_capacity_scale_out_by_timestamp_seconds"].add(by, **labels)
+    _timestamp(out["kairos_capacity_scale_out_by_timestamp_seconds"], advice.get("by"), labels)
     figures = advice.get("figures") or {}
     _number(out["kairos_capacity_peak_need_ratio"], figures.get("peak_need_over_capacity"),
             labels)
     _number(out["kairos_capacity_margin_ratio"], figures.get("margin"), labels)
+
+
+def _timestamp(fam: Family, value: Any, labels: Mapping[str, str]) -> None:
+    """Add ``value`` as Unix time (:func:`_epoch`) when it is there (absent: left out)."""
+    when = _epoch(value)
+    if when is not None:
+        fam.add(when, **labels)
 
 
 def _number(fam: Family, value: Any, labels: Mapping[str, str]) -> None:
