@@ -32,9 +32,10 @@ import numpy as np
 
 from planner.errors import ValidationError
 from planner.model.restart_impact import (
-    BIN_SECONDS,
+    baseline_window,
     lost_seconds,
     read_measurement_file,
+    required_fields,
     served_rates,
 )
 
@@ -119,9 +120,7 @@ def change_cost(
     end
         End of the observation; ``[settled, end)`` is the new configuration's steady window.
     """
-    b0, b1 = baseline
-    if b1 - b0 < 10 * BIN_SECONDS:
-        raise ValidationError(f"baseline: at least 10 s are needed, got {b1 - b0:.1f} s")
+    b0, b1 = baseline_window(baseline)
     c0, c1 = changed
     if not b1 <= c0 <= c1 <= settled:
         raise ValidationError("changed: the change must start after the baseline and end "
@@ -185,10 +184,7 @@ def _entry(where: Path, i: int, raw: Any) -> ChangeCost:
     at = f"{where}: changes[{i}]"
     if not isinstance(raw, Mapping):
         raise ValidationError(f"{at}: expected an object")
-    names = [f for f in ChangeCost.__dataclass_fields__ if f != "environment"]
-    missing = [n for n in names if n not in raw]
-    if missing:
-        raise ValidationError(f"{at}: missing field(s) {', '.join(missing)}")
+    names = required_fields(ChangeCost, raw, where=at)
     try:
         return ChangeCost(**{n: raw[n] for n in names},
                           environment=dict(raw.get("environment") or {}))

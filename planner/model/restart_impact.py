@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,11 @@ from planner.errors import ValidationError
 
 __all__ = [
     "RestartImpact",
+    "baseline_window",
     "load_restart_impact",
     "lost_seconds",
     "read_measurement_file",
+    "required_fields",
     "restart_impact",
     "served_rates",
 ]
@@ -91,6 +93,20 @@ class RestartImpact:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}
+
+
+def baseline_window(baseline: tuple[float, float]) -> tuple[float, float]:
+    """``(start, end)`` of a measurement's undisturbed window, at least 10 bins long.
+
+    Raises
+    ------
+    ValidationError
+        A shorter window (``baseline``).
+    """
+    b0, b1 = baseline
+    if b1 - b0 < 10 * BIN_SECONDS:
+        raise ValidationError(f"baseline: at least 10 s are needed, got {b1 - b0:.1f} s")
+    return b0, b1
 
 
 def served_rates(points: Sequence[tuple[float, float]], start: float, end: float) -> np.ndarray:
@@ -157,9 +173,7 @@ def restart_impact(
         raise ValidationError(f"batch_share: must be in (0, 1), got {batch_share!r}")
     if not down:
         raise ValidationError("down: no node was seen down; nothing was restarted")
-    b0, b1 = baseline
-    if b1 - b0 < 10 * BIN_SECONDS:
-        raise ValidationError(f"baseline: at least 10 s are needed, got {b1 - b0:.1f} s")
+    b0, b1 = baseline_window(baseline)
     base = served_rates(points, b0, b1)
     baseline_rate = float(np.median(base))
     if baseline_rate <= 0:
@@ -215,6 +229,22 @@ def read_measurement_file(where: Path, *, option: str, schema: int) -> dict[str,
     return data
 
 
+def required_fields(record: type[Any], raw: Mapping[str, Any], *, where: str) -> list[str]:
+    """The fields of ``record`` (a measured-cost dataclass) but ``environment``, each of
+    which a file's object ``raw`` must hold.
+
+    Raises
+    ------
+    ValidationError
+        At ``where``, naming the fields ``raw`` lacks.
+    """
+    names = [f.name for f in fields(record) if f.name != "environment"]
+    missing = [n for n in names if n not in raw]
+    if missing:
+        raise ValidationError(f"{where}: missing field(s) {', '.join(missing)}")
+    return names
+
+
 def load_restart_impact(path: str | os.PathLike[str]) -> RestartImpact:
     """Read a file ``bench/restart_cost.py --out`` wrote.
 
@@ -225,10 +255,7 @@ def load_restart_impact(path: str | os.PathLike[str]) -> RestartImpact:
     """
     where = Path(path)
     data = read_measurement_file(where, option="--restart-costs", schema=SCHEMA)
-    names = [f for f in RestartImpact.__dataclass_fields__ if f != "environment"]
-    missing = [n for n in names if n not in data]
-    if missing:
-        raise ValidationError(f"{where}: missing field(s) {', '.join(missing)}")
+    names = required_fields(RestartImpact, data, where=str(where))
     for name in ("survivor_penalty", "warmup_seconds"):
         if isinstance(data[name], bool) or not isinstance(data[name], (int, float)):
             raise ValidationError(f"{where}: {name}: expected a number, got {data[name]!r}")
