@@ -44,23 +44,31 @@ setup-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "setup: Debian packages present"; fi
 
-setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promtool (only when missing)
+setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promtool, the Redis exporter (only when missing)
 	@$(MAKE) -s setup-packages PACKAGES="$(LAB_PACKAGES) chromium cron"
-	@# promtool (tests of docs/prometheus) comes with Debian's prometheus. Its server must not
-	@# run: a policy-rc.d answering 101 (unless one exists) keeps the package's service from
-	@# starting, and under systemd it is disabled so that it does not start at boot either.
-	@if ! dpkg-query -W -f='$${Status}' prometheus 2>/dev/null | grep -q 'install ok installed'; then \
-	  echo "setup: installing Debian package prometheus (for promtool; its service is not started)"; \
+	@# promtool (tests of docs/prometheus) comes with Debian's prometheus, the Redis exporter
+	@# (the Prometheus workload source, docs/prometheus.md) with prometheus-redis-exporter.
+	@# Neither service may run (the tests start their own processes): a policy-rc.d answering
+	@# 101 (unless one exists) keeps the packages' services from starting, and under systemd
+	@# they are disabled so that they do not start at boot either.
+	@missing=""; \
+	for pkg in prometheus prometheus-redis-exporter; do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing (their services are not started)"; \
 	  policy=""; \
 	  if [ ! -e /usr/sbin/policy-rc.d ]; then \
 	    policy=/usr/sbin/policy-rc.d; printf '#!/bin/sh\nexit 101\n' > $$policy; chmod 755 $$policy; \
 	  fi; \
 	  if apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	       apt-get install -y -qq --no-install-recommends prometheus >/dev/null; then rc=0; else rc=1; fi; \
+	       apt-get install -y -qq --no-install-recommends $$missing >/dev/null; then rc=0; else rc=1; fi; \
 	  if [ -n "$$policy" ]; then rm -f $$policy; fi; \
-	  if [ -d /run/systemd/system ]; then systemctl disable --quiet prometheus 2>/dev/null || true; \
-	    if systemctl is-active --quiet prometheus; then \
-	      echo "setup: the prometheus service runs: stop it with systemctl stop prometheus" >&2; exit 1; fi; \
+	  if [ -d /run/systemd/system ]; then \
+	    for svc in $$missing; do systemctl disable --quiet $$svc 2>/dev/null || true; \
+	      if systemctl is-active --quiet $$svc; then \
+	        echo "setup: the $$svc service runs: stop it with systemctl stop $$svc" >&2; exit 1; fi; \
+	    done; \
 	  fi; \
 	  exit $$rc; \
 	fi

@@ -53,6 +53,23 @@ def register(subparsers: Any) -> None:
         help="JSON {node: kairos_envelope read result}: store each node's resource use with "
         "this round (one round; playbooks/collect.yml writes it)",
     )
+    p.add_argument(
+        "--source", default="builtin",
+        help="where the counters come from: builtin (ask each node, the default) or prometheus "
+        "(--prometheus-url; --hosts then maps each node to its series' label value, "
+        "name=127.0.0.1:7070; docs/prometheus.md)",
+    )
+    p.add_argument("--prometheus-url", help="the Prometheus server (http://host:9090)")
+    p.add_argument("--prometheus-label", default="instance",
+                   help="the label telling the nodes' series apart (default instance)")
+    p.add_argument("--prometheus-selector", default="",
+                   help='extra label matchers for every series, e.g. job="cassandra"')
+    p.add_argument("--prometheus-port", type=inputs.PORT,
+                   help="the exporter's port, added to a --hosts value given without one (a "
+                   "Cassandra node's address: its JMX exporter agent's port)")
+    p.add_argument("--prometheus-instances", default="",
+                   help="name=label-value items that replace those nodes' --hosts value (the "
+                   "inventory's kairos_prometheus_instance)")
     p.add_argument("--export", metavar="TRACE", help="write the derived series (.csv or .json)")
     p.add_argument(
         "--since", help="export from: epoch seconds, ISO 8601, or an age like 90m, 6h, 7d"
@@ -89,8 +106,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(store: Any, args: argparse.Namespace) -> int:
-    from planner.workload import collect as collectors
-
     keyspaces = [k.strip() for k in args.keyspaces.split(",")] if args.keyspaces else None
     resources = _resources(args)
     rc = 0
@@ -101,13 +116,7 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
             # control host) do not stretch the series' step.
             time.sleep(max(0.0, started + args.interval - time.monotonic()))
             started = time.monotonic()
-        result = collectors.collect(
-            args.engine,
-            args.hosts,
-            per_table=args.per_table,
-            keyspaces=keyspaces,
-            timeout=args.timeout,
-        )
+        result = _round(args, keyspaces)
         for node, err in sorted(result.errors.items()):
             print(f"kairos collect: {node}: {err}", file=sys.stderr)
         if resources is not None and resources.missing:
@@ -136,6 +145,30 @@ def _collect(store: Any, args: argparse.Namespace) -> int:
             line += _latest_resources(store, args, rounds)
         print(line, flush=True)
     return rc
+
+
+def _round(args: argparse.Namespace, keyspaces: list[str] | None) -> Any:
+    """One round from the chosen source (``--source``, the inventory's kairos_workload_source)."""
+    from planner.workload import collect as collectors
+
+    if args.source == "prometheus":
+        from planner.workload.prometheus import collect_prometheus
+
+        if not args.prometheus_url:
+            raise ValidationError("--prometheus-url: required with --source prometheus "
+                                  "(the inventory's kairos_prometheus_url)")
+        if args.per_table or keyspaces:
+            raise ValidationError("--per-table/--keyspaces: the built-in source only")
+        return collect_prometheus(args.engine, args.hosts, url=args.prometheus_url,
+                                  label=args.prometheus_label,
+                                  selector=args.prometheus_selector, timeout=args.timeout,
+                                  port=args.prometheus_port,
+                                  instances=args.prometheus_instances)
+    if args.source != "builtin":
+        raise ValidationError(f"--source (the inventory's kairos_workload_source): "
+                              f"{args.source!r} is not a source; known: builtin, prometheus")
+    return collectors.collect(args.engine, args.hosts, per_table=args.per_table,
+                              keyspaces=keyspaces, timeout=args.timeout)
 
 
 def _resources(args: argparse.Namespace) -> Any:

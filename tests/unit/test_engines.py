@@ -87,6 +87,9 @@ def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
         ("planner.model.performance", "_ASSUMED_BASE"),
         ("planner.workload.store", "GAUGES"),
         ("planner.workload.store", "RAW_COUNTERS"),
+        ("planner.workload.prometheus", "METRICS"),
+        ("planner.workload.prometheus", "EXPORTER_HINT"),
+        ("planner.workload.prometheus", "_SAMPLERS"),
     ],
 )
 def test_a_module_s_table_per_engine_has_every_engine_of_the_registry(
