@@ -1056,21 +1056,20 @@ def redis_ratios(values: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
+#: How :func:`redis_signals_text` words each of a round's Redis signals, in order.
+_SIGNAL_WORDS: tuple[tuple[str, str], ...] = (
+    ("hit_ratio", "hit ratio {:.2f}"),
+    ("evictions_per_second", "evictions {:.1f}/s"),
+    ("memory_share", "fullest node at {:.0%} of maxmemory"),
+    ("mem_fragmentation_ratio", "fragmentation {:.2f}"),
+    ("connected_clients", "{:.0f} clients"),
+    ("commands_per_read", "{:.1f} commands per read"),
+)
+
+
 def redis_signals_text(values: Mapping[str, float]) -> str:
     """A round's Redis signals (:meth:`Store.gauge_rounds`) in words; "" when it has none."""
-    parts = []
-    if "hit_ratio" in values:
-        parts.append(f"hit ratio {values['hit_ratio']:.2f}")
-    if "evictions_per_second" in values:
-        parts.append(f"evictions {values['evictions_per_second']:.1f}/s")
-    if "memory_share" in values:
-        parts.append(f"fullest node at {values['memory_share']:.0%} of maxmemory")
-    if "mem_fragmentation_ratio" in values:
-        parts.append(f"fragmentation {values['mem_fragmentation_ratio']:.2f}")
-    if "connected_clients" in values:
-        parts.append(f"{values['connected_clients']:.0f} clients")
-    if "commands_per_read" in values:
-        parts.append(f"{values['commands_per_read']:.1f} commands per read")
+    parts = [words.format(values[key]) for key, words in _SIGNAL_WORDS if key in values]
     if "compact_share" in values:
         parts.append(f"{values['compact_share']:.0%} of {values['sampled_aggregates']:.0f} "
                      "sampled aggregates compact")
