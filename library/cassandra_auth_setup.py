@@ -80,7 +80,12 @@ actions:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, cql_argument_spec
+from ansible.module_utils.kairos_cql import (
+    HAS_DRIVER,
+    build_cluster,
+    cql_argument_spec,
+    wanted_replication,
+)
 
 if HAS_DRIVER:
     from cassandra import AuthenticationFailed, ConsistencyLevel
@@ -122,15 +127,6 @@ def _quote(literal):
 
 def _identifier(name):
     return '"' + name.replace('"', '""') + '"'
-
-
-def wanted_replication(hosts, replication_factor):
-    """DC -> min(replication_factor, nodes in the DC), from the driver's view of the ring."""
-    per_dc = {}
-    for host in hosts:
-        if host.datacenter:
-            per_dc[host.datacenter] = per_dc.get(host.datacenter, 0) + 1
-    return {dc: min(replication_factor, count) for dc, count in sorted(per_dc.items())}
 
 
 def login(module, params):

@@ -121,6 +121,15 @@ def wait_for_pools(cluster, session, addresses, timeout):
         time.sleep(0.05)
 
 
+def wanted_replication(hosts, replication_factor):
+    """DC -> min(replication_factor, nodes in the DC), from the driver's view of the ring."""
+    per_dc = {}
+    for host in hosts:
+        if host.datacenter:
+            per_dc[host.datacenter] = per_dc.get(host.datacenter, 0) + 1
+    return {dc: min(replication_factor, count) for dc, count in sorted(per_dc.items())}
+
+
 def jsonable(value):
     """A value Ansible can return as JSON."""
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -595,6 +595,35 @@ def read_topology(endpoints, password="", username="", timeout=5.0, first=None):
     return build_topology(endpoints, views)
 
 
+def lease_primary(endpoints, key, password="", username="", timeout=5.0):
+    """A :class:`Node` on the primary that serves ``key`` (the one whose slot holds it in a
+    Redis Cluster; the replication set's primary otherwise), or None when none answers."""
+    for endpoint in endpoints.values():
+        node = Node(endpoint, password, username, timeout)
+        try:
+            primary = _primary_of(node, key)
+        except Exception:  # any connection / auth problem: try the next node
+            primary = None
+        if primary != endpoint:
+            node.close()
+        if primary:
+            return node if primary == endpoint else Node(primary, password, username, timeout)
+    return None
+
+
+def _primary_of(node, key):
+    """The endpoint of the primary that serves ``key``, as ``node`` sees it (None: unknown)."""
+    if parse_info(node.info("cluster")).get("cluster_enabled") != "1":
+        role = parse_info(node.info("replication")).get("role")
+        return node.endpoint if role == "master" else None
+    slot = int(node.raw("CLUSTER", "KEYSLOT", key))
+    for other in parse_cluster_nodes(node.raw("CLUSTER", "NODES")):
+        if other["role"] == "primary" and not other["failing"] and any(
+                start <= slot <= end for start, end in other["slots"]):
+            return other["endpoint"]
+    return None
+
+
 def primary_offsets(topology):
     return {
         name: fact["repl_offset"]

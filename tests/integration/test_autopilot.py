@@ -202,21 +202,30 @@ def cassandra_plan_with_a_failed_step(tmp: Path) -> tuple[Path, str]:
 def test_overlapping_runs_one_proceeds_the_other_exits_at_once_and_dry_run_applies_nothing(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
-    args = write_inputs(tmp_path)
+    """Two runs at once from two control directories (autopilot and apply state): nothing
+    on disk is shared, so the lease in each cluster is what lets exactly one proceed."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
     before = pids()
     began = time.monotonic()
     dry = ("-e", "kairos_dry_run=true")
-    first, second = start(*args, *dry), start(*args, *dry)
-    runs = [finish(first, began), finish(second, began)]
-    winners = [r for r in runs if r.rc == 0]
-    losers = [r for r in runs if r.rc != 0]
-    assert len(winners) == 1 and len(losers) == 1, [r.output[-2000:] for r in runs]
-    loser, winner = losers[0], winners[0]
+    procs = []
+    for directory in dirs:
+        directory.mkdir()
+        procs.append(start(*write_inputs(directory), *dry, "-e",
+                           f"kairos_state_dir={directory / 'state'}"))
+    runs = [finish(proc, began) for proc in procs]
+    assert sorted(r.rc == 0 for r in runs) == [False, True], [r.output[-2000:] for r in runs]
+    won = next(i for i, r in enumerate(runs) if r.rc == 0)
+    winner, loser, tmp_path = runs[won], runs[1 - won], dirs[won]
     assert LOCK_MESSAGE in loser.output and "this run exits without touching the cluster" in (
         loser.output
     ), loser.output[-2000:]
-    assert "Collect one round" not in loser.output  # it stopped at the lock
+    # It names the holder: the winner's run, host and ansible-playbook process.
+    assert f"pid {procs[won].pid}," in loser.output and "owner autopilot-" in loser.output, (
+        loser.output[-2000:])
+    assert "Collect one round" not in loser.output  # it stopped at the lease
     assert not (tmp_path / "autopilot.lock").exists(), "the winner did not release the run lock"
+    assert not list((tmp_path / "state").glob("*.lock")), "the winner kept a lease"
     # Dry-run: both engines planned and reported, nothing applied, no node restarted.
     assert pids() == before, "a dry run restarted a node"
     lines = by_engine(log_lines(tmp_path))

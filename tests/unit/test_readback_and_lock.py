@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import kairos_lock
 import pytest
+from ansible.module_utils.kairos_lease import holder_dead
+from ansible.module_utils.kairos_proc import process_start
 from ansible.module_utils.kairos_settings import (
     memtable_configurations,
     mismatches,
@@ -123,8 +124,8 @@ def test_mismatches_name_the_key_and_both_values() -> None:
 
 def test_a_lock_held_by_a_live_process_on_this_host_is_kept() -> None:
     holder = {"owner": "a", "host": socket.gethostname(), "pid": os.getpid(),
-              "pid_start": kairos_lock.process_start(os.getpid())}
-    assert kairos_lock.holder_dead(holder, 1800, time.time()) is None
+              "pid_start": process_start(os.getpid())}
+    assert holder_dead(holder, 1800, time.time()) is None
 
 
 def test_a_lock_whose_process_is_gone_is_dead_at_once() -> None:
@@ -132,19 +133,19 @@ def test_a_lock_whose_process_is_gone_is_dead_at_once() -> None:
     child.wait()
     holder = {"owner": "a", "host": socket.gethostname(), "pid": child.pid,
               "created_at": time.time(), "heartbeat_at": time.time()}
-    assert kairos_lock.holder_dead(holder, 1800, time.time()) == (
+    assert holder_dead(holder, 1800, time.time()) == (
         f"its process {child.pid} on {socket.gethostname()} is gone"
     )
 
 
 def test_a_reused_pid_is_told_apart_by_its_start_time() -> None:
     holder = {"owner": "a", "host": socket.gethostname(), "pid": os.getpid(),
-              "pid_start": kairos_lock.process_start(os.getpid()) - 1}
-    assert "the pid was reused" in str(kairos_lock.holder_dead(holder, 1800, time.time()))
+              "pid_start": process_start(os.getpid()) - 1}
+    assert "the pid was reused" in str(holder_dead(holder, 1800, time.time()))
 
 
 def test_a_lock_from_another_host_is_judged_by_its_heartbeat() -> None:
     now = time.time()
     holder = {"owner": "a", "host": "elsewhere", "pid": 1, "heartbeat_at": now - 100}
-    assert kairos_lock.holder_dead(holder, 1800, now) is None
-    assert kairos_lock.holder_dead(holder, 60, now) == "no heartbeat for 100 s"
+    assert holder_dead(holder, 1800, now) is None
+    assert holder_dead(holder, 60, now) == "no heartbeat for 100 s"
