@@ -319,9 +319,10 @@ def test_a_node_dying_outside_the_batch_never_takes_a_second_node_down(tmp_path:
 def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_verified_node(
     tmp_path: Path,
 ) -> None:
-    """kill -9 of ansible-playbook after cass1 is verified: the next run takes the dead run's
-    lock over at once and restarts only cass2 and cass3; a per_node live value lands on its
-    node only, and every node is read back before the step is recorded applied.
+    """kill -9 of ansible-playbook after cass1 is verified, under load: the next run takes
+    the dead run's lease (in the cluster) over at once and restarts only cass2 and cass3; a
+    per_node live value lands on its node only, and every node is read back before the step
+    is recorded applied; the load sees no failure and loses no acknowledged write.
 
     The first run starts while cass1 and cass2 replay hints to cass3, just back, slowly (a
     throttled delivery): cass1 is not taken down before both have delivered every file,
@@ -347,58 +348,75 @@ def test_an_interrupted_rollout_frees_its_lock_at_once_and_resumes_after_the_ver
     # Per poll while cass1 serves, on each peer: (files pending_hints lists for the victim,
     # dispatch tasks, the victim's files in the hints directory).
     readings: list[dict[str, tuple[int, int, int] | None]] = []
-    try:
-        with log.open("w") as out:
-            proc = subprocess.Popen(
-                [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e",
-                 f"plan={plan}"],
-                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-            deadline = time.monotonic() + 600
-            cass1_down = False
-            while proc.poll() is None and time.monotonic() < deadline:
-                if not cass1_down:
-                    reading = {h: replay_state(s, HOSTS[VICTIM], hints_dirs[h], victim_id)
-                               for h, s in sessions.items()}
-                    cass1_down = not cql_open(HOSTS["cass1"])
+    # Under load from before the first run until the resumed run ends: the kill and the
+    # take-over must cost no operation and lose no acknowledged write.
+    with BackgroundLoad(
+        engine="cassandra", contact_points=list(HOSTS.values()), cl="QUORUM",
+        keyspace="kairos_rollout", keys=2000, rate=300, concurrency=16,
+        max_seconds=1500, seed=29,
+    ) as background:
+        time.sleep(3)
+        try:
+            with log.open("w") as out:
+                proc = subprocess.Popen(
+                    [str(BIN / "ansible-playbook"), "playbooks/apply_plan.yml", "-e",
+                     f"plan={plan}"],
+                    cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                deadline = time.monotonic() + 600
+                cass1_down = False
+                while proc.poll() is None and time.monotonic() < deadline:
                     if not cass1_down:
-                        readings.append(reading)
-                verified = json.loads(state_file.read_text())["steps"]["s1"].get(
-                    "verified", {}) if state_file.exists() else {}
-                if "cass1" in verified:
-                    kill_run(proc.pid)  # the run dies: no rescue, no release
-                    break
-                time.sleep(0.5)
-            proc.wait()
-    finally:
-        for c in replayers.values():
-            c.shutdown()
-        for peer in ("cass1", "cass2"):  # a node the run did not restart keeps the throttle
-            if cql_open(HOSTS[peer]):
-                nodetool(peer, "sethintedhandoffthrottlekb", "1024")
-    assert "cass1" in verified, log.read_text()[-3000:]
-    replaying = [r for r in readings if any(v and any(v) for v in r.values())]
-    in_dispatch_only = [r for r in replaying if any(v and v[0] == 0 and v[1] for v in r.values())]
-    on_disk_only = [r for r in replaying if any(v and v[:2] == (0, 0) and v[2] for v in r.values())]
-    print(f"\nreplay to {VICTIM} (files listed, dispatch tasks, files on disk): "
-          f"{len(replaying)} of {len(readings)} polls while cass1 served saw it, "
-          f"{len(in_dispatch_only)} only as a dispatch, {len(on_disk_only)} only on disk; "
-          f"first {readings[:1]}, last {readings[-1:]}")
-    assert replaying, "the peers had delivered their hints before the run began"
-    # The last answers before cass1's drain, cass1's and cass2's: nothing held, on disk (the
-    # file still written included) or in dispatch.
-    last = {h: next((r[h] for r in reversed(readings) if r[h] is not None), None)
-            for h in sessions}
-    assert last == {"cass1": (0, 0, 0), "cass2": (0, 0, 0)}, readings[-5:]
-    assert LOCK.exists(), "the killed run had the lock"
-    pids_before = {h: node_pid(h) for h in HOSTS}
+                        reading = {h: replay_state(s, HOSTS[VICTIM], hints_dirs[h], victim_id)
+                                   for h, s in sessions.items()}
+                        cass1_down = not cql_open(HOSTS["cass1"])
+                        if not cass1_down:
+                            readings.append(reading)
+                    verified = json.loads(state_file.read_text())["steps"]["s1"].get(
+                        "verified", {}) if state_file.exists() else {}
+                    if "cass1" in verified:
+                        kill_run(proc.pid)  # the run dies: no rescue, no release
+                        break
+                    time.sleep(0.5)
+                proc.wait()
+        finally:
+            for c in replayers.values():
+                c.shutdown()
+            for peer in ("cass1", "cass2"):  # a node the run did not restart keeps the throttle
+                if cql_open(HOSTS[peer]):
+                    nodetool(peer, "sethintedhandoffthrottlekb", "1024")
+        assert "cass1" in verified, log.read_text()[-3000:]
+        replaying = [r for r in readings if any(v and any(v) for v in r.values())]
+        in_dispatch_only = [r for r in replaying
+                            if any(v and v[0] == 0 and v[1] for v in r.values())]
+        on_disk_only = [r for r in replaying
+                        if any(v and v[:2] == (0, 0) and v[2] for v in r.values())]
+        print(f"\nreplay to {VICTIM} (files listed, dispatch tasks, files on disk): "
+              f"{len(replaying)} of {len(readings)} polls while cass1 served saw it, "
+              f"{len(in_dispatch_only)} only as a dispatch, {len(on_disk_only)} only on disk; "
+              f"first {readings[:1]}, last {readings[-1:]}")
+        assert replaying, "the peers had delivered their hints before the run began"
+        # The last answers before cass1's drain, cass1's and cass2's: nothing held, on disk (the
+        # file still written included) or in dispatch.
+        last = {h: next((r[h] for r in reversed(readings) if r[h] is not None), None)
+                for h in sessions}
+        assert last == {"cass1": (0, 0, 0), "cass2": (0, 0, 0)}, readings[-5:]
+        assert LOCK.exists(), "the killed run had the lock"
+        pids_before = {h: node_pid(h) for h in HOSTS}
 
-    run = run_playbook("playbooks/apply_plan.yml", "-e", f"plan={plan}", timeout=900)
+        run = run_playbook("playbooks/apply_plan.yml", "-e", f"plan={plan}", timeout=900)
+        time.sleep(3)
+    result = background.result()
+    print(f"\nunder load: {result.ops} ops, failures {dict(result.failures)}, acknowledged "
+          f"writes {result.acknowledged_writes}, lost {result.lost_acknowledged_writes}")
     assert run.rc == 0, run.output[-4000:]
     assert "taking over the lock of" in run.output and "is gone" in run.output
     assert "resuming step s1: cass1 already verified" in run.output, run.output[-4000:]
     assert_no_traceback(log.read_text(), "the interrupted run's output")
     assert_no_traceback(run.output, "the resumed run's output")
+    assert result.ops and not result.failed, dict(result.failures)
+    assert result.lost_acknowledged_writes == 0 and result.verified
     assert node_pid("cass1") == pids_before["cass1"], "a verified node was restarted again"
     assert all(node_pid(h) != pids_before[h] for h in ("cass2", "cass3"))
     assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)
