@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+from lab_load import add_load_arguments, lab_login  # noqa: E402
 
 from planner.calibrate.bench import (  # noqa: E402
     ExecutorBench,
@@ -65,17 +65,11 @@ def parse_args() -> argparse.Namespace:
                    help="the compaction strategy to change to (default leveled)")
     p.add_argument("--back", action="store_true",
                    help="then change back to the strategy that ran before, measured too")
-    p.add_argument("--mix", default="update=0.5,scan=0.5",
-                   help="the load's operation mix during the change (default update=0.5,scan=0.5)")
-    p.add_argument("--cl", default="QUORUM")
+    add_load_arguments(p, mix="update=0.5,scan=0.5", keys=250_000, concurrency=64, warmup=60.0)
     p.add_argument("--keyspace", default="kairos_effect")
     p.add_argument("--table", default="usertable")
-    p.add_argument("--keys", type=int, default=250_000)
     p.add_argument("--value-size", type=int, default=4000)
     p.add_argument("--distribution", default="uniform")
-    p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--warmup", type=float, default=60.0)
     p.add_argument("--baseline", type=float, default=60.0)
     p.add_argument("--steady", type=float, default=60.0,
                    help="seconds observed after the rewrite (the new strategy's own rate)")
@@ -85,12 +79,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--playbook", default="playbooks/change_settings.yml")
     p.add_argument("--out", type=Path, help="merge the figures into this file, as kairos plan "
                                             "--change-costs reads it")
-    args = p.parse_args()
-    try:
-        args.mix_map = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
-    except ValueError:
-        p.error(f"--mix: expected CLASS=SHARE,..., got {args.mix!r}")
-    return args
+    return p.parse_args()
 
 
 def measure(args: argparse.Namespace, bench: ExecutorBench, clock: Callable[[], float],
@@ -111,7 +100,7 @@ def measure(args: argparse.Namespace, bench: ExecutorBench, clock: Callable[[], 
     environment = {
         **dict(kairos_cgroup.held([f"lab-{h}" for h in ("cass1", "cass2", "cass3")])),
         "load": {"cl": args.cl, "concurrency": args.concurrency, "processes": args.processes,
-                 "mix": args.mix_map, "keys": args.keys, "value_size": args.value_size,
+                 "mix": args.mix, "keys": args.keys, "value_size": args.value_size,
                  "distribution": args.distribution, "table": f"{args.keyspace}.{args.table}",
                  "closed_loop": True},
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -124,10 +113,7 @@ def measure(args: argparse.Namespace, bench: ExecutorBench, clock: Callable[[], 
 
 def main() -> int:
     args = parse_args()
-    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-    if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
-        os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
-        os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
+    lab_login()
     # This script is the control host, its load the application's machines.
     envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))
     running, _version = read_running_config(["compaction"], hosts=HOSTS, port=9042,
@@ -138,7 +124,7 @@ def main() -> int:
     config = LoadConfig(engine="cassandra", contact_points=HOSTS, cl=args.cl,
                         keyspace=args.keyspace, table=args.table, keys=args.keys,
                         max_keys=max(args.keys, 1_000_000), value_size=args.value_size,
-                        distribution=args.distribution, mix=args.mix_map,
+                        distribution=args.distribution, mix=args.mix,
                         concurrency=args.concurrency, processes=args.processes,
                         seconds=3 * 3600, verify=False, seed=13)
     bench = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,

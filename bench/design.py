@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import tempfile
 import time
 import zlib
@@ -53,14 +52,11 @@ from typing import Any
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner import calibrate as cal  # noqa: E402
-from planner.calibrate import design as calibrate_design  # noqa: E402
-from planner.errors import ValidationError  # noqa: E402
-from planner.model import performance as perfmodel  # noqa: E402
-from planner.model.spaces import get_space  # noqa: E402
+from planner import calibrate as cal
+from planner.calibrate import design as calibrate_design
+from planner.errors import ValidationError
+from planner.model import performance as perfmodel
+from planner.model.spaces import get_space
 
 RUNNING = {"compaction": "SizeTieredCompactionStrategy", "concurrent_reads": 32,
            "concurrent_writes": 32, "memtable_cleanup_threshold": 0.33,

@@ -17,7 +17,6 @@ left, with the nodes below their quota, means the client binds (docs/envelopes.m
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+from lab_load import add_load_arguments, lab_login  # noqa: E402
 
 from planner.loadgen import BackgroundLoad, envelope  # noqa: E402
 
@@ -35,30 +35,22 @@ ENVELOPES = ("lab-cass1", "lab-cass2", "lab-cass3", "lab-load", "lab-control")
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--concurrency", type=int, default=128)
-    p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--mix", default="read=0.9,update=0.1")
-    p.add_argument("--cl", default="QUORUM")
-    p.add_argument("--keys", type=int, default=5000)
+    add_load_arguments(p, mix="read=0.9,update=0.1", keys=5000, concurrency=128, warmup=15.0)
     p.add_argument("--keyspace", default="kairos_probe")
     p.add_argument("--distribution", default="zipfian")
     p.add_argument("--value-size", type=int, default=100)
-    p.add_argument("--warmup", type=float, default=15.0)
     p.add_argument("--seconds", type=float, default=20.0)
     args = p.parse_args()
     kind, folders = kairos_cgroup.layout()
     if kind is None:
         print(f"envelope_probe: no envelopes here: {folders}", file=sys.stderr)
         return 2
-    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-    os.environ.setdefault("KAIROS_CASSANDRA_USERNAME", "kairos")
-    os.environ.setdefault("KAIROS_CASSANDRA_PASSWORD", secret.read_text().strip())
+    lab_login()
     envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))
-    mix = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
     served: list[tuple[float, int]] = []
     load = BackgroundLoad(
         engine="cassandra", contact_points=["127.0.0.1", "127.0.0.2", "127.0.0.3"],
-        cl=args.cl, keyspace=args.keyspace, keys=args.keys, mix=mix,
+        cl=args.cl, keyspace=args.keyspace, keys=args.keys, mix=args.mix,
         distribution=args.distribution, value_size=args.value_size,
         concurrency=args.concurrency, processes=args.processes,
         max_seconds=args.warmup + args.seconds + 60, seed=1,

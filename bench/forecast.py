@@ -56,14 +56,10 @@ from typing import Any
 
 import numpy as np
 
-# keep bench/ off sys.path so `planner` is the package (see bench/planner.py)
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.forecast.ensemble import smape  # noqa: E402
-from planner.forecast.forecaster import forecast  # noqa: E402
-from planner.workload import traces  # noqa: E402
-from planner.workload.series import WorkloadSeries  # noqa: E402
+from planner.forecast.ensemble import smape
+from planner.forecast.forecaster import forecast
+from planner.workload import traces
+from planner.workload.series import WorkloadSeries
 
 STEPS = 288 * 35
 HISTORY = 288 * 28

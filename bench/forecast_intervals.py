@@ -37,14 +37,11 @@ from typing import Any
 
 import numpy as np
 
-# keep bench/ off sys.path so `planner` is the package (see bench/planner.py)
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from planner.forecast import intervals as fint
+from planner.forecast.forecaster import forecast
 
-from planner.forecast import intervals as fint  # noqa: E402
-from planner.forecast.forecaster import forecast  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_forecast", _HERE / "forecast.py")
+_spec = importlib.util.spec_from_file_location(
+    "bench_forecast", Path(__file__).resolve().parent / "forecast.py")
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

@@ -23,16 +23,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import numpy as np
 
-# keep bench/ off sys.path so `planner` is the package (see bench/planner.py)
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.forecast.ensemble import smape  # noqa: E402
-from planner.workload.traces import mgrast_draws  # noqa: E402
+from planner.forecast.ensemble import smape
+from planner.workload.traces import mgrast_draws
 
 STEPS, HORIZON = 288 * 35, 12  # bench/forecast.py's trace length and horizon
 BASE_LOAD, LEVEL_SIGMA, NOISE = 40_000.0, 0.25, 0.03  # mgrast_like's generating values

@@ -22,25 +22,21 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.calibrate import fit_observations  # noqa: E402
-from planner.calibrate.fit import _p99_means, _row_keys  # noqa: E402
-from planner.model.performance import (  # noqa: E402
+from planner.calibrate import fit_observations
+from planner.calibrate.fit import _p99_means, _row_keys
+from planner.model.performance import (
     LATENCY_COLUMN,
     MEASURED_COLUMNS,
     POOLED,
     TARGET,
     fit_design,
 )
-from planner.workload.series import classes_for  # noqa: E402
+from planner.workload.series import classes_for
 
 CALIBRATION = Path("inventories/local/calibration")
 

@@ -25,18 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.autopilot.learning import learn  # noqa: E402
-from planner.model.performance import PerformanceModel, fit_model, load_model  # noqa: E402
+from planner.autopilot.learning import learn
+from planner.model.performance import PerformanceModel, fit_model, load_model
 
 CALIBRATION = Path("inventories/local/calibration")
 MIX = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}

@@ -22,19 +22,14 @@ here is measured on the lab. Three tables, run from the repository root:
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.errors import ValidationError  # noqa: E402
-from planner.model.memory_split import (  # noqa: E402
+from planner.errors import ValidationError
+from planner.model.memory_split import (
     MIB,
     CacheEffect,
     CassandraMemoryModels,
@@ -117,6 +112,20 @@ def _splits(b: MemoryBudget) -> int:
     return sum(int((1 - b.heap_headroom) * h) * (b.units - h + 1) for h in range(lo, b.units + 1))
 
 
+#: The two ways of refining a curve that tables 2 and 3 compare (``refine(strategy=...)``).
+STRATEGIES = ("error", "uniform")
+
+
+def mean_by_strategy(seeds: int, rng_base: int,
+                     score: Callable[[int, str, np.random.Generator], float]
+                     ) -> dict[str, float]:
+    """Each strategy's mean over the seeds of ``score(seed, strategy, rng)``; both
+    strategies see the same noise (a generator seeded ``rng_base + seed`` each)."""
+    return {strategy: float(np.mean([score(seed, strategy, np.random.default_rng(rng_base + seed))
+                                     for seed in range(seeds)]))
+            for strategy in STRATEGIES}
+
+
 def refinement_table(seeds: int, noise: float) -> None:
     top = 1024 * MIB
     grid = np.arange(1, 97) * top / 96
@@ -125,15 +134,14 @@ def refinement_table(seeds: int, noise: float) -> None:
           f"noise {noise}")
     print(f"{'n':>3} {'error-driven':>13} {'uniform':>9} {'ratio':>6}")
     for n in COUNTS:
-        errors: dict[str, list[float]] = {"error": [], "uniform": []}
-        for seed in range(seeds):
+
+        def error(seed: int, strategy: str, rng: np.random.Generator, n: int = n) -> float:
             truth = synthetic_hit_curve(seed=seed, max_bytes=top)
-            for strategy, found in errors.items():
-                rng = np.random.default_rng(10_000 + seed)
-                done = refine(noisy(truth, rng, noise), grid_bytes=grid, budget=n,
-                              strategy=strategy)
-                found.append(held_out_error(done.curve, truth, held_out))
-        e, u = np.mean(errors["error"]), np.mean(errors["uniform"])
+            done = refine(noisy(truth, rng, noise), grid_bytes=grid, budget=n, strategy=strategy)
+            return held_out_error(done.curve, truth, held_out)
+
+        mean = mean_by_strategy(seeds, 10_000, error)
+        e, u = mean["error"], mean["uniform"]
         print(f"{n:>3} {e:13.4f} {u:9.4f} {e / u:6.2f}")
 
 
@@ -143,22 +151,22 @@ def regret_table(seeds: int, noise: float) -> None:
           f"{seeds} seeds, noise {noise}")
     print(f"{'n':>3} {'error-driven %':>15} {'uniform %':>10}")
     for n in COUNTS:
-        regret: dict[str, list[float]] = {"error": [], "uniform": []}
-        for seed in range(seeds):
+
+        def regret(seed: int, strategy: str, rng: np.random.Generator, n: int = n) -> float:
             truths = hidden(seed)
             true_models = models({k: exact_curve(t, MAX_MIB[k]) for k, t in truths.items()})
             best = optimise_split(budget=b, models=true_models, mix=MIX).seconds_per_op
-            for strategy, found in regret.items():
-                rng = np.random.default_rng(20_000 + seed)
-                fitted = {k: refine(noisy(t, rng, noise),
-                                    grid_bytes=np.arange(1, MAX_MIB[k] // 16 + 1) * 16 * MIB,
-                                    budget=n, strategy=strategy).curve
-                          for k, t in truths.items()}
-                chosen = optimise_split(budget=b, models=models(fitted), mix=MIX)
-                scored = evaluate_split(budget=b, models=true_models, mix=MIX,
-                                        sizes_bytes=chosen.sizes_bytes)
-                found.append(100 * (scored.seconds_per_op / best - 1))
-        print(f"{n:>3} {np.mean(regret['error']):15.2f} {np.mean(regret['uniform']):10.2f}")
+            fitted = {k: refine(noisy(t, rng, noise),
+                                grid_bytes=np.arange(1, MAX_MIB[k] // 16 + 1) * 16 * MIB,
+                                budget=n, strategy=strategy).curve
+                      for k, t in truths.items()}
+            chosen = optimise_split(budget=b, models=models(fitted), mix=MIX)
+            scored = evaluate_split(budget=b, models=true_models, mix=MIX,
+                                    sizes_bytes=chosen.sizes_bytes)
+            return 100 * (scored.seconds_per_op / best - 1)
+
+        mean = mean_by_strategy(seeds, 20_000, regret)
+        print(f"{n:>3} {mean['error']:15.2f} {mean['uniform']:10.2f}")
 
 
 def main() -> None:

@@ -25,14 +25,17 @@ The policies' decisions are computed before the first run from the performance m
 schedule (a perfect forecast, served work, the restart cost).
 
 Writes ``--out``/results.json (after every run), series.csv, payoff.html (charts and the
-table) and executor.log; prints progress to stderr and the table to stdout. Exit code 0 when
-every run completed, 1 when a run failed (the executor, the load or the read-back; the run is
-recorded as failed), 2 for bad options. The CQL login comes from KAIROS_CASSANDRA_USERNAME /
-KAIROS_CASSANDRA_PASSWORD in the environment, never argv. Run from the repository root::
+table) and executor.log; prints progress to stderr and the table to stdout. ``--render DIR``
+writes DIR/payoff.html again from DIR/results.json (the records in docs/payoff-records/ keep
+only results.json and series.csv). Exit code 0 when every run completed, 1 when a run failed
+(the executor, the load or the read-back; the run is recorded as failed), 2 for bad options.
+The CQL login comes from KAIROS_CASSANDRA_USERNAME / KAIROS_CASSANDRA_PASSWORD in the
+environment, never argv. Run from the repository root::
 
     nice -n 19 .venv/bin/python bench/payoff.py --plan-only        # the decisions, no lab
     nice -n 19 .venv/bin/python bench/payoff.py --out .kairos/payoff  # ~1.5 h: 8 runs of 8 min
     nice -n 19 .venv/bin/python bench/payoff.py --short --out /tmp/payoff  # CI plumbing, ~4 min
+    .venv/bin/python bench/payoff.py --render docs/payoff-records/warehouse  # a record's page
 """
 
 from __future__ import annotations
@@ -50,14 +53,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.errors import KairosError, ValidationError, sigterm_as_interrupt  # noqa: E402
-from planner.lab import payoff as po  # noqa: E402
-from planner.model.spaces import get_space  # noqa: E402
-from planner.planning.pipeline import DEFAULT_CHANGE_SECONDS  # noqa: E402
-from planner.workload.series import classes_for  # noqa: E402
+from planner.errors import KairosError, ValidationError, sigterm_as_interrupt
+from planner.lab import payoff as po
+from planner.model.spaces import get_space
+from planner.planning.pipeline import DEFAULT_CHANGE_SECONDS
+from planner.workload.series import classes_for
 
 DEFAULT_MODEL = "inventories/local/calibration/cassandra-model.json"
 #: What ``--short`` sets (the CI plumbing run), unless the option is given.
@@ -141,6 +141,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--keep-going", action="store_true",
                      help="after a failed run, go on with the next (default: stop)")
     exp.add_argument("--out", default=".kairos/payoff", help="output directory")
+    exp.add_argument("--render", metavar="DIR",
+                     help="write DIR/payoff.html from DIR/results.json (a record of an earlier "
+                     "experiment) and exit; touch no node")
     mod = p.add_argument_group("the model and the planner")
     mod.add_argument("--model", default=DEFAULT_MODEL, help=f"performance model ({DEFAULT_MODEL})")
     mod.add_argument("--params", help="the parameters the policies may change, comma-separated "
@@ -559,8 +562,22 @@ def write_outputs(out: Path, results: dict[str, Any]) -> None:
     (out / "payoff.html").write_text(po.render_html(results))
 
 
+def render(record: Path) -> int:
+    """``--render``: the page of an earlier experiment, from its results.json."""
+    try:
+        results = json.loads((record / "results.json").read_text())
+    except (OSError, ValueError) as exc:
+        print(f"payoff: --render: cannot read {record / 'results.json'}: {exc}", file=sys.stderr)
+        return 2
+    (record / "payoff.html").write_text(po.render_html(results))
+    say(f"wrote {record / 'payoff.html'}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        return render(Path(args.render))
     try:
         setup = prepare(args)
     except (ValidationError, KairosError) as exc:

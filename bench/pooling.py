@@ -24,18 +24,13 @@ import argparse
 import itertools
 import json
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.calibrate import MIX_ONLY, fit_observations  # noqa: E402
-from planner.model.performance import fit_design  # noqa: E402
+from planner.calibrate import MIX_ONLY, fit_observations
+from planner.model.performance import fit_design
 
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
 RH = {"read": 0.9, "update": 0.1, "insert": 0.0, "scan": 0.0}

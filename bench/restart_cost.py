@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -41,6 +40,7 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 from kairos_net import accepts_connections  # noqa: E402
+from lab_load import add_load_arguments, lab_login  # noqa: E402
 
 from planner.loadgen import BackgroundLoad, envelope  # noqa: E402
 from planner.model.restart_impact import restart_impact  # noqa: E402
@@ -74,24 +74,15 @@ def lab_environment() -> dict[str, Any]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cl", default="QUORUM")
     # 2 x 128 in flight saturates the enveloped nodes (bench/envelope_probe.py): a loop that
     # does not would measure its own latency, not the capacity left while a node is down.
-    p.add_argument("--concurrency", type=int, default=128)
-    p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--mix", default="read=0.5,update=0.5")
-    p.add_argument("--keys", type=int, default=20_000)
-    p.add_argument("--warmup", type=float, default=30.0)
+    add_load_arguments(p, mix="read=0.5,update=0.5", keys=20_000, concurrency=128, warmup=30.0)
     p.add_argument("--baseline", type=float, default=60.0)
     p.add_argument("--after", type=float, default=90.0)
     p.add_argument("--out", type=Path, help="write the figures, as kairos plan --restart-costs "
                                             "reads them, to this file")
     args = p.parse_args()
-    mix = {k: float(v) for k, v in (kv.split("=") for kv in args.mix.split(","))}
-    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-    if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
-        os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
-        os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
+    lab_login()
     # This script is the control host, its load the application's machines.
     envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))
     points: list[tuple[float, float]] = []
@@ -101,7 +92,7 @@ def main() -> int:
 
     load = BackgroundLoad(
         engine="cassandra", contact_points=list(NODES.values()), cl=args.cl,
-        keyspace="kairos_restart_cost", keys=args.keys, mix=mix, concurrency=args.concurrency,
+        keyspace="kairos_restart_cost", keys=args.keys, mix=args.mix, concurrency=args.concurrency,
         processes=args.processes,
         max_seconds=1800, seed=11, on_progress=progress, preload=True,
     )
@@ -137,7 +128,7 @@ def main() -> int:
     environment = {
         **lab_environment(),
         "load": {"cl": args.cl, "concurrency": args.concurrency, "processes": args.processes,
-                 "mix": mix, "keys": args.keys, "closed_loop": True},
+                 "mix": args.mix, "keys": args.keys, "closed_loop": True},
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": "bench/restart_cost.py " + " ".join(sys.argv[1:]),
         "rollout_seconds": round(rollout_seconds, 1),

@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.model.performance import load_default_model  # noqa: E402
-from planner.planning import risk as rk  # noqa: E402
-from planner.planning.costbenefit import evaluate  # noqa: E402
-from planner.planning.pipeline import (  # noqa: E402
+from planner.model.performance import load_default_model
+from planner.planning import risk as rk
+from planner.planning.costbenefit import evaluate
+from planner.planning.pipeline import (
     OptimiserOptions,
     PlanRequest,
     _candidates,
@@ -38,9 +33,9 @@ from planner.planning.pipeline import (  # noqa: E402
     _switch_costs,
     make_plan,
 )
-from planner.topology.batching import safe_batches  # noqa: E402
-from planner.topology.ring import Ring  # noqa: E402
-from planner.workload import traces  # noqa: E402
+from planner.topology.batching import safe_batches
+from planner.topology.ring import Ring
+from planner.workload import traces
 
 CASES = (
     # shape, generator kwargs, cut (history length), horizon, forecaster

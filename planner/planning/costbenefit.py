@@ -313,19 +313,27 @@ def served_matrix(
     return out + latency_credit(cap, ld, lat, reference=reference, weight=latency_weight)
 
 
-def transition_costs(
-    capacity: np.ndarray,
-    *,
-    restart: np.ndarray,
-    model: ReconfigModel,
-    step_seconds: float,
-    load: np.ndarray | None = None,
-    served: Served = "capacity",
-    change_seconds: np.ndarray | None = None,
-    headroom_weight: float = 0.0,
-    change_span: np.ndarray | None = None,
-) -> np.ndarray:
-    """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``.
+def transition_costs(capacity: np.ndarray, **options: Any) -> np.ndarray:
+    """Operations lost by each switch ``a -> b`` started at the beginning of interval ``t``:
+    :class:`SwitchCostTensor` (whose keyword options these are) materialised, ``(T, K, K)``
+    costs in operations, 0 on the diagonal (``T K^2`` numbers: for a large problem keep the
+    tensor instead)."""
+    return SwitchCostTensor(capacity, **options).dense()
+
+
+#: Rows of a ``(K, K)`` cost matrix computed at once: blocks of this many rows stay in
+#: the processor's cache (64 x 512 float64 = 256 KiB); a numpy call per block and step.
+ROW_BLOCK = 64
+
+
+class SwitchCostTensor:
+    """``costs[t, a, b]`` of :func:`transition_costs`, computed when read, never stored.
+
+    The dense tensor is ``T K^2`` numbers (720 intervals x 512 candidates: 1.5 GB), but
+    it is a function of ``capacity`` ``(T, K)``, ``load`` ``(T,)`` and ``(K, K)``
+    matrices, which is all this keeps (memory linear in T and in K^2, not in T K^2).
+    Reading one switch costs a few operations per restart batch; a ``(K, K)`` slice
+    ``costs[t]`` is what the DP reads, one interval at a time.
 
     Parameters
     ----------
@@ -347,33 +355,6 @@ def transition_costs(
     change_span
         ``(K, K)`` seconds that loss is spread over (the rewrite's length); None: the
         change costs its whole capacity for ``change_seconds``.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(T, K, K)`` costs in operations, 0 on the diagonal: :class:`SwitchCostTensor`
-        materialised (``T K^2`` numbers: for a large problem keep the tensor instead).
-    """
-    return SwitchCostTensor(
-        capacity, restart=restart, model=model, step_seconds=step_seconds, load=load,
-        served=served, change_seconds=change_seconds, headroom_weight=headroom_weight,
-        change_span=change_span,
-    ).dense()
-
-
-#: Rows of a ``(K, K)`` cost matrix computed at once: blocks of this many rows stay in
-#: the processor's cache (64 x 512 float64 = 256 KiB); a numpy call per block and step.
-ROW_BLOCK = 64
-
-
-class SwitchCostTensor:
-    """``costs[t, a, b]`` of :func:`transition_costs`, computed when read, never stored.
-
-    The dense tensor is ``T K^2`` numbers (720 intervals x 512 candidates: 1.5 GB), but
-    it is a function of ``capacity`` ``(T, K)``, ``load`` ``(T,)`` and ``(K, K)``
-    matrices, which is all this keeps (memory linear in T and in K^2, not in T K^2).
-    Reading one switch costs a few operations per restart batch; a ``(K, K)`` slice
-    ``costs[t]`` is what the DP reads, one interval at a time.
 
     ``capacity`` may have a leading sample axis ``(S, T, K)`` (``load`` ``(S, T)``): with
     ``mean=True`` the tensor is the mean over the samples ``(T, K, K)`` (the expected

@@ -612,6 +612,18 @@ def test_the_driver_runs_in_mirrored_order_and_applies_each_policys_changes(
     assert "<polyline" in (out / "payoff.html").read_text()
 
 
+def test_render_writes_a_records_page_again_from_its_results(
+    bench: tuple[Any, Lab, Path], tmp_path: Path
+) -> None:
+    module = bench[0]
+    record = REPO / "docs" / "payoff-records" / "warehouse"
+    (tmp_path / "results.json").write_text((record / "results.json").read_text())
+    assert module.main(["--render", str(tmp_path)]) == 0
+    page = (tmp_path / "payoff.html").read_text()
+    assert page.count('<section id="warehouse">') == 1 and "<polyline" in page
+    assert module.main(["--render", str(tmp_path / "missing")]) == 2
+
+
 def test_preconditioning_gives_every_run_the_same_history_in_the_default_configuration(
     bench: tuple[Any, Lab, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

@@ -2,7 +2,7 @@
 
 Prints one JSON line per case (run from the repository root)::
 
-    .venv/bin/python bench/planner.py
+    .venv/bin/python bench/planner_bench.py
 
 * ``{"case": "mgrast"|"bus"|"hpc", "decision_points": N, "seconds": s, "gap_to_dp": g, ...}``
   for SOPHIA's three look-aheads (30, 48 and 180 decision points). The problem is built
@@ -46,22 +46,16 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
-from pathlib import Path
 
-# This script is called planner.py: keep its folder off sys.path so `planner` is the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-
-from planner.lab import simulator as sm  # noqa: E402
-from planner.model.performance import load_default_model  # noqa: E402
-from planner.model.spaces import get_space  # noqa: E402
-from planner.planning import costbenefit as cb  # noqa: E402
-from planner.planning import optimiser as op  # noqa: E402
-from planner.topology.batching import safe_batches  # noqa: E402
-from planner.topology.ring import Ring  # noqa: E402
-from planner.workload import traces  # noqa: E402
+from planner.lab import simulator as sm
+from planner.model.performance import load_default_model
+from planner.model.spaces import get_space
+from planner.planning import costbenefit as cb
+from planner.planning import optimiser as op
+from planner.topology.batching import safe_batches
+from planner.topology.ring import Ring
+from planner.workload import traces
 
 CASES = (
     # name, generator kwargs, window start, decision points
