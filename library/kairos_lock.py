@@ -362,15 +362,19 @@ def main():
             module.exit_json(changed=lease_release(module, spec, path, owner), holder={},
                              where=spec["engine"])
         changed, holder = file_release(module, path, owner)
-        msg = "held by another run; left alone" if holder else ""
-        module.exit_json(changed=changed, holder=holder, where="file", msg=msg)
+        if holder:
+            module.exit_json(changed=False, holder=holder, where="file",
+                             msg="held by another run; left alone")
+        module.exit_json(changed=changed, holder={}, where="file")
 
     now = time.time()
     holder = lease_acquire(module, spec, path, owner, now) if spec else None
-    if holder is not None:
-        module.exit_json(changed=holder.get("heartbeat_at") == holder.get("created_at"),
-                         holder=holder, where=spec["engine"])
-    module.exit_json(changed=True, holder=file_acquire(module, path, owner, now), where="file")
+    where = spec["engine"] if holder is not None else "file"
+    if holder is None:
+        holder = file_acquire(module, path, owner, now)
+    # Taken now (changed), or renewed (a heartbeat changes nothing).
+    module.exit_json(changed=holder.get("heartbeat_at") == holder.get("created_at"),
+                     holder=holder, where=where)
 
 
 LEASE_OPTIONS = dict(

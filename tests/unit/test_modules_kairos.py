@@ -15,8 +15,10 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from ansible.module_utils import basic
 
 from tests.unit.test_modules_harness import ModuleFailed, run_module
 
@@ -35,8 +37,9 @@ def test_lock_taken_then_refreshed_then_released(tmp_path: Path) -> None:
     assert again["changed"] is False
     assert again["holder"]["heartbeat_at"] >= taken["holder"]["heartbeat_at"]
     released = lock(path, "run-1", state="absent")
-    assert released == {"changed": True, "holder": {}} and not path.exists()
-    assert lock(path, "run-1", state="absent") == {"changed": False, "holder": {}}
+    assert released == {"changed": True, "holder": {}, "where": "file"} and not path.exists()
+    assert lock(path, "run-1", state="absent") == {"changed": False, "holder": {},
+                                                   "where": "file"}
 
 
 def test_a_lock_held_by_a_live_run_is_refused_naming_its_owner(tmp_path: Path) -> None:
@@ -45,7 +48,8 @@ def test_a_lock_held_by_a_live_run_is_refused_naming_its_owner(tmp_path: Path) -
     path.write_text(json.dumps({"owner": "run-0", "host": "elsewhere", "pid": 1,
                                 "created": "2026-11-21T12:00:00+0000",
                                 "heartbeat_at": time.time()}))
-    held = r"another Kairos run holds \S+ \(owner run-0, since 2026-11-21T12:00:00"
+    held = (r"another Kairos run holds \S+ \(owner run-0 on elsewhere, pid 1, "
+            r"since 2026-11-21T12:00:00")
     with pytest.raises(ModuleFailed, match=held) as failed:
         lock(path, "run-1")
     assert failed.value.result["locked"] is True
@@ -60,6 +64,22 @@ def test_a_dead_holders_lock_is_taken_over(tmp_path: Path) -> None:
     taken = lock(path, "run-1", stale_after=60)
     assert taken["changed"] is True and taken["holder"]["owner"] == "run-1"
     assert taken["holder"]["host"] == socket.gethostname()
+
+
+def test_a_lease_whose_cluster_does_not_answer_falls_back_to_the_file(tmp_path: Path) -> None:
+    """A first install: no node answers yet, so the file is the lock, with a warning; the
+    release then frees the file."""
+    path = tmp_path / "lab-cassandra.lock"
+    lease = {"engine": "cassandra", "name": "lab-cassandra", "hosts": ["127.0.0.254"],
+             "port": 1, "timeout": 2}
+    with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+        taken = lock(path, "run-1", lease=lease)
+    assert taken["where"] == "file" and taken["holder"]["owner"] == "run-1"
+    (said,), _ = warn.call_args
+    assert "the lease lab-cassandra cannot be read" in said and str(path) in said
+    assert json.loads(path.read_text())["owner"] == "run-1"
+    released = lock(path, "run-1", lease=lease, state="absent")
+    assert released["changed"] is True and not path.exists()
 
 
 def test_lock_refuses_an_unknown_state(tmp_path: Path) -> None:
