@@ -405,6 +405,35 @@ def load_autopilot_state(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def adopted_plan(state_dir: str | Path, cluster: str, engine: str) -> Path | None:
+    """The plan in force for ``cluster``/``engine``: the one the autopilot's state file in
+    ``state_dir`` names (``kairos autopilot adopt``, a tick's re-plan); None when none was
+    adopted (no state file, or one naming no plan). A paused autopilot's plan is still in
+    force (what was applied stays applied).
+
+    Raises
+    ------
+    ValidationError
+        ``state_dir`` is not a directory; the state file is unreadable or not an object;
+        its ``plan`` is not a path, or names a file that does not exist (each message names
+        the file).
+    """
+    directory = Path(state_dir)
+    if not directory.is_dir():
+        raise ValidationError(f"{directory}: no such directory (the autopilot's state "
+                              "directory, where adopted plans are recorded)")
+    path = state_path(directory, cluster, engine)
+    plan = load_autopilot_state(path).get("plan")
+    if plan is None or plan == "":
+        return None
+    if not isinstance(plan, str):
+        raise ValidationError(f"{path}: 'plan' must be the plan file's path, "
+                              f"got {type(plan).__name__}")
+    if not Path(plan).is_file():
+        raise ValidationError(f"{path}: the adopted plan {plan} does not exist")
+    return Path(plan)
+
+
 def save_autopilot_state(path: str | Path, state: Mapping[str, Any]) -> None:
     """Write the autopilot state atomically (temp file, then rename)."""
     p = Path(path)

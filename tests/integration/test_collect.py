@@ -6,21 +6,28 @@ interval out. The Cassandra restart is real: one node is stopped and started wit
 role's entry points (drain, stop; converge, start) while a load runs, and its counters
 start again from zero: the store must see a restart, never a negative rate or a spike.
 playbooks/collect.yml also reads each node's envelope where it runs: every Cassandra node's
-resource use is stored with the round.
+resource use is stored with the round; and each round compares what the nodes run with the
+plan in force (`kairos drift --adopted`): one Redis value set by hand is reported by node,
+parameter, expected and running value, and set back.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from planner.loadgen import BackgroundLoad
+from planner.model.spaces import get_space
 from planner.workload.collect import collect
 from planner.workload.store import Store
 
@@ -248,3 +255,91 @@ def test_cli_collect_rounds_and_export(lab: object, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     header = trace.read_text().splitlines()[0]
     assert header == "engine,timestamp,load,read,write,other"
+
+
+def _redis_lab_config() -> dict[str, Any]:
+    """What every Redis node of the lab runs, for each parameter of the Redis space (as
+    tests/integration/test_autopilot.py's redis_current: the nodes agree on each)."""
+    import redis
+
+    values: dict[str, Any] = {}
+    for key, param in get_space("redis").parameters.items():
+        seen = set()
+        for port in REDIS_PORTS:
+            with redis.Redis(port=port, decode_responses=True, socket_timeout=5) as client:
+                seen.add(str(client.config_get(key)[key]))
+        assert len(seen) == 1, f"the lab's Redis nodes differ on {key}: {seen}"
+        (value,) = seen
+        values[key] = int(value) if param.type == "int" else value
+    return values
+
+
+def _adopt_redis_plan(tmp: Path, current: dict[str, Any]) -> Path:
+    """A Redis plan whose current_config is ``current``, adopted in ``tmp/autopilot``; its
+    one step (hz) is due in 20 minutes and never applied: what is in force is current_config."""
+    now = datetime.now(UTC)
+    plan = tmp / "lab-redis.yml"
+    plan.write_text(yaml.safe_dump({
+        "schema_version": 1, "kind": "kairos-plan", "cluster": "lab", "engine": "redis",
+        "created_at": now.isoformat(),
+        "horizon": {"start": (now - timedelta(minutes=5)).isoformat(), "step_seconds": 60,
+                    "steps": 30},
+        "provenance": {"source": "tests/integration/test_collect.py"},
+        "availability": {"consistency_level": "ONE", "tolerated_failures": 0, "aggressive": False},
+        "current_config": current,
+        "steps": [{
+            "id": "s1", "due": (now + timedelta(minutes=20)).isoformat(),
+            "until": (now + timedelta(minutes=25)).isoformat(),
+            "target": {"hz": 11 if current["hz"] != 11 else 12}, "per_node": {},
+            "live": ["hz"], "restart": [], "batches": [],
+            "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
+        }],
+    }, sort_keys=False))  # fmt: skip
+    adopted = tmp / "autopilot"
+    subprocess.run([str(BIN / "kairos"), "autopilot", "adopt", "--state-dir", str(adopted),
+                    "--cluster", "lab", "--engine", "redis", "--plan", str(plan)],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    return adopted
+
+
+@pytest.mark.redis
+def test_a_collect_round_reports_a_value_set_by_hand_as_drift(lab: object, tmp_path: Path) -> None:
+    """Issue 40: a value changed by hand (CONFIG SET) is reported as drift within one collect
+    round, by node, parameter, expected and running value; the playbook does not fail on it."""
+    import redis
+
+    current = _redis_lab_config()
+    adopted = _adopt_redis_plan(tmp_path, current)
+    report = adopted / "drift-lab-redis.json"
+    args = ("-e", f"kairos_store={tmp_path / 'k.db'}", "-e", f"kairos_drift_dir={adopted}",
+            "-e", '{"kairos_collect_engines": ["redis"]}')
+
+    clean = run_playbook("playbooks/collect.yml", *args, timeout=120)
+    print(clean.output[-3000:])
+    assert clean.rc == 0, clean.output[-3000:]
+    # The round's lines as Ansible shows them (its YAML may fold a long line).
+    lines = " ".join(clean.output.split())
+    assert f"plan in force: {(tmp_path / 'lab-redis.yml').resolve()}" in lines
+    assert "no drift" in lines
+    seen = json.loads(report.read_text())
+    assert seen["drift"] == [] and seen["applied_through"] is None, seen
+    assert set(seen["nodes"]) == {f"redis{p - 7000}" for p in REDIS_PORTS}
+    assert all(n["compared"] > 0 and n["error"] is None for n in seen["nodes"].values()), seen
+
+    hz = int(current["hz"])
+    by_hand = 37 if hz != 37 else 38
+    node = redis.Redis(port=7003, decode_responses=True, socket_timeout=5)
+    try:
+        assert node.config_set("hz", by_hand)
+        drifted = run_playbook("playbooks/collect.yml", *args, timeout=120)
+    finally:
+        node.config_set("hz", hz)
+        node.close()
+    print(drifted.output[-3000:])
+    assert drifted.rc == 0, drifted.output[-3000:]  # drift is a finding, not a failed round
+    assert re.search(rf"redis3\s+hz\s+running\s+{hz}\s+{by_hand}\s+DRIFT", drifted.output)
+    assert "drift: 1 value(s) on 1 node(s)" in " ".join(drifted.output.split())
+    found = json.loads(report.read_text())
+    assert [(d["node"], d["parameter"], d["source"], str(d["expected"]), str(d["observed"]))
+            for d in found["drift"]] == [("redis3", "hz", "running", str(hz), str(by_hand))]
+    assert found["nodes"]["redis3"]["drifted"] == 1 and found["checked_at"] >= seen["checked_at"]

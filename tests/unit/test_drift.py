@@ -244,3 +244,144 @@ def test_kairos_metrics_exports_the_last_report_per_node(tmp_path: Path) -> None
     path.write_text(json.dumps({**report, "version": 99}))
     bad = collect(Sources(state_dir=tmp_path, cluster="lab", engines=("cassandra",)))
     assert any("drift" in w and "version 99" in w for w in bad.warnings)
+
+
+# ------------------------------------------------------ the plan in force (--adopted)
+def adopted_dir(tmp_path: Path, plan: Path | None) -> Path:
+    """An autopilot state directory whose lab/redis state names ``plan`` (none: no file)."""
+    from datetime import UTC, datetime
+
+    from planner.autopilot import decisions
+
+    state_dir = tmp_path / "autopilot"
+    state_dir.mkdir()
+    if plan is not None:
+        decisions.adopt_plan(decisions.state_path(state_dir, "lab", "redis"), plan=str(plan),
+                             forecast=None, now=datetime.now(UTC), reasons=["test"])
+    return state_dir
+
+
+def redis_observed_file(tmp_path: Path) -> Path:
+    path = tmp_path / "observed-redis.json"
+    path.write_text(json.dumps({"nodes": redis_observed()}))
+    return path
+
+
+def drift_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``kairos drift`` in this process (the CLI's own error handling): rc, out, err."""
+    from planner.cli import main
+
+    rc = main(["drift", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("state", [None, {"paused": True}, {"plan": None}])
+def test_adopted_with_no_plan_in_force_says_so_compares_nothing_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], state: dict[str, Any] | None
+) -> None:
+    state_dir = adopted_dir(tmp_path, None)
+    if state is not None:
+        (state_dir / "lab-redis-autopilot.json").write_text(json.dumps(state))
+    report = state_dir / "drift-lab-redis.json"
+    rc, out, err = drift_main(capsys, "--adopted", str(state_dir), "--cluster", "lab",
+                              "--engine", "redis", "--observed", str(redis_observed_file(tmp_path)),
+                              "--report", str(report))
+    assert (rc, err) == (0, "")
+    assert out.splitlines() == [f"drift: no plan in force for lab redis (none adopted in "
+                                f"{state_dir}): nothing compared"]
+    assert not report.exists()
+
+
+def test_adopted_compares_the_plan_in_force_and_reports_the_drifted_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = redis_plan(tmp_path)
+    state_dir = adopted_dir(tmp_path, plan)
+    report = state_dir / "drift-lab-redis.json"
+    rc, out, err = drift_main(capsys, "--adopted", str(state_dir), "--cluster", "lab",
+                              "--engine", "redis", "--observed", str(redis_observed_file(tmp_path)),
+                              "--report", str(report))
+    assert rc == 1, err
+    lines = out.splitlines()
+    assert lines[0] == f"plan in force: {plan}"
+    assert lines[1].startswith("redis cluster 'lab': 12 values compared on 2 nodes against the "
+                               "steps applied through s1")
+    assert ["redis2", "hz", "running", "50", "10", "DRIFT"] in [x.split() for x in lines]
+    assert lines[-1] == "drift: 2 value(s) on 1 node(s)"
+    written = json.loads(report.read_text())
+    assert written["plan"] == str(plan) and written["applied_through"] == "s1"
+    assert {(d["node"], d["parameter"], d["expected"], d["observed"])
+            for d in written["drift"]} == {("redis2", "hz", "50", "10"),
+                                           ("redis2", "maxmemory-policy", "noeviction",
+                                            "allkeys-lru")}
+    assert not [p.name for p in state_dir.iterdir() if p.name.endswith(".tmp")]
+    # --json: the report on stdout, as with --plan
+    rc, out, _ = drift_main(capsys, "--adopted", str(state_dir), "--cluster", "lab",
+                            "--engine", "redis", "--observed", str(redis_observed_file(tmp_path)),
+                            "--json")
+    assert rc == 1 and json.loads(out)["plan"] == str(plan)
+
+
+def test_adopted_with_no_plan_in_force_and_json_prints_nothing_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state_dir = adopted_dir(tmp_path, None)
+    rc, out, err = drift_main(capsys, "--adopted", str(state_dir), "--cluster", "lab",
+                              "--engine", "redis", "--hosts", "redis1=127.0.0.1:1", "--json")
+    assert (rc, out) == (0, "")
+    assert "no plan in force for lab redis" in err
+
+
+def _bad_state(tmp_path: Path, case: str) -> tuple[list[str], str]:
+    """Arguments of a bad ``--adopted`` and what the error must name."""
+    state_dir = adopted_dir(tmp_path, None)
+    state = state_dir / "lab-redis-autopilot.json"
+    base = ["--adopted", str(state_dir), "--cluster", "lab", "--engine", "redis"]
+    if case == "missing dir":
+        return ["--adopted", str(tmp_path / "nowhere"), "--cluster", "lab", "--engine",
+                "redis"], f"{tmp_path / 'nowhere'}: no such directory"
+    if case == "not JSON":
+        state.write_text("{")
+        return base, f"autopilot state {state}: not valid JSON"
+    if case == "not an object":
+        state.write_text("[]")
+        return base, f"{state}: autopilot state must be a JSON object"
+    if case == "plan not a path":
+        state.write_text(json.dumps({"plan": 3}))
+        return base, f"{state}: 'plan' must be the plan file's path, got int"
+    if case == "plan gone":
+        state.write_text(json.dumps({"plan": str(tmp_path / "gone.yml")}))
+        return base, f"{state}: the adopted plan {tmp_path / 'gone.yml'} does not exist"
+    if case == "another engine's plan":
+        state.write_text(json.dumps({"plan": str(PLAN)}))
+        return base, (f"{state}: the adopted plan {PLAN} is of cassandra cluster 'lab', "
+                      "not redis cluster 'lab'")
+    if case == "no engine":
+        return base[:-2], "--adopted needs --cluster and --engine"
+    assert case == "cluster with --plan"
+    return ["--plan", str(PLAN), "--cluster", "lab"], "--cluster and --engine go with --adopted"
+
+
+@pytest.mark.parametrize("case", ["missing dir", "not JSON", "not an object", "plan not a path",
+                                  "plan gone", "another engine's plan", "no engine",
+                                  "cluster with --plan"])
+def test_bad_adopted_inputs_exit_2_naming_the_file_and_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    argv, named = _bad_state(tmp_path, case)
+    rc, out, err = drift_main(capsys, *argv, "--observed", str(redis_observed_file(tmp_path)))
+    assert rc == 2 and out == ""
+    assert err.startswith("kairos drift: error: ") and named in err, err
+
+
+def test_a_report_that_cannot_be_written_is_an_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "absent" / "drift-lab-redis.json"
+    rc, _, err = drift_main(capsys, "--adopted", str(adopted_dir(tmp_path, redis_plan(tmp_path))),
+                            "--cluster", "lab", "--engine", "redis",
+                            "--observed", str(redis_observed_file(tmp_path)),
+                            "--report", str(report))
+    assert rc == 2
+    assert f"--report {report}: directory {report.parent} does not exist" in err
