@@ -182,18 +182,11 @@ class CassandraLease:
 
 
 # ------------------------------------------------------------------ Redis
-# Compare-and-set on the lease key: the stored holder's owner must be ARGV[1].
-_REDIS_RENEW = """
+# Compare-and-set on the lease key: the stored holder is ARGV[1] as stored (a takeover of a
+# dead holder read before), or its owner is ARGV[1] (a renewal).
+_REDIS_SET_IF = """
 local v = redis.call('GET', KEYS[1])
-if v and cjson.decode(v).owner == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
-"""
-_REDIS_TAKEOVER = """
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
+if v and (v == ARGV[1] or cjson.decode(v).owner == ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -237,13 +230,13 @@ class RedisLease:
         if previous_owner is None:
             applied = self.client.set(self.key, stored, nx=True, px=self.seconds * 1000)
         else:
-            applied = self.client.eval(_REDIS_TAKEOVER, 1, self.key, self._raw, stored,
+            applied = self.client.eval(_REDIS_SET_IF, 1, self.key, self._raw, stored,
                                        self.seconds * 1000)
         return token if applied else None
 
     def renew(self, holder):
         stored = self._stored(holder, holder.get("token"))
-        return bool(self.client.eval(_REDIS_RENEW, 1, self.key, holder["owner"], stored,
+        return bool(self.client.eval(_REDIS_SET_IF, 1, self.key, holder["owner"], stored,
                                      self.seconds * 1000))
 
     def release(self, owner):
