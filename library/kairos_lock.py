@@ -278,7 +278,11 @@ def open_cassandra(spec):
 
 def open_redis(spec):
     key = f"kairos:{{lease:{spec['name']}}}"
-    node = lease_primary(spec["nodes"], key, spec["password"], spec["username"], spec["timeout"])
+    try:
+        node = lease_primary(spec["nodes"], key, spec["password"], spec["username"],
+                             spec["timeout"])
+    except Exception as exc:  # only a refused login is raised
+        raise LeaseRefused(f"the Redis login was refused ({type(exc).__name__})") from None
     if node is None:
         raise LeaseUnreachable(f"no Redis node of {', '.join(spec['nodes'].values())} serves "
                                f"the lease's key")

@@ -597,12 +597,16 @@ def read_topology(endpoints, password="", username="", timeout=5.0, first=None):
 
 def lease_primary(endpoints, key, password="", username="", timeout=5.0):
     """A :class:`Node` on the primary that serves ``key`` (the one whose slot holds it in a
-    Redis Cluster; the replication set's primary otherwise), or None when none answers."""
+    Redis Cluster; the replication set's primary otherwise), or None when none answers.
+    A refused login (redis-py's AuthenticationError) is raised, not taken for a node down."""
     for endpoint in endpoints.values():
         node = Node(endpoint, password, username, timeout)
         try:
             primary = _primary_of(node, key)
-        except Exception:  # any connection / auth problem: try the next node
+        except Exception as exc:  # a node down: try the next; a refused login is raised
+            node.close()
+            if "Authentication" in type(exc).__name__:
+                raise
             primary = None
         if primary != endpoint:
             node.close()

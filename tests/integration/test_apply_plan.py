@@ -303,15 +303,17 @@ def test_a_node_that_cannot_start_is_rolled_back_and_the_rollout_stops(tmp_path:
     assert pids()["cass1"] == node_pid("cass1")
 
 
-def test_a_wrong_cql_password_is_refused_at_preflight_and_the_lock_released(
+def test_a_wrong_cql_password_is_refused_at_the_lease_and_no_lock_is_kept(
     tmp_path: Path,
 ) -> None:
+    """The first login is the lease's: refused there, the run never falls back to the file
+    lock and touches nothing."""
     plan, writers = flush_writers_plan(tmp_path / "login.yml", [["cass1"], ["cass2"], ["cass3"]])
     before = pids()
     run = apply(plan, "-e", "cassandra_cql_password=not-the-password")
     assert run.rc != 0
-    assert "pre-flight refused, nothing was touched" in run.output, run.output[-3000:]
-    assert "cannot read the live ring" in run.output, run.output[-3000:]
+    assert "cannot take the lease lab-cassandra: the CQL login was refused" in run.output, (
+        run.output[-3000:])
     assert "not-the-password" not in run.output
     assert not (REPO / ".kairos" / "lab-cassandra.lock").exists(), "the refusal kept the lock"
     assert pids() == before
