@@ -16,6 +16,7 @@ Plain Python and the drivers, no AnsibleModule: library/kairos_lock.py turns err
 from __future__ import annotations
 
 import json
+import random
 import socket
 import time
 
@@ -118,14 +119,24 @@ class CassandraLease:
         return True
 
     def read(self):
-        """(holder or None, token or None): the holder with ``token`` and ``expires_in``."""
-        from cassandra import ConsistencyLevel
+        """(holder or None, token or None): the holder with ``token`` and ``expires_in``.
+
+        A SERIAL read that times out (two runs' Paxos rounds contending for the row) is
+        tried again, a few times, after a random pause."""
+        from cassandra import ConsistencyLevel, Timeout
         from cassandra.query import SimpleStatement
 
-        row = self.session.execute(SimpleStatement(
+        statement = SimpleStatement(
             f"SELECT owner, holder, fencing_token, TTL(owner) AS ttl FROM {self.table} "
-            "WHERE name = %s",
-            consistency_level=ConsistencyLevel.SERIAL), (self.name,)).one()
+            "WHERE name = %s", consistency_level=ConsistencyLevel.SERIAL)
+        for attempt in range(4):
+            try:
+                row = self.session.execute(statement, (self.name,)).one()
+                break
+            except Timeout:
+                if attempt == 3:
+                    raise
+                time.sleep(random.uniform(0.2, 1.0))
         if row is None:
             return None, None
         if row.owner is None:
@@ -148,11 +159,11 @@ class CassandraLease:
     def _cas(self, statement, values):
         """Whether a conditional statement applied; a CAS write that timed out (contention)
         counts as not applied: the caller reads again at SERIAL, which finishes it."""
-        from cassandra import WriteTimeout
+        from cassandra import Timeout
 
         try:
             return self.session.execute(statement, values).was_applied
-        except WriteTimeout:
+        except Timeout:
             return False
 
     def take(self, holder, previous_owner, previous_token):
@@ -251,7 +262,9 @@ def acquire(lease, owner, pid, pid_start, now, take_over=True):
     ``held`` (holder: the other run's, None if it could not be read back). Without
     ``take_over`` (a heartbeat) a dead holder's lease is held too: another run had it.
     """
-    for _ in range(3):  # another run may win the race between the read and the write
+    for attempt in range(5):  # another run may win the race between the read and the write
+        if attempt:
+            time.sleep(random.uniform(0.1, 0.5))  # two runs that collided do not again
         current, token = lease.read()
         action, reason = decide(current, owner, None, now)
         if action == "refuse" or (action == "takeover" and not take_over):
