@@ -44,15 +44,16 @@ setup-packages:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	else echo "setup: Debian packages present"; fi
 
-setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promtool, the Redis exporter (only when missing)
+setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promtool, the Redis exporter, sshd (only when missing)
 	@$(MAKE) -s setup-packages PACKAGES="$(LAB_PACKAGES) chromium cron"
 	@# promtool (tests of docs/prometheus) comes with Debian's prometheus, the Redis exporter
-	@# (the Prometheus workload source, docs/prometheus.md) with prometheus-redis-exporter.
-	@# Neither service may run (the tests start their own processes): a policy-rc.d answering
-	@# 101 (unless one exists) keeps the packages' services from starting, and under systemd
-	@# they are disabled so that they do not start at boot either.
+	@# (the Prometheus workload source, docs/prometheus.md) with prometheus-redis-exporter,
+	@# sshd (molecule/cassandra reaches two nodes over SSH) with openssh-server.
+	@# None of their services may run (the tests start their own processes): a policy-rc.d
+	@# answering 101 (unless one exists) keeps the packages' services from starting, and under
+	@# systemd the services installed here are disabled so that they do not start at boot either.
 	@missing=""; \
-	for pkg in prometheus prometheus-redis-exporter; do \
+	for pkg in prometheus prometheus-redis-exporter openssh-server; do \
 	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$pkg"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -65,7 +66,8 @@ setup-system:  ## Debian packages: Java 17, Maven, Redis, Chromium, cron, promto
 	       apt-get install -y -qq --no-install-recommends $$missing >/dev/null; then rc=0; else rc=1; fi; \
 	  if [ -n "$$policy" ]; then rm -f $$policy; fi; \
 	  if [ -d /run/systemd/system ]; then \
-	    for svc in $$missing; do systemctl disable --quiet $$svc 2>/dev/null || true; \
+	    for pkg in $$missing; do svc=$${pkg/#openssh-server/ssh}; \
+	      systemctl disable --quiet $$svc 2>/dev/null || true; \
 	      if systemctl is-active --quiet $$svc; then \
 	        echo "setup: the $$svc service runs: stop it with systemctl stop $$svc" >&2; exit 1; fi; \
 	    done; \
