@@ -146,8 +146,10 @@ def by_engine(lines: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def redis_plan(path: Path, *, current: dict[str, Any], target: dict[str, Any]) -> Path:
-    """A Redis plan with one live step, due a minute ago (the plan is the contract)."""
+def redis_plan(path: Path, *, current: dict[str, Any], target: dict[str, Any],
+               due_in_minutes: float = -1.0) -> Path:
+    """A Redis plan with one live step, due a minute ago unless said (the plan is the
+    contract)."""
     now = datetime.now(UTC)
     path.write_text(yaml.safe_dump({
         "schema_version": 1, "kind": "kairos-plan", "cluster": "lab", "engine": "redis",
@@ -158,7 +160,7 @@ def redis_plan(path: Path, *, current: dict[str, Any], target: dict[str, Any]) -
         "availability": {"consistency_level": "ONE", "tolerated_failures": 0, "aggressive": False},
         "current_config": current,
         "steps": [{
-            "id": "s1", "due": (now - timedelta(minutes=1)).isoformat(),
+            "id": "s1", "due": (now + timedelta(minutes=due_in_minutes)).isoformat(),
             "until": (now + timedelta(minutes=25)).isoformat(), "target": target, "per_node": {},
             "live": list(target), "restart": [], "batches": [],
             "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},

@@ -18,13 +18,11 @@ import re
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 from planner.loadgen import BackgroundLoad
 from planner.model.spaces import get_space
@@ -32,6 +30,7 @@ from planner.workload.collect import collect
 from planner.workload.store import Store
 
 from .conftest import run_playbook
+from .test_autopilot import redis_plan
 
 pytestmark = pytest.mark.lab
 
@@ -277,24 +276,8 @@ def _redis_lab_config() -> dict[str, Any]:
 def _adopt_redis_plan(tmp: Path, current: dict[str, Any]) -> Path:
     """A Redis plan whose current_config is ``current``, adopted in ``tmp/autopilot``; its
     one step (hz) is due in 20 minutes and never applied: what is in force is current_config."""
-    now = datetime.now(UTC)
-    plan = tmp / "lab-redis.yml"
-    plan.write_text(yaml.safe_dump({
-        "schema_version": 1, "kind": "kairos-plan", "cluster": "lab", "engine": "redis",
-        "created_at": now.isoformat(),
-        "horizon": {"start": (now - timedelta(minutes=5)).isoformat(), "step_seconds": 60,
-                    "steps": 30},
-        "provenance": {"source": "tests/integration/test_collect.py"},
-        "availability": {"consistency_level": "ONE", "tolerated_failures": 0, "aggressive": False},
-        "current_config": current,
-        "steps": [{
-            "id": "s1", "due": (now + timedelta(minutes=20)).isoformat(),
-            "until": (now + timedelta(minutes=25)).isoformat(),
-            "target": {"hz": 11 if current["hz"] != 11 else 12}, "per_node": {},
-            "live": ["hz"], "restart": [], "batches": [],
-            "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
-        }],
-    }, sort_keys=False))  # fmt: skip
+    plan = redis_plan(tmp / "lab-redis.yml", current=current,
+                      target={"hz": 11 if current["hz"] != 11 else 12}, due_in_minutes=20)
     adopted = tmp / "autopilot"
     subprocess.run([str(BIN / "kairos"), "autopilot", "adopt", "--state-dir", str(adopted),
                     "--cluster", "lab", "--engine", "redis", "--plan", str(plan)],
