@@ -1,12 +1,12 @@
 """The payoff experiment's CI run on the lab: ``bench/payoff.py --short``.
 
-Two runs of one minute (the ``default`` policy, then ``kairos``, one repetition) under a
+Two runs of half a minute (the ``default`` policy, then ``kairos``, one repetition) under a
 closed-loop load whose mix shifts once. The model is written here: 64 concurrent reads serve
 35 % more than 32 for every mix, a live change (nodetool, no restart), so the Kairos plan
 switches at once and the executor carries it out while the load runs. It checks the plumbing,
 not the figures: results.json, the series and the page are written, every run completed with
 a series and no failed or lost operation, the change was made and read back from the nodes,
-and the default is back on every node at the end. About 4 minutes.
+and the default is back on every node at the end. About 3 minutes.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_short_payoff_run_records_every_run_and_makes_the_planned_change(
     began = time.monotonic()
     # The CQL login (KAIROS_CASSANDRA_*) travels in the environment the lab fixture set.
     run = subprocess.run(
-        [sys.executable, "bench/payoff.py", "--short", "--model", str(model),
+        [sys.executable, "bench/payoff.py", "--short", "--minutes", "0.5", "--model", str(model),
          "--keyspace", "kairos_payoff_ci", "--out", str(out)],
         cwd=REPO, env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                            ANSIBLE_FORCE_COLOR="0"),
@@ -74,8 +74,8 @@ def test_short_payoff_run_records_every_run_and_makes_the_planned_change(
     assert [(r["policy"], r["repetition"]) for r in runs] == [("default", 1), ("kairos", 1)]
     for r in runs:
         assert r["status"] == "ok", r["error"]
-        assert len(r["series"]) == 12 and r["served_ops"] > 0  # 60 s in 5-s steps
-        assert sum(p["ops_per_s"] > 0 for p in r["series"]) >= 10
+        assert len(r["series"]) == 6 and r["served_ops"] > 0  # 30 s in 5-s steps
+        assert sum(p["ops_per_s"] > 0 for p in r["series"]) >= 5
         assert r["failed_ops"] == 0 and r["lost_acknowledged_writes"] == 0 and r["verified"]
         assert r["p99_ms"] is not None
 
@@ -95,7 +95,7 @@ def test_short_payoff_run_records_every_run_and_makes_the_planned_change(
     assert [running_value(a, "concurrent_reads") for a in ADDRESSES] == ["32"] * 3
 
     assert "| kairos | 1 |" in run.stdout and "kairos vs default" in run.stdout
-    assert (out / "series.csv").read_text().count("\n") == 1 + 2 * 12
+    assert (out / "series.csv").read_text().count("\n") == 1 + 2 * 6
     assert (out / "payoff.html").read_text().count("<polyline") == 2
     for text, where in ((run.stdout + run.stderr, "the bench's output"),
                         ((out / "results.json").read_text(), "results.json"),
