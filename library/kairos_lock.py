@@ -240,7 +240,7 @@ def refuse(module, what, holder):
 
 
 # ------------------------------------------------------------------ the lease
-def open_lease(module, spec):
+def open_lease(spec):
     """(lease, close): the engine's lease store; LeaseUnreachable when no node answers."""
     if spec["engine"] == "cassandra":
         return open_cassandra(spec)
@@ -299,7 +299,7 @@ def lease_acquire(module, spec, path, owner, now):
         if action == "refuse":
             refuse(module, f"{path} ({describe_holder(copy)})", copy)
     try:
-        lease, close = open_lease(module, spec)
+        lease, close = open_lease(spec)
     except LeaseRefused as exc:
         module.fail_json(msg=f"cannot take the lease {spec['name']}: {exc}", where=spec["engine"])
     except LeaseUnreachable as exc:
@@ -333,7 +333,7 @@ def lease_release(module, spec, path, owner):
     reached leaves it to expire (or to be taken over at once from this host)."""
     released = False
     try:
-        lease, close = open_lease(module, spec)
+        lease, close = open_lease(spec)
         try:
             released = lease.release(owner)
         finally:

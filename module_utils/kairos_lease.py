@@ -93,6 +93,11 @@ def decide(holder, owner, stale_after, now):
 
 
 # ------------------------------------------------------------------ Cassandra
+def _holder_json(holder):
+    """The holder as the row keeps it: the token has its own column, expires_in is the TTL."""
+    return json.dumps({k: v for k, v in holder.items() if k not in ("token", "expires_in")})
+
+
 class CassandraLease:
     """The lease row ``<keyspace>.leases[name]``, read and changed at SERIAL consistency."""
 
@@ -147,7 +152,7 @@ class CassandraLease:
 
     def _batch(self, holder, condition, values, token):
         """Owner and holder with the lease's TTL, the token without one, if ``condition``."""
-        stored = json.dumps({k: v for k, v in holder.items() if k not in ("token", "expires_in")})
+        stored = _holder_json(holder)
         statement = (
             "BEGIN BATCH "
             f"UPDATE {self.table} USING TTL {self.seconds} SET owner = %s, holder = %s "
@@ -179,7 +184,7 @@ class CassandraLease:
 
     def renew(self, holder):
         """Extend the owner's lease by a period: False when it is no longer the owner."""
-        stored = json.dumps({k: v for k, v in holder.items() if k not in ("token", "expires_in")})
+        stored = _holder_json(holder)
         return self._cas(
             f"UPDATE {self.table} USING TTL {self.seconds} SET owner = %s, holder = %s "
             "WHERE name = %s IF owner = %s",
