@@ -34,9 +34,16 @@ def add_load_arguments(p: argparse.ArgumentParser, *, mix: str, keys: int, concu
 
 
 def lab_login() -> None:
-    """The lab's CQL login, through the environment as for ``kairos load`` (never argv),
-    unless the environment already names one."""
-    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-    if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
-        os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
-        os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
+    """The lab's CQL logins, through the environment as for ``kairos load`` (never argv),
+    unless the environment already names them: Kairos' own role, and the application's that
+    the loads use (docs/security.md)."""
+    secrets = REPO / ".lab" / "secrets"
+    for user_env, password_env, user, name in (
+            ("KAIROS_CASSANDRA_USERNAME", "KAIROS_CASSANDRA_PASSWORD", "kairos",
+             "cassandra-cql-password"),
+            ("KAIROS_LOAD_CASSANDRA_USERNAME", "KAIROS_LOAD_CASSANDRA_PASSWORD", "app",
+             "cassandra-app-password")):
+        secret = secrets / name
+        if user_env not in os.environ and secret.exists():
+            os.environ[user_env] = user
+            os.environ[password_env] = secret.read_text().strip()

@@ -309,11 +309,9 @@ def main() -> int:
                              "batch, who still held hint files for its nodes after its sync gate")
     args = parser.parse_args()
     background = None
-    # The lab's login, through the environment as for `kairos load` (never argv).
-    secret = REPO / ".lab" / "secrets" / "cassandra-cql-password"
-    if "KAIROS_CASSANDRA_USERNAME" not in os.environ and secret.exists():
-        os.environ["KAIROS_CASSANDRA_USERNAME"] = "kairos"
-        os.environ["KAIROS_CASSANDRA_PASSWORD"] = secret.read_text().strip()
+    from lab_load import lab_login
+
+    lab_login()  # the lab's logins, through the environment as for `kairos load`
     if args.load > 0:
         from planner.loadgen import BackgroundLoad
 

@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 export KAIROS_CASSANDRA_USERNAME=kairos
 KAIROS_CASSANDRA_PASSWORD=$(head -1 .lab/secrets/cassandra-cql-password)
 export KAIROS_CASSANDRA_PASSWORD
+export KAIROS_LOAD_CASSANDRA_USERNAME=app
+KAIROS_LOAD_CASSANDRA_PASSWORD=$(head -1 .lab/secrets/cassandra-app-password)
+export KAIROS_LOAD_CASSANDRA_PASSWORD
 HOSTS=cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3
 STORE=$(mktemp -d)/saturation.db
 for case in closed-loop:"--concurrency 128 --processes 2" rate-200:"--rate 200 --concurrency 8"; do

@@ -240,14 +240,15 @@ def refuse(module, what, holder):
 
 
 # ------------------------------------------------------------------ the lease
-def open_lease(spec):
-    """(lease, close): the engine's lease store; LeaseUnreachable when no node answers."""
+def open_lease(spec, schema=True):
+    """(lease, close): the engine's lease store; LeaseUnreachable when no node answers.
+    ``schema=False`` (a release) skips checking that the lease's table exists."""
     if spec["engine"] == "cassandra":
-        return open_cassandra(spec)
+        return open_cassandra(spec, schema)
     return open_redis(spec)
 
 
-def open_cassandra(spec):
+def open_cassandra(spec, schema=True):
     if not HAS_DRIVER:
         raise LeaseUnreachable("cassandra-driver is not installed on the control host")
     from cassandra import ConsistencyLevel
@@ -267,6 +268,8 @@ def open_cassandra(spec):
         raise LeaseUnreachable(f"no CQL node of {', '.join(spec['hosts'])} answers: "
                                f"{type(exc).__name__}") from None
     lease = CassandraLease(session, spec["name"], spec["seconds"], spec["keyspace"])
+    if not schema:
+        return lease, cluster.shutdown
     try:
         lease.ensure_schema(wanted_replication(cluster.metadata.all_hosts(),
                                                spec["replication_factor"]))
@@ -333,7 +336,7 @@ def lease_release(module, spec, path, owner):
     reached leaves it to expire (or to be taken over at once from this host)."""
     released = False
     try:
-        lease, close = open_lease(spec)
+        lease, close = open_lease(spec, schema=False)
         try:
             released = lease.release(owner)
         finally:

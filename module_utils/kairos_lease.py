@@ -98,6 +98,18 @@ def _holder_json(holder):
     return json.dumps({k: v for k, v in holder.items() if k not in ("token", "expires_in")})
 
 
+def lease_schema(keyspace, replication):
+    """The CQL that creates the lease keyspace (NetworkTopologyStrategy, ``replication``:
+    DC -> RF) and table; the role's auth setup runs it as the superuser at install."""
+    options = ", ".join(f"'{dc}': {rf}" for dc, rf in sorted(replication.items()))
+    return [
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+        f"{{'class': 'NetworkTopologyStrategy', {options}}}",
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{LEASE_TABLE} (name text PRIMARY KEY, "
+        "owner text, holder text, fencing_token bigint)",
+    ]
+
+
 class CassandraLease:
     """The lease row ``<keyspace>.leases[name]``, read and changed at SERIAL consistency."""
 
@@ -107,20 +119,16 @@ class CassandraLease:
 
     def ensure_schema(self, replication):
         """Create the keyspace (NetworkTopologyStrategy, ``replication``: DC -> RF) and table
-        if missing. Read first: a schema change is not made on every heartbeat."""
+        if missing. Read first: a schema change is not made on every heartbeat, and Kairos'
+        own role may not create keyspaces (the role's auth setup creates this one)."""
         row = self.session.execute(
             "SELECT table_name FROM system_schema.tables "
             "WHERE keyspace_name = %s AND table_name = %s",
             (self.keyspace, LEASE_TABLE)).one()
         if row:
             return False
-        options = ", ".join(f"'{dc}': {rf}" for dc, rf in sorted(replication.items()))
-        self.session.execute(
-            f"CREATE KEYSPACE IF NOT EXISTS {self.keyspace} WITH replication = "
-            f"{{'class': 'NetworkTopologyStrategy', {options}}}")
-        self.session.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.table} (name text PRIMARY KEY, owner text, "
-            "holder text, fencing_token bigint)")
+        for statement in lease_schema(self.keyspace, replication):
+            self.session.execute(statement)
         return True
 
     def read(self):

@@ -121,6 +121,10 @@ make -s lab-up
 export KAIROS_CASSANDRA_USERNAME=kairos
 KAIROS_CASSANDRA_PASSWORD="$(cat .lab/secrets/cassandra-cql-password)"
 export KAIROS_CASSANDRA_PASSWORD
+# Kairos' role has no grant on the application's data: the loads log in as the lab's app.
+export KAIROS_LOAD_CASSANDRA_USERNAME=app
+KAIROS_LOAD_CASSANDRA_PASSWORD="$(cat .lab/secrets/cassandra-app-password)"
+export KAIROS_LOAD_CASSANDRA_PASSWORD
 # The demo is the control host and its loads the application's machines: each in its own
 # envelope, so neither takes the nodes' CPU (docs/envelopes.md). Without envelopes, nothing.
 ENVELOPES=.lab/envelopes.json
@@ -148,7 +152,7 @@ import os
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster
 cluster = Cluster(["127.0.0.1"], auth_provider=PlainTextAuthProvider(
-    os.environ["KAIROS_CASSANDRA_USERNAME"], os.environ["KAIROS_CASSANDRA_PASSWORD"]))
+    os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"], os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"]))
 session = cluster.connect()
 for ks in ("kairos_demo", "kairos_demo_quiet", "kairos_demo_busy"):
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=120)

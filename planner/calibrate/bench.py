@@ -258,19 +258,20 @@ def address_port(host: str, port: int) -> tuple[str, int]:
 
 
 @contextlib.contextmanager
-def node_session(host: str, port: int, *, timeout: float = 30.0) -> Iterator[Any]:
+def node_session(host: str, port: int, *, timeout: float = 30.0,
+                 application: bool = False) -> Iterator[Any]:
     """A CQL session that talks to ``host`` alone (virtual tables are per node).
 
-    Credentials come from the environment, as for the load generator.
+    Credentials come from the environment: Kairos' own login, or with ``application`` the
+    load's (which owns the application's tables), as :func:`loadgen.cassandra_login` says.
     """
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     kairos_driverlog.route_driver_log()  # the driver's tracebacks: to its file, not stderr
-    user = os.environ.get(loadgen.CASSANDRA_USER_ENV)
-    auth = PlainTextAuthProvider(username=user, password=os.environ.get(
-        loadgen.CASSANDRA_PASSWORD_ENV, "")) if user else None
+    login = loadgen.cassandra_login(application)
+    auth = PlainTextAuthProvider(username=login[0], password=login[1]) if login else None
     cluster = Cluster(
         [host], port=port, protocol_version=5, auth_provider=auth, connect_timeout=timeout,
         execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(

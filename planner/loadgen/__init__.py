@@ -35,7 +35,10 @@ from planner.loadgen.check import (
 from planner.loadgen.clients import (
     CASSANDRA_PASSWORD_ENV,
     CASSANDRA_USER_ENV,
+    LOAD_CASSANDRA_PASSWORD_ENV,
+    LOAD_CASSANDRA_USER_ENV,
     REDIS_PASSWORD_ENV,
+    cassandra_login,
     redis_password,
 )
 
@@ -78,6 +81,8 @@ __all__ = [
     "DISTRIBUTIONS",
     "ENGINES",
     "HIST_BUCKETS",
+    "LOAD_CASSANDRA_PASSWORD_ENV",
+    "LOAD_CASSANDRA_USER_ENV",
     "MAX_RUN_SECONDS",
     "REDIS_PASSWORD_ENV",
     "ZIPFIAN_THETA",
@@ -94,6 +99,7 @@ __all__ = [
     "WorkerStats",
     "ZipfianGenerator",
     "aggregate",
+    "cassandra_login",
     "check_value",
     "default_verify_cl",
     "fnv1a64",

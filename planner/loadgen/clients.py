@@ -39,9 +39,27 @@ from planner.loadgen.workload import KeyChooser, OpMix, Pacer, parse_mix
 
 #: Environment variables read (in this order) for the Redis password; never argv.
 REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
-#: Environment variables for Cassandra password authentication (optional).
+#: Environment variables for Cassandra password authentication (optional): Kairos' own
+#: role, and the application's login that loads (which create and write their tables) use
+#: when it is set. Kairos' role has no grant on the application's data (docs/security.md).
 CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
 CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
+LOAD_CASSANDRA_USER_ENV = "KAIROS_LOAD_CASSANDRA_USERNAME"
+LOAD_CASSANDRA_PASSWORD_ENV = "KAIROS_LOAD_CASSANDRA_PASSWORD"
+
+
+def cassandra_login(application: bool = False) -> tuple[str, str] | None:
+    """(user, password) from the environment, or None (no authentication).
+
+    ``application``: the load's login (``KAIROS_LOAD_CASSANDRA_*``) when it is set, else
+    Kairos' own (``KAIROS_CASSANDRA_*``)."""
+    names = [(CASSANDRA_USER_ENV, CASSANDRA_PASSWORD_ENV)]
+    if application:
+        names.insert(0, (LOAD_CASSANDRA_USER_ENV, LOAD_CASSANDRA_PASSWORD_ENV))
+    for user_env, password_env in names:
+        if user := os.environ.get(user_env):
+            return user, os.environ.get(password_env, "")
+    return None
 
 
 # ------------------------------------------------------------ issue side (both engines)
@@ -196,11 +214,8 @@ class _CassandraWorker:
             consistency_level=getattr(ConsistencyLevel, cfg.cl),
             request_timeout=cfg.request_timeout,
         )
-        auth = None
-        user = os.environ.get(CASSANDRA_USER_ENV)
-        if user:
-            auth = PlainTextAuthProvider(username=user,
-                                         password=os.environ.get(CASSANDRA_PASSWORD_ENV, ""))
+        login = cassandra_login(application=True)
+        auth = PlainTextAuthProvider(username=login[0], password=login[1]) if login else None
         self.cluster = Cluster(
             contact_points=[h for h, _ in hosts],
             # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version

@@ -24,7 +24,10 @@ BIN = Path(sys.executable).parent
 SECRETS = REPO / ".lab" / "secrets"
 # Where `make lab-up` records the load client's and the control host's envelopes.
 LAB_ENVELOPES = REPO / ".lab" / "envelopes.json"
+# Kairos' own CQL role (only its grants), and the application's, which the loads and the
+# tests' own tables use (inventories/local/group_vars/all.yml; docs/security.md).
 CQL_USER = "kairos"
+APP_USER = "app"
 
 
 def lab_secret(name: str) -> str:
@@ -44,20 +47,24 @@ def assert_no_secret(text: str, where: str) -> None:
         assert secret not in text, f"a lab password appears in {where}"
 
 
-def cql_auth() -> Any:
-    """The driver's login for the lab (PasswordAuthenticator)."""
+def cql_auth(app: bool = False) -> Any:
+    """The driver's login for the lab (PasswordAuthenticator): Kairos' role, or the app's."""
     from cassandra.auth import PlainTextAuthProvider
 
+    if app:
+        return PlainTextAuthProvider(username=APP_USER,
+                                     password=lab_secret("cassandra-app-password"))
     return PlainTextAuthProvider(username=CQL_USER, password=lab_secret("cassandra-cql-password"))
 
 
-def cql_cluster(contact_points: list[str], **kwargs: Any) -> Any:
-    """A cassandra-driver Cluster logged in to the lab."""
+def cql_cluster(contact_points: list[str], *, app: bool = False, **kwargs: Any) -> Any:
+    """A cassandra-driver Cluster logged in to the lab as Kairos (system tables, settings)
+    or, with ``app``, as the application (its keyspaces and data)."""
     from cassandra.cluster import Cluster
 
     kwargs.setdefault("protocol_version", 5)
     kwargs.setdefault("connect_timeout", 30)
-    return Cluster(contact_points, auth_provider=cql_auth(), **kwargs)
+    return Cluster(contact_points, auth_provider=cql_auth(app), **kwargs)
 
 
 def cql_node_cluster(address: str) -> Any:
@@ -78,7 +85,7 @@ def ensure_app_table() -> None:
     It also gives the lab a non-system keyspace: the live ring (and so every plan made on
     it) is read for the application's keyspaces.
     """
-    cluster = cql_cluster(["127.0.0.1", "127.0.0.2", "127.0.0.3"])
+    cluster = cql_cluster(["127.0.0.1", "127.0.0.2", "127.0.0.3"], app=True)
     try:
         session = cluster.connect()
         session.execute(
@@ -176,6 +183,8 @@ def _lab() -> Iterator[PlaybookRun]:
     # The `kairos` commands the tests run log in through the environment, never argv.
     os.environ["KAIROS_CASSANDRA_USERNAME"] = CQL_USER
     os.environ["KAIROS_CASSANDRA_PASSWORD"] = lab_secret("cassandra-cql-password")
+    os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"] = APP_USER
+    os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"] = lab_secret("cassandra-app-password")
     sides = envelope.enter_lab(str(LAB_ENVELOPES))
     try:
         yield run

@@ -116,7 +116,7 @@ def drop_keyspace(keyspace: str) -> None:
     """Drop the test's gigabytes, and the snapshot auto_snapshot takes of them."""
     from .conftest import cql_cluster
 
-    cluster = cql_cluster(list(HOSTS.values()))
+    cluster = cql_cluster(list(HOSTS.values()), app=True)
     try:
         cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
     finally:

@@ -15,11 +15,13 @@ from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import Cluster
 
 from .conftest import (
+    APP_TABLE,
     REPO,
     SECRETS,
     PlaybookRun,
     cql_cluster,
     cql_node_cluster,
+    ensure_app_table,
     lab_secrets,
     run_playbook,
 )
@@ -116,6 +118,40 @@ def test_system_auth_survives_a_node_down(lab: PlaybookRun) -> None:
     assert row.replication["datacenter1"] == "3"
 
 
+def test_kairos_cql_role_holds_only_its_grants(lab: PlaybookRun) -> None:
+    """Kairos logs in as a role that is no superuser: it reads the virtual tables and ALTERs
+    an application table, and every statement outside its grants is refused."""
+    from cassandra import Unauthorized
+
+    ensure_app_table()
+    cluster = cql_cluster(["127.0.0.1"])
+    try:
+        session = cluster.connect()
+        assert session.execute("SELECT value FROM system_views.settings "
+                               "WHERE name = 'concurrent_reads'").one() is not None
+        # LIST ROLES shows a superuser's flag to any role that can see the role.
+        roles = {r.role: r.super for r in session.execute("LIST ROLES OF kairos")}
+        assert roles == {"kairos": False}
+        session.execute(f"ALTER TABLE {APP_TABLE} WITH comment = 'kairos may alter'")
+        session.execute(f"ALTER TABLE {APP_TABLE} WITH comment = ''")
+        refused = {
+            "read the application's data": f"SELECT * FROM {APP_TABLE} LIMIT 1",
+            "write it": f"INSERT INTO {APP_TABLE} (id, body) VALUES (1, 'x')",
+            "drop its table": f"DROP TABLE {APP_TABLE}",
+            "create a keyspace": "CREATE KEYSPACE kairos_forbidden WITH replication = "
+                                 "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+            "create a role": "CREATE ROLE kairos_forbidden WITH LOGIN = true",
+            "read the roles": "SELECT role, salted_hash FROM system_auth.roles",
+            "grant itself more": f"GRANT SELECT ON TABLE {APP_TABLE} TO kairos",
+        }
+        for what, statement in refused.items():
+            with pytest.raises(Unauthorized):
+                session.execute(statement)
+                pytest.fail(f"Kairos' role could {what}: {statement}")
+    finally:
+        cluster.shutdown()
+
+
 def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
     wrapper = (REPO / ".lab" / "cassandra" / "cass1" / "bin" / "nodetool").read_text()
     assert "-pwf" in wrapper
@@ -129,7 +165,7 @@ def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
 
 def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -> None:
     secrets = lab_secrets()
-    assert len(secrets) == 2
+    assert len(secrets) == 4  # CQL: the installer's superuser, Kairos, the app; JMX
     for path in SECRETS.iterdir():
         assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
     for host in CASSANDRA:

@@ -218,7 +218,7 @@ def leave_hints_for_victim(rows: int) -> None:
     assert not alive(pid), f"{VICTIM} did not stop"
     for peer in ("cass1", "cass2"):
         nodetool(peer, "sethintedhandoffthrottlekb", str(HINT_THROTTLE_KIB))
-    cluster = cql_cluster([HOSTS["cass1"], HOSTS["cass2"]])
+    cluster = cql_cluster([HOSTS["cass1"], HOSTS["cass2"]], app=True)
     try:
         session = cluster.connect()
         session.execute("CREATE KEYSPACE IF NOT EXISTS kairos_hints WITH replication = "

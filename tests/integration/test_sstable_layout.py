@@ -25,7 +25,7 @@ def test_a_saved_layout_is_put_back_on_every_node(lab: PlaybookRun, tmp_path: Pa
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
 
-    cluster = cql_cluster(list(HOSTS.values()))
+    cluster = cql_cluster(list(HOSTS.values()), app=True)
     session = cluster.connect()
     try:
         session.execute(f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE} WITH replication = "

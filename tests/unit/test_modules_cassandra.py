@@ -390,7 +390,7 @@ class FakeSession:
         if db.error_on and query.startswith(db.error_on):
             # A server error may quote the statement it refused.
             raise RuntimeError(f'Error from server: code=2000 [Syntax error] message="{query}"')
-        if query.startswith(("ALTER", "CREATE")):
+        if query.startswith(("ALTER", "CREATE", "GRANT", "REVOKE")):
             db.alter(query)
             return Rows()
         return Rows(db.select(query, params))
@@ -442,6 +442,9 @@ class FakeDatabase:
         self.auth = auth
         self.roles = {"cassandra": {"password": "cassandra", "can_login": True,
                                     "is_superuser": True}}
+        # role -> {(PERMISSION, resource as LIST PERMISSIONS prints it)}
+        self.permissions: dict[str, set[tuple[str, str]]] = {}
+        self.tables = {"kairos_app.events"}
         self.error_on = ""
         self.statements: list[tuple[str, Any]] = []
         self.logins: list[dict[str, Any]] = []
@@ -491,6 +494,13 @@ class FakeDatabase:
                     for r in GOSSIP["system_views.gossip_info"]]
         if query.startswith("SELECT role FROM system_auth.roles"):
             return [row(role=params[0])] if params[0] in self.roles else []
+        if query == "SELECT keyspace_name FROM system_schema.keyspaces":
+            return [row(keyspace_name=k) for k in self.replication]
+        if query.startswith("SELECT table_name FROM system_schema.tables"):
+            return [row(table_name=params[1])] if ".".join(params) in self.tables else []
+        if match := re.match(r'LIST ALL PERMISSIONS OF "(\w+)" NORECURSIVE$', query):
+            return [row(permission=p, resource=r)
+                    for p, r in sorted(self.permissions.get(match[1], set()))]
         if query.startswith("SELECT can_login, is_superuser FROM system_auth.roles"):
             role = self.roles.get(params[0])
             return [row(can_login=role["can_login"], is_superuser=role["is_superuser"])
@@ -516,6 +526,21 @@ class FakeDatabase:
                 role["password"] = password[1].replace("''", "'")
             role["is_superuser"] = "SUPERUSER = true" in match[2]
             role["can_login"] = "LOGIN = true" in match[2]
+        elif match := re.match(r"CREATE KEYSPACE IF NOT EXISTS (\w+) WITH replication = "
+                               r"\{'class': 'NetworkTopologyStrategy', 'datacenter1': (\d)\}$",
+                               query):
+            self.replication[match[1]] = {"class": NTS, "datacenter1": match[2]}
+        elif match := re.match(r"CREATE TABLE IF NOT EXISTS (\w+\.\w+) \(", query):
+            self.tables.add(match[1])
+        elif match := re.match(r'(GRANT|REVOKE) (\w+) ON (.+) (?:TO|FROM) "(\w+)"$', query):
+            # As LIST PERMISSIONS prints the resource: <keyspace k>, <all keyspaces>.
+            kind, _, name = match[3].partition(" ")
+            printed = f"<{match[3].lower()}>" if kind == "ALL" else f"<{kind.lower()} {name}>"
+            held = self.permissions.setdefault(match[4], set())
+            if match[1] == "GRANT":
+                held.add((match[2], printed))
+            else:
+                held.remove((match[2], printed))
         else:
             raise AssertionError(f"unexpected statement {query!r}")
 
@@ -813,11 +838,20 @@ def auth_db() -> Any:
 
 
 def auth_args(**args: Any) -> dict[str, Any]:
-    return {"host": "127.0.0.2", "username": "kairos", "password": SECRET, "timeout": 0, **args}
+    return {"host": "127.0.0.2", "username": "kairos_admin", "password": SECRET,
+            "kairos_username": "kairos", "kairos_password": KAIROS_SECRET, "timeout": 0, **args}
+
+
+KAIROS_SECRET = "kairos-only-grants-secret"
+KAIROS_GRANTS = [
+    ("MODIFY", "<keyspace kairos>"), ("SELECT", "<keyspace kairos>"),
+    ("SELECT", "<keyspace system_views>"),
+    ("SELECT", "<table system_distributed.view_build_status>"),
+]
 
 
 def changes(db: FakeDatabase) -> list[str]:
-    return [q for q, _ in db.statements if q.startswith(("ALTER", "CREATE"))]
+    return [q for q, _ in db.statements if q.startswith(("ALTER", "CREATE", "GRANT", "REVOKE"))]
 
 
 def test_auth_setup_check_mode_on_a_new_cluster_reports_and_changes_nothing(
@@ -827,29 +861,79 @@ def test_auth_setup_check_mode_on_a_new_cluster_reports_and_changes_nothing(
     assert result["changed"] is True and result["logged_in_as"] == "cassandra"
     assert result["actions"] == [
         "system_auth replication {'replication_factor': 1} -> {'datacenter1': 3}",
-        "created superuser role kairos",
+        "created superuser role kairos_admin",
+        "created keyspace kairos (Kairos' lease)",
+        "created table kairos.leases",
+        "created role kairos",
+        "granted MODIFY ON KEYSPACE kairos to kairos",
+        "granted SELECT ON KEYSPACE kairos to kairos",
+        "granted SELECT ON KEYSPACE system_views to kairos",
+        "granted SELECT ON TABLE system_distributed.view_build_status to kairos",
         "disabled login and superuser of the built-in cassandra role",
     ]
     assert result["repair_needed"] is False  # nothing was changed
     assert changes(auth_db) == [] and "kairos" not in auth_db.roles
     assert_no_secret(result)
+    assert KAIROS_SECRET not in json.dumps(result)
 
 
 def test_auth_setup_applies_then_a_second_run_changes_nothing(auth_db: Any) -> None:
-    first = run_module("cassandra_auth_setup", auth_args())
+    first = run_module("cassandra_auth_setup", auth_args(alter_keyspaces=["kairos_app"]))
     assert first["changed"] is True and first["repair_needed"] is True
     assert first["replication"] == {"datacenter1": 3}
     assert auth_db.replication["system_auth"] == {"class": NTS, "datacenter1": "3"}
-    assert auth_db.roles["kairos"] == {"password": SECRET, "is_superuser": True,
+    assert auth_db.replication["kairos"] == {"class": NTS, "datacenter1": "3"}
+    assert "kairos.leases" in auth_db.tables
+    assert auth_db.roles["kairos_admin"] == {"password": SECRET, "is_superuser": True,
+                                             "can_login": True}
+    # Kairos' own role: a login, never a superuser, with exactly its grants.
+    assert auth_db.roles["kairos"] == {"password": KAIROS_SECRET, "is_superuser": False,
                                        "can_login": True}
+    assert auth_db.permissions["kairos"] == {*KAIROS_GRANTS, ("ALTER", "<keyspace kairos_app>")}
+    assert first["kairos_grants"] == [
+        "ALTER ON KEYSPACE kairos_app", "MODIFY ON KEYSPACE kairos", "SELECT ON KEYSPACE kairos",
+        "SELECT ON KEYSPACE system_views", "SELECT ON TABLE system_distributed.view_build_status"]
     assert auth_db.roles["cassandra"]["can_login"] is False
-    # The password went to the node in the CQL statement and login only, never elsewhere.
-    assert auth_db.logins[-1]["password"] == SECRET
+    # The passwords went to the node in the CQL statements and logins only, never elsewhere.
     assert_no_secret(first)
+    assert KAIROS_SECRET not in json.dumps(first)
 
-    again = run_module("cassandra_auth_setup", auth_args())
-    assert again == {"changed": False, "logged_in_as": "kairos", "actions": [],
-                     "replication": {"datacenter1": 3}, "repair_needed": False}
+    again = run_module("cassandra_auth_setup", auth_args(alter_keyspaces=["kairos_app"]))
+    assert again["changed"] is False and again["actions"] == []
+    assert again["logged_in_as"] == "kairos_admin"
+    # Kairos' password was proven by logging in as it, not set again.
+    assert auth_db.logins[-1]["password"] == KAIROS_SECRET
+
+
+def test_auth_setup_takes_the_superuser_away_from_a_kairos_role_made_before(
+    auth_db: Any,
+) -> None:
+    """A cluster set up when Kairos logged in as the superuser: the module gets in as that
+    role, makes the installer's superuser, and leaves Kairos only its grants."""
+    auth_db.roles["kairos"] = {"password": KAIROS_SECRET, "is_superuser": True, "can_login": True}
+    auth_db.roles["cassandra"] = {"password": "cassandra", "is_superuser": False,
+                                  "can_login": False}
+    auth_db.permissions["kairos"] = {("ALTER", "<keyspace kairos_app>"),
+                                     ("DROP", "<keyspace kairos_app>")}
+    result = run_module("cassandra_auth_setup", auth_args())
+    assert result["logged_in_as"] == "kairos"
+    assert "set the password of role kairos and made it no superuser" in result["actions"]
+    assert auth_db.roles["kairos"]["is_superuser"] is False
+    assert auth_db.permissions["kairos"] == set(KAIROS_GRANTS)
+    assert "revoked DROP ON KEYSPACE kairos_app from kairos" in result["actions"]
+
+
+def test_auth_setup_gives_an_application_role_its_grants_and_warns_of_a_missing_keyspace(
+    auth_db: Any, capsys: pytest.CaptureFixture[str],
+) -> None:
+    app = {"name": "app", "password": "app-role-secret", "grants": ["CREATE ON ALL KEYSPACES"]}
+    result = run_module("cassandra_auth_setup", auth_args(roles=[app],
+                                                          alter_keyspaces=["shop", "kairos_app"]))
+    assert auth_db.roles["app"]["is_superuser"] is False
+    assert auth_db.permissions["app"] == {("CREATE", "<all keyspaces>")}
+    assert "ALTER ON KEYSPACE shop" not in result["kairos_grants"]
+    assert "keyspaces shop do not exist yet: kairos gets no ALTER" in capsys.readouterr().err
+    assert "app-role-secret" not in json.dumps(result)
 
 
 def test_auth_setup_never_lets_the_password_through_a_server_error(auth_db: Any) -> None:
@@ -864,9 +948,16 @@ def test_auth_setup_never_lets_the_password_through_a_server_error(auth_db: Any)
     [
         ({"replication_factor": 0}, "replication_factor=0: must be at least 1"),
         ({"username": "cassandra"}, "username must not be the built-in cassandra role"),
-        ({"password": None}, "password: empty; give the password of kairos"),
+        ({"password": None}, "password: empty; give the password of kairos_admin"),
         ({"password": ""}, "password: empty"),
-        ({"username": None}, "username: empty; give the role Kairos logs in as"),
+        ({"username": None}, "username: empty; give the superuser role used to install"),
+        ({"kairos_username": "kairos_admin"}, "Kairos' role must not be a superuser role"),
+        ({"kairos_password": ""}, "kairos_password: empty; give the password of kairos"),
+        ({"alter_keyspaces": ["shop; DROP"]}, "alter_keyspaces: 'shop; DROP' is not a keyspace"),
+        ({"roles": [{"name": "app", "password": "p", "grants": ["READ ON KEYSPACE shop"]}]},
+         r"roles\[0\].grants: 'READ ON KEYSPACE shop': unknown permission READ"),
+        ({"roles": [{"name": "app", "password": "p", "grants": ["SELECT ON shop"]}]},
+         r"roles\[0\].grants: 'SELECT ON shop': want PERMISSION ON"),
     ],
 )
 def test_auth_setup_refuses_bad_arguments(
