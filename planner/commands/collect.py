@@ -24,8 +24,9 @@ def register(subparsers: Any) -> None:
         "them to the workload store (SQLite). Rates are derived from consecutive rounds, "
         "leaving out intervals where a node restarted without a known start time or its "
         "counters were reset. With --export, write the derived cluster series as a trace "
-        "file that `kairos forecast` reads. Redis password: KAIROS_REDIS_PASSWORD or "
-        "REDISCLI_AUTH; Cassandra: KAIROS_CASSANDRA_USERNAME/KAIROS_CASSANDRA_PASSWORD. "
+        "file that `kairos forecast` reads. Redis login: KAIROS_REDIS_USERNAME (an ACL "
+        "user, optional) and KAIROS_REDIS_PASSWORD or REDISCLI_AUTH; Cassandra: "
+        "KAIROS_CASSANDRA_USERNAME/KAIROS_CASSANDRA_PASSWORD. "
         "With --resources, each node's resource use (CPU, throttling, memory and page "
         "cache, read I/O) read from its envelope is stored with the round.",
     )

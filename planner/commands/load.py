@@ -36,8 +36,10 @@ def register(subparsers: Any) -> None:
         "read/write/other on Redis) at a fixed rate, unthrottled, or following a workload "
         "trace; count every operation and every failure by exception type; then read back "
         "every acknowledged write and report the lost ones. Exit status 0 when nothing failed "
-        "and nothing acknowledged was lost, 1 otherwise. The Redis password is read from "
-        "KAIROS_REDIS_PASSWORD or REDISCLI_AUTH, never from the command line. "
+        "and nothing acknowledged was lost, 1 otherwise. Logins come from the environment, "
+        "never the command line: KAIROS_LOAD_{REDIS,CASSANDRA}_{USERNAME,PASSWORD} (the "
+        "application's), else Kairos' own (KAIROS_REDIS_USERNAME, KAIROS_REDIS_PASSWORD or "
+        "REDISCLI_AUTH; KAIROS_CASSANDRA_USERNAME/PASSWORD). "
         "See docs/load-generator.md.",
     )
     p.add_argument("--engine", choices=ENGINES, required=True)

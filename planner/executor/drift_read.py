@@ -55,15 +55,16 @@ def read_redis(
     ``drift_reader``, planner.engines). Redis has no tables (``tables`` is not read); the
     password is :func:`planner.workload.collect.redis_password`'s unless given."""
     keys = [k for k in keys if k not in kairos_redis.SECRET_DIRECTIVES]
+    username, login_password = collect.redis_login()
     if password is None:
-        password = collect.redis_password()
+        password = login_password
     observed: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
     for target in targets:
         node = None
         try:
             node = kairos_redis.Node(f"{target.address}:{target.port}", password or "",
-                                     timeout=timeout)
+                                     username or "", timeout=timeout)
             observed[target.name] = {"running": node.config_get(keys)}
         except Exception as exc:  # redis-py's errors and OSError: one node failing is data
             errors[target.name] = kairos_redis.error_text(exc)

@@ -15,7 +15,6 @@ parent never loads them. Credentials come from the environment, never from argv.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import threading
 import time
@@ -36,30 +35,18 @@ from planner.loadgen.check import (
 )
 from planner.loadgen.config import LoadConfig, split_host_port
 from planner.loadgen.workload import KeyChooser, OpMix, Pacer, parse_mix
+from planner.workload import collect
 
 #: Environment variables read (in this order) for the Redis password; never argv.
-REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
+REDIS_PASSWORD_ENV = collect.REDIS_PASSWORD_ENV
 #: Environment variables for Cassandra password authentication (optional): Kairos' own
-#: role, and the application's login that loads (which create and write their tables) use
-#: when it is set. Kairos' role has no grant on the application's data (docs/security.md).
-CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
-CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
-LOAD_CASSANDRA_USER_ENV = "KAIROS_LOAD_CASSANDRA_USERNAME"
-LOAD_CASSANDRA_PASSWORD_ENV = "KAIROS_LOAD_CASSANDRA_PASSWORD"
-
-
-def cassandra_login(application: bool = False) -> tuple[str, str] | None:
-    """(user, password) from the environment, or None (no authentication).
-
-    ``application``: the load's login (``KAIROS_LOAD_CASSANDRA_*``) when it is set, else
-    Kairos' own (``KAIROS_CASSANDRA_*``)."""
-    names = [(CASSANDRA_USER_ENV, CASSANDRA_PASSWORD_ENV)]
-    if application:
-        names.insert(0, (LOAD_CASSANDRA_USER_ENV, LOAD_CASSANDRA_PASSWORD_ENV))
-    for user_env, password_env in names:
-        if user := os.environ.get(user_env):
-            return user, os.environ.get(password_env, "")
-    return None
+#: login, and the application's that loads (which create and write their tables) use when
+#: it is set (planner.workload.collect.cassandra_login).
+CASSANDRA_USER_ENV = collect.CASSANDRA_USER_ENV
+CASSANDRA_PASSWORD_ENV = collect.CASSANDRA_PASSWORD_ENV
+LOAD_CASSANDRA_USER_ENV = collect.LOAD_CASSANDRA_USER_ENV
+LOAD_CASSANDRA_PASSWORD_ENV = collect.LOAD_CASSANDRA_PASSWORD_ENV
+cassandra_login = collect.cassandra_login
 
 
 # ------------------------------------------------------------ issue side (both engines)
@@ -388,13 +375,11 @@ class _CassandraWorker:
 
 # ------------------------------------------------------------------------------ Redis
 def redis_password(config: LoadConfig) -> str | None:
+    """The load's Redis password: the config's, else the application's login
+    (:func:`planner.workload.collect.redis_login`)."""
     if config.password is not None:
         return config.password
-    for name in REDIS_PASSWORD_ENV:
-        value = os.environ.get(name)
-        if value:
-            return value
-    return None
+    return collect.redis_login(application=True)[1]
 
 
 #: The "other" operation: a Lua script (Redis's "other" class) touching one key.
@@ -429,6 +414,7 @@ class _RedisWorker:
         nodes = [ClusterNode(*split_host_port(p, cfg.port or 6379)) for p in cfg.contact_points]
         self.rc = RedisCluster(
             startup_nodes=nodes,
+            username=None if cfg.password is not None else collect.redis_login(True)[0],
             password=redis_password(cfg),
             decode_responses=True,
             socket_timeout=cfg.request_timeout,

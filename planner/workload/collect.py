@@ -94,8 +94,41 @@ from planner.workload.store import CounterSample
 DEFAULT_PORTS: dict[str, int] = {e.name: e.default_port for e in REGISTRY.values()}
 #: Environment variables read (in order) for the Redis password.
 REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
+#: The Redis ACL user of that password (empty: the default user).
+REDIS_USER_ENV = "KAIROS_REDIS_USERNAME"
 CASSANDRA_USER_ENV = "KAIROS_CASSANDRA_USERNAME"
 CASSANDRA_PASSWORD_ENV = "KAIROS_CASSANDRA_PASSWORD"
+#: The application's logins, which loads use (they write and read the application's data,
+#: which Kairos' own role and ACL user may not: docs/security.md).
+LOAD_CASSANDRA_USER_ENV = "KAIROS_LOAD_CASSANDRA_USERNAME"
+LOAD_CASSANDRA_PASSWORD_ENV = "KAIROS_LOAD_CASSANDRA_PASSWORD"
+LOAD_REDIS_USER_ENV = "KAIROS_LOAD_REDIS_USERNAME"
+LOAD_REDIS_PASSWORD_ENV = "KAIROS_LOAD_REDIS_PASSWORD"
+
+
+def cassandra_login(application: bool = False) -> tuple[str, str] | None:
+    """(user, password) from the environment, or None (no authentication).
+
+    ``application``: the load's login (``KAIROS_LOAD_CASSANDRA_*``) when it is set, else
+    Kairos' own (``KAIROS_CASSANDRA_*``)."""
+    names = [(CASSANDRA_USER_ENV, CASSANDRA_PASSWORD_ENV)]
+    if application:
+        names.insert(0, (LOAD_CASSANDRA_USER_ENV, LOAD_CASSANDRA_PASSWORD_ENV))
+    for user_env, password_env in names:
+        if user := os.environ.get(user_env):
+            return user, os.environ.get(password_env, "")
+    return None
+
+
+def redis_login(application: bool = False) -> tuple[str | None, str | None]:
+    """(ACL user or None for the default user, password or None) from the environment.
+
+    ``application``: the load's (``KAIROS_LOAD_REDIS_*``) when its password is set, else
+    Kairos' own (``KAIROS_REDIS_USERNAME``, ``KAIROS_REDIS_PASSWORD`` or ``REDISCLI_AUTH``)."""
+    if application and os.environ.get(LOAD_REDIS_PASSWORD_ENV):
+        return (os.environ.get(LOAD_REDIS_USER_ENV) or None,
+                os.environ[LOAD_REDIS_PASSWORD_ENV])
+    return os.environ.get(REDIS_USER_ENV) or None, redis_password()
 
 #: Keyspaces whose tables are not the application's workload.
 SYSTEM_KEYSPACES: frozenset[str] = frozenset(
@@ -423,7 +456,8 @@ def redis_password() -> str | None:
 
 
 def read_redis_info(
-    target: Target, *, password: str | None, timeout: float, sample_keys: int = 0
+    target: Target, *, password: str | None, timeout: float, sample_keys: int = 0,
+    username: str | None = None,
 ) -> tuple[str, list[str]]:
     """The raw text of ``INFO server replication commandstats latencystats cpu stats memory
     keyspace clients`` from one node, and ``sample_keys`` random keys' encodings
@@ -434,6 +468,7 @@ def read_redis_info(
     conn = redis.Connection(
         host=target.address,
         port=target.port,
+        username=username,
         password=password,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
@@ -459,13 +494,14 @@ def collect_redis(
     import redis
 
     targets = parse_targets(hosts, default_port=DEFAULT_PORTS["redis"])
-    secret = password if password is not None else redis_password()
+    user, secret = redis_login()
+    secret = password if password is not None else secret
     result = CollectResult("redis", time.time())
     for t in targets:
         began = time.time()
         try:
             text, encodings = read_redis_info(t, password=secret, timeout=timeout,
-                                          sample_keys=REDIS_SAMPLE_KEYS)
+                                              sample_keys=REDIS_SAMPLE_KEYS, username=user)
         except (redis.RedisError, OSError) as exc:
             result.errors[t.name] = f"{type(exc).__name__}: {exc}"
             continue
@@ -628,12 +664,8 @@ def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -
     profile = ExecutionProfile(
         load_balancing_policy=WhiteListRoundRobinPolicy(addresses), request_timeout=timeout
     )
-    auth = None
-    user = os.environ.get(CASSANDRA_USER_ENV)
-    if user:
-        auth = PlainTextAuthProvider(
-            username=user, password=os.environ.get(CASSANDRA_PASSWORD_ENV, "")
-        )
+    login = cassandra_login()
+    auth = PlainTextAuthProvider(username=login[0], password=login[1]) if login else None
     return Cluster(
         contact_points=addresses,
         # Cassandra 5.0 speaks v5: negotiating down from the driver's newest version

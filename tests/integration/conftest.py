@@ -47,6 +47,23 @@ def assert_no_secret(text: str, where: str) -> None:
         assert secret not in text, f"a lab password appears in {where}"
 
 
+#: The lab's Redis logins (inventories/local/group_vars/redis.yml): the operator (the default
+#: user), Kairos' ACL user and the application's.
+REDIS_LOGINS = {"operator": (None, "redis-password"), "kairos": ("kairos", "redis-kairos-password"),
+                "app": ("app", "redis-app-password")}
+
+
+def redis_client(port: int, *, user: str = "operator", host: str = "127.0.0.1",
+                 **kwargs: Any) -> Any:
+    """A redis-py client of one lab node, logged in as ``user`` (see REDIS_LOGINS)."""
+    import redis
+
+    username, secret = REDIS_LOGINS[user]
+    kwargs.setdefault("socket_timeout", 5)
+    return redis.Redis(host=host, port=port, username=username, password=lab_secret(secret),
+                       **kwargs)
+
+
 def cql_auth(app: bool = False) -> Any:
     """The driver's login for the lab (PasswordAuthenticator): Kairos' role, or the app's."""
     from cassandra.auth import PlainTextAuthProvider
@@ -173,6 +190,22 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlaybookRun]:
     assert not holding, f"a lab password is in {holding}"
 
 
+def kairos_acl_denials() -> list[str]:
+    """What the lab's Redis nodes refused Kairos' ACL user (ACL LOG), as text."""
+    import redis
+
+    denied = []
+    for port in range(7001, 7007):
+        try:
+            with redis_client(port, decode_responses=True) as client:
+                entries = client.acl_log()
+        except (redis.RedisError, OSError):
+            continue  # a node a test left down: nothing to read
+        denied += [f"{port}: {e.get('reason')} {e.get('object')} ({e.get('count')}x)"
+                   for e in entries if e.get("username") == "kairos"]
+    return denied
+
+
 def _lab() -> Iterator[PlaybookRun]:
     started_here = not lab_processes()
     run = run_playbook("playbooks/lab_up.yml")
@@ -185,11 +218,18 @@ def _lab() -> Iterator[PlaybookRun]:
     os.environ["KAIROS_CASSANDRA_PASSWORD"] = lab_secret("cassandra-cql-password")
     os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"] = APP_USER
     os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"] = lab_secret("cassandra-app-password")
+    os.environ["KAIROS_REDIS_USERNAME"] = "kairos"
+    os.environ["KAIROS_REDIS_PASSWORD"] = lab_secret("redis-kairos-password")
+    os.environ["KAIROS_LOAD_REDIS_USERNAME"] = "app"
+    os.environ["KAIROS_LOAD_REDIS_PASSWORD"] = lab_secret("redis-app-password")
     sides = envelope.enter_lab(str(LAB_ENVELOPES))
     try:
         yield run
     finally:
         envelope.leave_lab(sides)
+    # Every command Kairos sent all session long was within its ACL (docs/security.md).
+    denied = kairos_acl_denials()
+    assert not denied, f"Kairos' Redis user was refused: {denied}"
     if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
         down = run_playbook("playbooks/lab_down.yml")
         assert down.rc == 0, down.output[-3000:]

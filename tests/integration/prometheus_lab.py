@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -130,6 +131,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
+def _exporter_env() -> dict[str, str]:
+    """The exporter's Redis login (the lab's ACL user ``exporter``), in its environment
+    (REDIS_USER / REDIS_PASSWORD), never its argv."""
+    secret = Path(__file__).resolve().parents[2] / ".lab" / "secrets" / "redis-exporter-password"
+    env = dict(os.environ)
+    if secret.exists():
+        env.update(REDIS_USER="exporter", REDIS_PASSWORD=secret.read_text().strip())
+    return env
+
+
 def running(workdir: Path, *, cassandra: Sequence[str], redis: Sequence[str],
             textfile_dir: Path) -> Iterator[Stack]:
     """Start the Redis exporter, the textfile server and Prometheus; stop them by pid."""
@@ -155,7 +166,9 @@ def running(workdir: Path, *, cassandra: Sequence[str], redis: Sequence[str],
         ):
             log = (workdir / f"{name}.log").open("wb")
             logs.append(log)
-            stack.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            stack.processes[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                     env=_exporter_env() if name == "redis-exporter"
+                                                     else None)
         _wait_ready(stack)
         yield stack
     finally:

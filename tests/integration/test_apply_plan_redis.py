@@ -24,7 +24,7 @@ from ansible.module_utils.kairos_redis import parse_conf, read_topology, restart
 
 from planner.loadgen import BackgroundLoad
 
-from .conftest import BIN, REPO, PlaybookRun, run_playbook
+from .conftest import BIN, REPO, PlaybookRun, lab_secret, redis_client, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.redis]
 
@@ -42,6 +42,9 @@ def endpoints(ports: dict[str, int]) -> dict[str, str]:
 
 
 def client(port: int, password: str | None = None) -> redis.Redis:
+    """A client of one node: the scratch cluster's with ``password``, else the lab's operator."""
+    if password is None:
+        return redis_client(port, decode_responses=True)
     return redis.Redis(port=port, password=password, decode_responses=True, socket_timeout=5)
 
 
@@ -59,7 +62,8 @@ def pids(lab: Path = LAB) -> dict[str, int]:
 
 
 def topology(ports: dict[str, int] = PORTS, password: str = "") -> dict[str, Any]:
-    return read_topology(endpoints(ports), password)
+    """The cluster's topology read with ``password``, else as the lab's operator."""
+    return read_topology(endpoints(ports), password or lab_secret("redis-password"))
 
 
 def assert_healthy(ports: dict[str, int] = PORTS, password: str = "") -> dict[str, Any]:

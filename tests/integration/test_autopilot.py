@@ -19,13 +19,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-import redis
 import yaml
 
 from planner.model.spaces import get_space
 from planner.workload.series import WorkloadSeries, save_trace
 
-from .conftest import APP_TABLE, REPO, PlaybookRun, assert_no_secret, ensure_app_table
+from .conftest import (
+    APP_TABLE,
+    REPO,
+    PlaybookRun,
+    assert_no_secret,
+    ensure_app_table,
+    redis_client,
+)
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.redis]
 
@@ -54,7 +60,7 @@ def redis_running(key: str) -> set[str]:
     """The value every Redis node runs for key (one value when they agree)."""
     seen = set()
     for port in REDIS_PORTS.values():
-        with redis.Redis(port=port, decode_responses=True, socket_timeout=5) as client:
+        with redis_client(port, decode_responses=True) as client:
             seen.add(str(client.config_get(key)[key]))
     return seen
 

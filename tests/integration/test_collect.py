@@ -29,7 +29,7 @@ from planner.model.spaces import get_space
 from planner.workload.collect import collect
 from planner.workload.store import Store
 
-from .conftest import run_playbook
+from .conftest import redis_client, run_playbook
 from .test_autopilot import redis_plan
 
 pytestmark = pytest.mark.lab
@@ -187,13 +187,12 @@ def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
 
 @pytest.mark.redis
 def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> None:
-    import redis
 
     store = Store(tmp_path / "k.db")
     rate = 150.0
     primaries = [
         p for p in REDIS_PORTS
-        if redis.Redis(port=p, decode_responses=True).info("replication")["role"] == "master"
+        if redis_client(p, decode_responses=True).info("replication")["role"] == "master"
     ]
     target = primaries[0]
     name = f"redis{target - 7000}"
@@ -204,7 +203,7 @@ def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> No
         time.sleep(3)
         _round(store, "redis", REDIS)
         time.sleep(1.5)
-        client = redis.Redis(port=target, decode_responses=True)
+        client = redis_client(target, decode_responses=True)
         assert client.config_resetstat()  # commandstats of one primary fall to zero
         time.sleep(1.5)
         _round(store, "redis", REDIS)
@@ -259,13 +258,12 @@ def test_cli_collect_rounds_and_export(lab: object, tmp_path: Path) -> None:
 def _redis_lab_config() -> dict[str, Any]:
     """What every Redis node of the lab runs, for each parameter of the Redis space (as
     tests/integration/test_autopilot.py's redis_current: the nodes agree on each)."""
-    import redis
 
     values: dict[str, Any] = {}
     for key, param in get_space("redis").parameters.items():
         seen = set()
         for port in REDIS_PORTS:
-            with redis.Redis(port=port, decode_responses=True, socket_timeout=5) as client:
+            with redis_client(port, decode_responses=True) as client:
                 seen.add(str(client.config_get(key)[key]))
         assert len(seen) == 1, f"the lab's Redis nodes differ on {key}: {seen}"
         (value,) = seen
@@ -289,7 +287,6 @@ def _adopt_redis_plan(tmp: Path, current: dict[str, Any]) -> Path:
 def test_a_collect_round_reports_a_value_set_by_hand_as_drift(lab: object, tmp_path: Path) -> None:
     """Issue 40: a value changed by hand (CONFIG SET) is reported as drift within one collect
     round, by node, parameter, expected and running value; the playbook does not fail on it."""
-    import redis
 
     current = _redis_lab_config()
     adopted = _adopt_redis_plan(tmp_path, current)
@@ -311,7 +308,7 @@ def test_a_collect_round_reports_a_value_set_by_hand_as_drift(lab: object, tmp_p
 
     hz = int(current["hz"])
     by_hand = 37 if hz != 37 else 38
-    node = redis.Redis(port=7003, decode_responses=True, socket_timeout=5)
+    node = redis_client(7003, decode_responses=True)
     try:
         assert node.config_set("hz", by_hand)
         drifted = run_playbook("playbooks/collect.yml", *args, timeout=120)

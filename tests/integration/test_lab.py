@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import redis
 from ansible.module_utils.kairos_jolokia import JolokiaError, call, read_config
 from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import Cluster
@@ -23,6 +22,7 @@ from .conftest import (
     cql_node_cluster,
     ensure_app_table,
     lab_secrets,
+    redis_client,
     run_playbook,
 )
 
@@ -55,7 +55,7 @@ def test_every_node_sees_every_peer_up_normal(lab: PlaybookRun) -> None:
 def test_redis_cluster_is_ok_and_covers_every_slot(lab: PlaybookRun) -> None:
     roles = []
     for port in REDIS_PORTS:
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        client = redis_client(port)
         assert client.ping()
         info = client.execute_command("CLUSTER INFO")  # redis-py 8 parses it into a dict
         if not isinstance(info, dict):
@@ -152,6 +152,63 @@ def test_kairos_cql_role_holds_only_its_grants(lab: PlaybookRun) -> None:
         cluster.shutdown()
 
 
+def test_kairos_redis_user_runs_only_its_commands(lab: PlaybookRun) -> None:
+    """Kairos' ACL user reads what Kairos reads and writes only its lease's keys; the
+    application's user has its data but no admin or dangerous command; no login without a
+    password. The denials this test provokes are cleared from ACL LOG, which the session
+    then checks holds none of Kairos' (conftest.py)."""
+    import redis as redis_py
+
+    primary = next(p for p in REDIS_PORTS
+                   if redis_client(p).execute_command("ROLE")[0] in (b"master", "master"))
+    app = redis_client(primary, user="app", decode_responses=True)
+    kairos = redis_client(primary, user="kairos", decode_responses=True)
+    # A key this node serves, written by the application.
+    key = next(k for k in (f"kairos_acl_test:{i}" for i in range(10_000))
+               if app.execute_command("CLUSTER", "KEYSLOT", k) in _slots(app))
+    try:
+        app.set(key, "v")
+        assert kairos.info("replication")["role"] == "master"
+        assert "hz" in kairos.config_get("hz")
+        assert kairos.object("encoding", key) == "embstr"  # the collector's sample
+        lease = "kairos:{acl-test}"
+        if kairos.execute_command("CLUSTER", "KEYSLOT", lease) in _slots(kairos):
+            assert kairos.set(lease, "held", nx=True, px=5000) and kairos.delete(lease) == 1
+        denied = {
+            "FLUSHALL": ("FLUSHALL",), "KEYS": ("KEYS", "*"), "read the app's data": ("GET", key),
+            "write it": ("SET", key, "x"), "DEL it": ("DEL", key),
+            "ACL SETUSER": ("ACL", "SETUSER", "kairos", "+@all"),
+            "CLIENT KILL": ("CLIENT", "KILL", "ID", "999999999"),
+            "CONFIG RESETSTAT": ("CONFIG", "RESETSTAT"),
+        }
+        for what, command in denied.items():
+            with pytest.raises(redis_py.exceptions.NoPermissionError):
+                kairos.execute_command(*command)
+                pytest.fail(f"Kairos' Redis user could {what}")
+        for command in (("FLUSHALL",), ("CONFIG", "SET", "hz", "10"), ("KEYS", "*")):
+            with pytest.raises(redis_py.exceptions.NoPermissionError):
+                app.execute_command(*command)
+        assert app.get(key) == "v"
+        with pytest.raises(redis_py.exceptions.AuthenticationError):
+            redis_py.Redis(port=primary, socket_timeout=5).ping()
+    finally:
+        app.delete(key)
+        for port in REDIS_PORTS:  # what this test provoked: not Kairos' own
+            redis_client(port).execute_command("ACL", "LOG", "RESET")
+        app.close()
+        kairos.close()
+
+
+def _slots(client: object) -> set[int]:
+    """The slots the node behind ``client`` serves as a primary (CLUSTER SLOTS)."""
+    myid = client.execute_command("CLUSTER", "MYID")  # type: ignore[attr-defined]
+    served: set[int] = set()
+    for first, last, *nodes in client.execute_command("CLUSTER", "SLOTS"):  # type: ignore[attr-defined]
+        if nodes and nodes[0][2] == myid:
+            served.update(range(first, last + 1))
+    return served
+
+
 def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
     wrapper = (REPO / ".lab" / "cassandra" / "cass1" / "bin" / "nodetool").read_text()
     assert "-pwf" in wrapper
@@ -165,7 +222,9 @@ def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
 
 def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -> None:
     secrets = lab_secrets()
-    assert len(secrets) == 4  # CQL: the installer's superuser, Kairos, the app; JMX
+    # CQL: the installer's superuser, Kairos, the app; JMX; Redis: the operator, Kairos, the
+    # replicas, the app, the exporter.
+    assert len(secrets) == 9
     for path in SECRETS.iterdir():
         assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
     for host in CASSANDRA:

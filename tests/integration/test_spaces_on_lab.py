@@ -22,7 +22,7 @@ import redis
 
 from planner.model.spaces import get_space, render_settings
 
-from .conftest import PlaybookRun, cql_cluster, cql_node_cluster, run_playbook
+from .conftest import PlaybookRun, cql_cluster, cql_node_cluster, redis_client, run_playbook
 from .test_apply_plan import Timeline, load, report
 
 pytestmark = pytest.mark.lab
@@ -152,7 +152,7 @@ def _value_for(param: Any, default: Any) -> Any:
 
 def test_every_live_redis_parameter_is_accepted_by_config_set(lab: PlaybookRun) -> None:
     space = get_space("redis")
-    client = redis.Redis(host="127.0.0.1", port=7001, socket_timeout=5, decode_responses=True)
+    client = redis_client(7001, decode_responses=True)
     live = [k for k, p in space.parameters.items() if p.change == "live"]
     assert live
     original = {k: client.config_get(k)[k] for k in live}
