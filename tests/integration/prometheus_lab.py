@@ -130,7 +130,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-@contextmanager
 def _exporter_env() -> dict[str, str]:
     """The exporter's Redis login (the lab's ACL user ``exporter``), in its environment
     (REDIS_USER / REDIS_PASSWORD), never its argv."""
@@ -141,6 +140,7 @@ def _exporter_env() -> dict[str, str]:
     return env
 
 
+@contextmanager
 def running(workdir: Path, *, cassandra: Sequence[str], redis: Sequence[str],
             textfile_dir: Path) -> Iterator[Stack]:
     """Start the Redis exporter, the textfile server and Prometheus; stop them by pid."""
