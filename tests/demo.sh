@@ -154,8 +154,12 @@ from cassandra.cluster import Cluster
 cluster = Cluster(["127.0.0.1"], auth_provider=PlainTextAuthProvider(
     os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"], os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"]))
 session = cluster.connect()
+# Only those that exist: the app may drop what it created, and Cassandra checks the DROP
+# permission even for a keyspace that is not there.
+existing = {r.keyspace_name for r in session.execute("SELECT keyspace_name FROM system_schema.keyspaces")}
 for ks in ("kairos_demo", "kairos_demo_quiet", "kairos_demo_busy"):
-    session.execute(f"DROP KEYSPACE IF EXISTS {ks}", timeout=120)
+    if ks in existing:
+        session.execute(f"DROP KEYSPACE {ks}", timeout=120)
 cluster.shutdown()
 EOF
 for ks in kairos_demo kairos_demo_quiet kairos_demo_busy; do
