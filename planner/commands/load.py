@@ -57,11 +57,14 @@ def register(subparsers: Any) -> None:
                    "(cassandra) or read=0.8,write=0.2 (redis); default 50/50 read/write")
     p.add_argument("--distribution", choices=("uniform", "zipfian", "latest"), default="zipfian",
                    help="key popularity (YCSB; default zipfian)")
-    p.add_argument("--keys", type=KEYS, default=10_000, help="record count (default 10000)")
+    p.add_argument("--keys", type=KEYS, help="record count (default 10000; with --shape, "
+                   "the shape's: cache-hot 100000, cache-scan and evict-burst 20000, hash-* 1000 "
+                   "hashes)")
     p.add_argument("--max-keys", type=KEYS, default=1_000_000,
                    help="key-space bound including inserts (default 1000000)")
-    p.add_argument("--value-size", type=VALUE_SIZE, default=100,
-                   help="bytes per value (default 100)")
+    p.add_argument("--value-size", type=VALUE_SIZE,
+                   help="bytes per value (default 100; with --shape, the shape's: 1000, or "
+                   "40 per hash field)")
     p.add_argument("--concurrency", type=CONCURRENCY, help="per process: requests in flight "
                    "(cassandra, default 64) or client threads (redis, default 8)")
     p.add_argument("--processes", type=inputs.PROCESSES, default=1,
@@ -87,12 +90,7 @@ def register(subparsers: Any) -> None:
     cass.add_argument("--local-dc", help="the client's datacenter (default: inferred)")
     cass.add_argument("--scan-length", type=inputs.bounded_int(1, 10_000), default=10,
                       help="rows per scan (default 10)")
-    red = p.add_argument_group("redis")
-    red.add_argument("--prefix", default="kairos_load", help="key prefix (default kairos_load)")
-    red.add_argument("--wait-replicas", type=inputs.bounded_int(0, 64), default=1,
-                     help="replicas WAIT must report for a write to count as acknowledged")
-    red.add_argument("--wait-timeout-ms", type=inputs.bounded_int(0, 3_600_000),
-                     default=1000, help="WAIT timeout (ms)")
+    _redis_options(p)
     tr = p.add_argument_group("trace replay")
     tr.add_argument("--trace", help="workload trace (CSV or JSON, see planner/workload/series.py)")
     tr.add_argument("--trace-scope", help="which scope of a multi-scope trace")
@@ -109,12 +107,33 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _redis_options(p: Any) -> None:
+    """The Redis-only options of ``kairos load``."""
+    red = p.add_argument_group("redis")
+    red.add_argument("--prefix", default="kairos_load", help="key prefix (default kairos_load)")
+    red.add_argument("--shape", choices=tuple(_shapes()),
+                     help="a named workload shape that makes Redis' configuration matter: "
+                     "cache-hot, cache-scan, hash-read, hash-write, evict-burst "
+                     "(docs/load-generator.md); default: plain GET / SET+WAIT / EVAL")
+    red.add_argument("--wait-replicas", type=inputs.bounded_int(0, 64), default=1,
+                     help="replicas WAIT must report for a write to count as acknowledged")
+    red.add_argument("--wait-timeout-ms", type=inputs.bounded_int(0, 3_600_000),
+                     default=1000, help="WAIT timeout (ms)")
+
+
 #: LoadConfig fields given as they are by the option of the same name.
 _PASSED_AS_IS = (
     "engine", "port", "cl", "verify_cl", "keyspace", "table", "replication_class", "local_dc",
-    "prefix", "mix", "distribution", "keys", "max_keys", "value_size", "scan_length", "rate",
-    "max_requests", "processes", "preload", "wait_replicas", "wait_timeout_ms", "seed",
+    "prefix", "mix", "distribution", "max_keys", "scan_length", "rate",
+    "max_requests", "processes", "preload", "wait_replicas", "wait_timeout_ms", "seed", "shape",
 )
+
+
+def _shapes() -> dict[str, Any]:
+    """The Redis workload shapes (planner.loadgen.shapes.SHAPES), imported when asked."""
+    from planner.loadgen.shapes import SHAPES
+
+    return SHAPES
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
@@ -137,8 +156,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         seconds = trace.duration if trace is not None else 30.0
     hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
     concurrency = args.concurrency or get_engine(args.engine).load_concurrency
+    spec = _shapes()[args.shape] if args.shape else None
     return LoadConfig(
         **{name: getattr(args, name) for name in _PASSED_AS_IS},
+        keys=args.keys or (spec.keys if spec else 10_000),
+        value_size=args.value_size or (spec.value_size if spec else 100),
         contact_points=hosts,
         replication_factor=args.rf,
         seconds=seconds,
@@ -201,10 +223,28 @@ def format_result(result: Any) -> str:
                            or "not run") + "]"))
     else:
         lines.append("verified          no (read-back skipped)")
+    lines.extend(_shape_lines(d))
     for s in d["steps"]:
         lines.append(f"  step {s['step']:>4}: target {s['target_rate']:>10.1f} ops/s, "
                      f"achieved {s['ops_per_s']:>8.1f} ops/s, {s['failed']} failed")
     return "\n".join(lines)
+
+
+def _shape_lines(d: dict[str, Any]) -> list[str]:
+    """A shaped run's lines: hit ratio per class, and the evictions the server counted."""
+    if not d.get("shape"):
+        return []
+    lines = [f"shape             {d['shape']}"]
+    for cls, ratio in d["hit_ratio_by_class"].items():
+        lines.append(f"  hits {cls:<10} {d['hits'].get(cls, 0)} of "
+                     f"{d['hits'].get(cls, 0) + d['misses'].get(cls, 0)} lookups"
+                     f" ({'-' if ratio is None else f'{100 * ratio:.1f} %'})")
+    evicted = d["evicted_keys"]
+    lines.append("evicted keys      " + (
+        "not measured (INFO refused or a counter reset): every missing key counts as lost"
+        if evicted is None else f"{evicted} on the primaries during the run; "
+        f"{d['missing_evicted']} missing acknowledged key(s) put down to them"))
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

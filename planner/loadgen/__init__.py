@@ -10,6 +10,8 @@ rooms along its seams, each importing only those above it in this list:
 
 - :mod:`planner.loadgen.workload`: what load to generate: key distributions, operation
   mix, trace schedule, pacing (pure).
+- :mod:`planner.loadgen.shapes`: the named Redis workload shapes (``--shape``): which
+  command and key each operation is (pure).
 - :mod:`planner.loadgen.config`: :class:`LoadConfig`, one run, validated where it is made.
 - :mod:`planner.loadgen.check`: acknowledged writes and their read-back check, failure and
   latency counting, :class:`LoadResult` and :func:`aggregate` (pure).
@@ -56,6 +58,7 @@ from planner.loadgen.config import (
     split_host_port,
 )
 from planner.loadgen.run import BackgroundLoad, LoadError, run_load
+from planner.loadgen.shapes import SHAPES, Op, ShapeChooser, ShapeSpec, hash_fields
 from planner.loadgen.workload import (
     CLASSES,
     DEFAULT_MIX,
@@ -85,6 +88,7 @@ __all__ = [
     "LOAD_CASSANDRA_USER_ENV",
     "MAX_RUN_SECONDS",
     "REDIS_PASSWORD_ENV",
+    "SHAPES",
     "ZIPFIAN_THETA",
     "AckLog",
     "BackgroundLoad",
@@ -93,8 +97,11 @@ __all__ = [
     "LoadConfig",
     "LoadError",
     "LoadResult",
+    "Op",
     "OpMix",
     "Pacer",
+    "ShapeChooser",
+    "ShapeSpec",
     "TraceSchedule",
     "WorkerStats",
     "ZipfianGenerator",
@@ -103,6 +110,7 @@ __all__ = [
     "check_value",
     "default_verify_cl",
     "fnv1a64",
+    "hash_fields",
     "make_value",
     "owned_key",
     "parse_mix",

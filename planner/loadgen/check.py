@@ -194,6 +194,9 @@ class LoadResult:
     ``acknowledged_writes`` counts writes the cluster acknowledged; ``lost_acknowledged_writes``
     counts keys whose latest acknowledged value was missing, stale or foreign on read-back.
     ``verified`` is True only if every acknowledged key was read back without error.
+    A shaped Redis run (``shape``) also counts hits and misses per class, and reports the
+    keys the primaries evicted while it ran (``evicted_keys``, None if unread) and how many
+    missing acknowledged keys that count covers (``missing_evicted``, not in the lost).
     """
 
     engine: str
@@ -217,10 +220,23 @@ class LoadResult:
     concurrency: int = 1
     stopped_by: str = "duration"
     steps: tuple[Mapping[str, Any], ...] = ()
+    shape: str | None = None
+    hits_by_class: Mapping[str, int] = field(default_factory=dict)
+    misses_by_class: Mapping[str, int] = field(default_factory=dict)
+    evicted_keys: int | None = None
+    missing_evicted: int = 0
 
     @property
     def failed(self) -> int:
         return sum(self.failures.values())
+
+    def hit_ratio(self, cls: str | None = None) -> float | None:
+        """Hits / (hits + misses) of class ``cls`` (None: every class); None if no lookup."""
+        classes = [cls] if cls is not None else sorted(set(self.hits_by_class)
+                                                       | set(self.misses_by_class))
+        hits = sum(self.hits_by_class.get(c, 0) for c in classes)
+        total = hits + sum(self.misses_by_class.get(c, 0) for c in classes)
+        return hits / total if total else None
 
     @property
     def ok(self) -> bool:
@@ -251,6 +267,15 @@ class LoadResult:
             "concurrency": self.concurrency,
             "stopped_by": self.stopped_by,
             "steps": [dict(s) for s in self.steps],
+            "shape": self.shape,
+            "hits": dict(self.hits_by_class),
+            "misses": dict(self.misses_by_class),
+            "hit_ratio": _round(self.hit_ratio(), 4),
+            "hit_ratio_by_class": {c: _round(self.hit_ratio(c), 4)
+                                   for c in sorted(set(self.hits_by_class)
+                                                   | set(self.misses_by_class))},
+            "evicted_keys": self.evicted_keys,
+            "missing_evicted": self.missing_evicted,
         }
 
 
@@ -265,7 +290,15 @@ class WorkerStats:
         self.step_ops = [0] * steps
         self.step_failures = [0] * steps
         self.unacknowledged = 0
+        self.hits: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
         self.lock = threading.Lock()
+
+    def lookups(self, cls: str, hits: int, misses: int) -> None:
+        """Count ``hits`` and ``misses`` of a shaped read of class ``cls``."""
+        with self.lock:
+            self.hits[cls] += hits
+            self.misses[cls] += misses
 
     def success(self, cls: str, seconds: float, step: int | None = None) -> None:
         with self.lock:
@@ -294,6 +327,8 @@ class WorkerStats:
             "step_ops": list(self.step_ops),
             "step_failures": list(self.step_failures),
             "unacknowledged": self.unacknowledged,
+            "hits": dict(self.hits),
+            "misses": dict(self.misses),
         }
 
 
@@ -342,16 +377,7 @@ def aggregate(
     for h in hists.values():
         total_hist.merge(h)
     total = sum(ops.values())
-    steps: list[dict[str, Any]] = []
-    if config.trace is not None:
-        for i in range(n_steps):
-            steps.append({
-                "step": i,
-                "target_rate": round(config.trace.rates[i], 3),
-                "ops_per_s": round(step_ops[i] / config.trace.step_seconds, 1),
-                "failed": step_failures[i],
-                "mix": {c: round(f, 4) for c, f in config.trace.mixes[i].items()},
-            })
+    hits, misses, evicted, excused = _lookups_and_evictions(config, payloads, lost)
     return LoadResult(
         engine=config.engine,
         seconds=seconds,
@@ -373,6 +399,54 @@ def aggregate(
         processes=config.processes,
         concurrency=config.concurrency,
         stopped_by=stopped_by,
-        steps=tuple(steps),
+        steps=_steps(config, step_ops, step_failures),
+        shape=config.shape,
+        hits_by_class=hits,
+        misses_by_class=misses,
+        evicted_keys=evicted,
+        missing_evicted=excused,
     )
+
+
+def _steps(config: LoadConfig, step_ops: Sequence[int],
+           step_failures: Sequence[int]) -> tuple[dict[str, Any], ...]:
+    """Trace mode: per step the target and achieved rates, the failures and the mix."""
+    trace = config.trace
+    if trace is None:
+        return ()
+    return tuple({
+        "step": i,
+        "target_rate": round(trace.rates[i], 3),
+        "ops_per_s": round(step_ops[i] / trace.step_seconds, 1),
+        "failed": step_failures[i],
+        "mix": {c: round(f, 4) for c, f in trace.mixes[i].items()},
+    } for i in range(trace.steps))
+
+
+def _lookups_and_evictions(
+    config: LoadConfig, payloads: Sequence[Mapping[str, Any]], lost: Counter[str]
+) -> tuple[dict[str, int], dict[str, int], int | None, int]:
+    """Merged hits and misses, the evictions measured, and the missing keys they cover.
+
+    A shaped run's workers each report ``evicted_keys``: how many keys the primaries
+    evicted (INFO stats) from before the worker's first write to after its read-back, or
+    None when it could not be read. The largest window's count bounds the evictions of the
+    whole run from below, so at most that many ``missing`` acknowledged keys are put down
+    to eviction (removed from ``lost`` and returned as the last item); any excess stays
+    lost. Nothing is excused when a count is missing or the run has no shape.
+    """
+    hits: Counter[str] = Counter()
+    misses: Counter[str] = Counter()
+    for p in payloads:
+        hits.update(p.get("hits", {}))
+        misses.update(p.get("misses", {}))
+    counts = [p.get("evicted_keys") for p in payloads]
+    evicted = (max(int(c) for c in counts if c is not None)
+               if config.shape and counts and None not in counts else None)
+    excused = min(lost.get("missing", 0), evicted) if evicted is not None else 0
+    if excused:
+        lost["missing"] -= excused
+        if not lost["missing"]:
+            del lost["missing"]
+    return dict(hits), dict(misses), evicted, excused
 

@@ -34,6 +34,15 @@ from planner.loadgen.check import (
     owned_key,
 )
 from planner.loadgen.config import LoadConfig, split_host_port
+from planner.loadgen.shapes import (
+    BURST_VALUE_SIZE,
+    MARKER_FIELD,
+    SHAPES,
+    Op,
+    ShapeChooser,
+    field_name,
+    hash_fields,
+)
 from planner.loadgen.workload import KeyChooser, OpMix, Pacer, parse_mix
 from planner.workload import collect
 
@@ -403,6 +412,14 @@ class _RedisWorker:
                         for t in range(self.threads)]
         self.stats = [WorkerStats(config.classes, steps) for _ in range(self.threads)]
         self.rc: Any = None
+        self.choosers = [
+            ShapeChooser(config.shape, slot=w.slot, writers=w.writers, keys=config.keys,
+                         max_keys=config.max_keys, distribution=config.distribution,
+                         scan_length=config.scan_length)
+            for w in self.writers] if config.shape else []
+        self.hashes = config.shape is not None and SHAPES[config.shape].hashes
+        self.began = time.monotonic()
+        self.evicted_before: int | None = None
 
     def connect(self) -> None:
         from redis.backoff import ExponentialWithJitterBackoff
@@ -423,16 +440,43 @@ class _RedisWorker:
                         retries=max(3, int(cfg.request_timeout))),
         )
         self.rc.ping(target_nodes=RedisCluster.PRIMARIES)
+        if cfg.shape:
+            self.evicted_before = self.evicted_keys()
+
+    def evicted_keys(self) -> int | None:
+        """Keys evicted so far, summed over the primaries (INFO stats); None if unreadable
+        (e.g. a login refused INFO)."""
+        from redis.cluster import RedisCluster
+
+        try:
+            infos = self.rc.info("stats", target_nodes=RedisCluster.PRIMARIES)
+        except Exception:
+            return None
+        if not isinstance(infos, dict) or not infos:
+            return None
+        if "evicted_keys" in infos:  # one node: redis-py returns its reply itself
+            infos = {"node": infos}
+        try:
+            return sum(int(info["evicted_keys"]) for info in infos.values())
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def close(self) -> None:
         if self.rc is not None:
             self.rc.close()
 
     def key_name(self, key: int) -> str:
+        if self.hashes:
+            return f"{self.config.prefix}:h:{key}"
         return f"{self.config.prefix}:{key}"
 
     def write(self, key: int, value: str) -> bool:
-        """SET then WAIT on the same connection of the key's primary; True if acknowledged.
+        """SET then WAIT on the same connection of the key's primary; True if acknowledged."""
+        return self.acked_write(self.key_name(key), lambda pipe, name: pipe.set(name, value))
+
+    def acked_write(self, name: str, queue: Any) -> bool:
+        """``queue(pipe, name)`` then WAIT on the same connection of the key's primary;
+        True if acknowledged.
 
         Follows MOVED (slot map refreshed) and ASK, and retries connection errors and
         CLUSTERDOWN/TRYAGAIN with bounded exponential backoff until ``request_timeout``.
@@ -447,7 +491,6 @@ class _RedisWorker:
         )
 
         cfg = self.config
-        name = self.key_name(key)
         deadline = time.monotonic() + cfg.request_timeout
         attempt = 0
         ask: Any = None
@@ -457,7 +500,7 @@ class _RedisWorker:
                 pipe = self.rc.get_redis_connection(node).pipeline(transaction=False)
                 if ask is not None:
                     pipe.execute_command("ASKING")
-                pipe.set(name, value)
+                queue(pipe, name)
                 pipe.execute_command("WAIT", cfg.wait_replicas, cfg.wait_timeout_ms)
                 replies = pipe.execute()
                 return int(replies[-1]) >= cfg.wait_replicas
@@ -481,6 +524,9 @@ class _RedisWorker:
                 raise TimeoutError(f"write of {name} not done within {cfg.request_timeout}s")
 
     def _one(self, t: int, cls: str, step: int | None) -> None:
+        if self.choosers:
+            self._shaped(t, cls, step)
+            return
         w, stats = self.writers[t], self.stats[t]
         began = time.perf_counter()
         try:
@@ -500,6 +546,74 @@ class _RedisWorker:
             return
         stats.success(cls, time.perf_counter() - began, step)
 
+    # -- shaped operations (--shape; planner.loadgen.shapes)
+    def _shaped(self, t: int, cls: str, step: int | None) -> None:
+        """One operation of the shape: the op of class ``cls`` (an evict-burst burst
+        overrides it), counted in the op's own class; each miss is then filled (a write)."""
+        op = self.choosers[t].next(cls, self.rngs[t], time.monotonic() - self.began)
+        stats = self.stats[t]
+        began = time.perf_counter()
+        try:
+            missed = self._issue_shaped(t, op)
+        except Exception as exc:
+            stats.failure(op.cls, exc, step)
+            return
+        stats.success(op.cls, time.perf_counter() - began, step)
+        for key in missed:
+            began = time.perf_counter()
+            try:
+                self._fill(t, key)
+            except Exception as exc:
+                stats.failure("write", exc, step)
+                continue
+            stats.success("write", time.perf_counter() - began, step)
+
+    def _issue_shaped(self, t: int, op: Op) -> list[int]:
+        """Send ``op``; count its hits and misses; return the keys that missed."""
+        rc, stats, name = self.rc, self.stats[t], self.key_name(op.key)
+        if op.writes:
+            self._fill(t, op.key, op)
+            return []
+        if op.kind == "eval":
+            rc.eval(_OTHER_SCRIPT, 1, name)
+            return []
+        if op.kind == "scan":
+            values = rc.mget_nonatomic([self.key_name(k) for k in op.keys])
+            missed = [k for k, v in zip(op.keys, values, strict=True) if v is None]
+        elif op.kind == "get":
+            missed = [op.key] if rc.get(name) is None else []
+        elif op.kind == "hgetall":
+            missed = [] if rc.hgetall(name) else [op.key]
+        else:  # hget, hmget
+            fields = [field_name(f) for f in op.fields]
+            values = [rc.hget(name, fields[0])] if op.kind == "hget" else rc.hmget(name, fields)
+            absent = sum(v is None for v in values)
+            stats.lookups(op.cls, len(values) - absent, absent)
+            return [op.key] if absent else []
+        n = len(op.keys) if op.kind == "scan" else 1
+        stats.lookups(op.cls, n - len(missed), len(missed))
+        return missed
+
+    def _fill(self, t: int, key: int, op: Op | None = None) -> None:
+        """Write ``key`` (SET or HSET + WAIT) and log the acknowledgement: a miss's fill
+        (a whole hash, or a value), a write-through SET, an HSET of a few fields, a burst."""
+        cfg, w = self.config, self.writers[t]
+        seq = w.next_value()[0]
+        size = BURST_VALUE_SIZE if op is not None and op.kind == "burst" else cfg.value_size
+        value = make_value(w.tag, w.slot, seq, max(size, cfg.value_size))
+        if self.hashes:
+            fields = op.fields if op is not None else tuple(range(hash_fields(key)))
+            mapping = {field_name(f): value for f in fields}
+            mapping[MARKER_FIELD] = value
+            ok = self.acked_write(self.key_name(key),
+                                  lambda pipe, name: pipe.hset(name, mapping=mapping))
+        else:
+            ok = self.acked_write(self.key_name(key), lambda pipe, name: pipe.set(name, value))
+        if ok:
+            w.acks.record(key, seq)
+        else:
+            self.stats[t].unacknowledged += 1
+
     def _thread(self, t: int, plan: _Plan, errors: list[str]) -> None:
         try:
             for step, mix in plan.slots():
@@ -512,6 +626,12 @@ class _RedisWorker:
             for key in range(w.slot, self.config.keys, w.writers):
                 if self.stop.is_set():
                     return
+                if self.choosers:  # a shape's records: its fill of each key
+                    try:
+                        self._fill(t, key)
+                    except Exception as exc:
+                        self.stats[t].failures[f"preload:{type(exc).__name__}"] += 1
+                    continue
                 seq, value = w.next_value()
                 try:
                     if self.write(key, value):
@@ -523,6 +643,7 @@ class _RedisWorker:
 
     def run(self, plan: _Plan) -> None:
         errors: list[str] = []
+        self.began = plan.start  # evict-burst's bursts count from the start of the run
         threads = [threading.Thread(target=self._thread, args=(t, plan, errors), daemon=True,
                                     name=f"kairos-load-{t}") for t in range(self.threads)]
         for th in threads:
@@ -542,7 +663,7 @@ class _RedisWorker:
                 chunk = items[i : i + 500]
                 names = [self.key_name(k) for k, _ in chunk]
                 try:
-                    values = self.rc.mget_nonatomic(names)
+                    values = self._read_back(names)
                 except Exception as exc:
                     errors[type(exc).__name__] += len(chunk)
                     continue
@@ -551,8 +672,25 @@ class _RedisWorker:
                     kind = check_value(value, tag=w.tag, slot=w.slot, acked_seq=seq)
                     if kind != "ok":
                         lost[kind] += 1
-        return {"lost": dict(lost), "verify_errors": dict(errors), "verified_keys": checked,
-                "verified": not errors}
+        out: dict[str, Any] = {"lost": dict(lost), "verify_errors": dict(errors),
+                               "verified_keys": checked, "verified": not errors}
+        if self.choosers:
+            after = self.evicted_keys()
+            before = self.evicted_before
+            # None when unread, or when a counter went back (a restarted node): unknown.
+            out["evicted_keys"] = (after - before if after is not None and before is not None
+                                   and after >= before else None)
+        return out
+
+    def _read_back(self, names: list[str]) -> list[Any]:
+        """The values to check of ``names``: a hash's marker field (set by every HSET of it
+        in the same command, so it carries the hash's latest acknowledged write), else GET."""
+        if not self.hashes:
+            return list(self.rc.mget_nonatomic(names))
+        pipe = self.rc.pipeline()
+        for name in names:
+            pipe.hget(name, MARKER_FIELD)
+        return list(pipe.execute())
 
     def progress(self) -> tuple[int, int]:
         ops = fails = 0
@@ -575,6 +713,8 @@ class _RedisWorker:
             merged.step_failures = [a + b for a, b in
                                     zip(merged.step_failures, s.step_failures, strict=True)]
             merged.unacknowledged += s.unacknowledged
+            merged.hits.update(s.hits)
+            merged.misses.update(s.misses)
         merged.hist = hists
         out = merged.payload()
         out["acknowledged"] = sum(w.acks.acknowledged for w in self.writers)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from planner.engines import get_engine
 from planner.errors import ValidationError
+from planner.loadgen.shapes import SHAPES
 from planner.loadgen.workload import (
     DEFAULT_MIX,
     DISTRIBUTIONS,
@@ -65,6 +66,10 @@ class LoadConfig:
         Worker processes.
     trace : TraceSchedule or None
         Replay per-step rates and mixes instead of ``rate``/``mix``.
+    shape : str or None
+        Redis only: a named workload shape (:data:`planner.loadgen.shapes.SHAPES`) that
+        gives the mix's classes their commands; its mix is the default mix. None = the
+        plain GET / SET+WAIT / EVAL load.
     password : str or None
         Redis password; None reads ``KAIROS_REDIS_PASSWORD`` then ``REDISCLI_AUTH`` in the
         workers. Never shown in ``repr``.
@@ -100,6 +105,7 @@ class LoadConfig:
     wait_replicas: int = 1
     wait_timeout_ms: int = 1000
     seed: int | None = None
+    shape: str | None = None
     password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -111,8 +117,9 @@ class LoadConfig:
             host, _port = split_host_port(p, self.port or get_engine(self.engine).default_port)
             if not host:
                 raise ValidationError(f"contact_points: empty host in {p!r}")
-        mix = parse_mix(self.mix if self.mix is not None else DEFAULT_MIX[self.engine],
-                        self.engine)
+        self._check_shape()
+        default_mix = SHAPES[self.shape].mix if self.shape else DEFAULT_MIX[self.engine]
+        mix = parse_mix(self.mix if self.mix is not None else default_mix, self.engine)
         object.__setattr__(self, "mix", mix)
         cl = self.cl.upper()
         if cl not in CONSISTENCY_LEVELS:
@@ -167,6 +174,24 @@ class LoadConfig:
                 except ValidationError as exc:
                     raise ValidationError(f"trace: step {i}: {exc}") from None
             object.__setattr__(self, "seconds", min(self.seconds, self.trace.duration))
+
+    def _check_shape(self) -> None:
+        if self.shape is None:
+            return
+        if self.shape not in SHAPES:
+            raise ValidationError(
+                f"shape: unknown {self.shape!r}; known: {', '.join(SHAPES)}")
+        spec = SHAPES[self.shape]
+        if self.engine != spec.engine:
+            raise ValidationError(f"shape: {self.shape!r} is a "
+                                  f"{spec.engine.capitalize()} shape, not for "
+                                  f"{self.engine}")
+        need = self.keys + self.writers
+        if SHAPES[self.shape].cold_range and self.max_keys < need:
+            raise ValidationError(
+                f"max_keys: shape {self.shape} uses the range [keys, max_keys) above the hot "
+                f"keys, one key or more per writer: must be >= keys + writers ({need}), got "
+                f"{self.max_keys}")
 
     @property
     def writers(self) -> int:

@@ -1,0 +1,120 @@
+"""The Redis shapes against a real redis-server: a scratch one-node cluster this test starts
+on a free port of 127.0.0.1:7400-7409 (its own directory, no persistence) and stops by its
+PID. Skipped when redis-server is not installed. About 15 s."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from planner.loadgen import LoadConfig, hash_fields, run_load
+
+SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(
+    SERVER is None, reason="redis-server is not installed (Debian's redis-server package): "
+    "the shapes' real-server test needs one to start")
+
+
+def _free(port: int) -> bool:
+    for p in (port, port + 10000):  # the client port and the cluster bus
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
+            s.bind(("127.0.0.1", p))
+            continue
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Any]:
+    import redis
+
+    port = next((p for p in range(7409, 7399, -1) if _free(p)), None)
+    if port is None:
+        pytest.skip("no free port in 127.0.0.1:7400-7409 for a scratch redis-server")
+    with tempfile.TemporaryDirectory(prefix="kairos-redis-") as tmp:
+        assert SERVER is not None
+        proc = subprocess.Popen(
+            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", "",
+             "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
+             f"nodes-{port}.conf", "--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client = redis.Redis(port=port, decode_responses=True)
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        pytest.skip(f"the scratch redis-server on {port} did not start")
+                    time.sleep(0.05)
+            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            while client.cluster("info")["cluster_state"] != "ok":
+                time.sleep(0.05)
+            yield port, client
+        finally:
+            proc.terminate()  # the server this fixture started, by its PID
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _run(port: int, shape: str, **options: Any) -> Any:
+    cfg = LoadConfig(engine="redis", contact_points=(f"127.0.0.1:{port}",), shape=shape,
+                     wait_replicas=0, wait_timeout_ms=0, concurrency=2, request_timeout=5,
+                     seed=7, **options)
+    return run_load(cfg, startup_timeout=60)
+
+
+def test_evict_burst_evicts_and_every_missing_write_is_accounted(server: Any) -> None:
+    port, client = server
+    client.flushall()
+    result = _run(port, "evict-burst", keys=2000, max_keys=100_000, value_size=500, seconds=4)
+    assert result.failed == 0 and result.verified and result.acknowledged_writes > 0
+    # 8 MB of maxmemory and 64-KiB burst values: the bursts evicted, and only missing keys
+    # the measured evictions cover were not counted lost.
+    assert result.evicted_keys is not None and result.evicted_keys > 0
+    assert 0 < result.missing_evicted <= result.evicted_keys
+    assert result.lost_acknowledged_writes == 0 and result.ok
+    lookups = result.hits_by_class.get("read", 0) + result.misses_by_class.get("read", 0)
+    assert lookups == result.ops_by_class["read"] and result.hit_ratio("read") is not None
+
+
+def test_without_eviction_no_missing_write_is_excused(server: Any) -> None:
+    port, client = server
+    client.flushall()
+    client.config_set("maxmemory-policy", "noeviction")
+    try:
+        result = _run(port, "cache-hot", keys=500, value_size=200, seconds=2)
+    finally:
+        client.config_set("maxmemory-policy", "allkeys-lru")
+    assert result.evicted_keys == 0 and result.missing_evicted == 0
+    assert result.ok and result.verified_keys == len(client.keys("kairos_load:*"))
+    # Cache-aside: a key is read (miss) before it is filled, so misses >= distinct keys read.
+    assert result.misses_by_class["read"] > 0 and result.hits_by_class["read"] > 0
+
+
+def test_hash_shapes_build_hashes_on_both_sides_of_the_listpack_threshold(server: Any) -> None:
+    port, client = server
+    client.flushall()
+    result = _run(port, "hash-read", keys=60, value_size=40, seconds=2)
+    assert result.ok and result.verified_keys > 0
+    entries = int(client.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"])
+    seen = {}
+    for name in client.scan_iter("kairos_load:h:*"):
+        key = int(name.rsplit(":", 1)[1])
+        if client.hlen(name) == hash_fields(key) + 1:  # a whole hash (filled) and its marker
+            seen[client.hlen(name) <= entries] = client.object("encoding", name)
+    assert seen == {True: "listpack", False: "hashtable"}
