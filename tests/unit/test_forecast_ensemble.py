@@ -322,3 +322,40 @@ def test_profile_daytype_needs_the_start_time_and_two_weeks() -> None:
     assert "profile_daytype" in names
     names, skipped = load_candidates(seasons, 24 * 12, 12, weekday_of=lambda i: (i // 24) % 7)
     assert "profile_daytype" not in names and "14 days" in skipped["profile_daytype"]
+
+
+def test_the_day_type_candidate_counts_weekdays_from_the_series_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 45: the start was once overwritten by the wall clock (time.perf_counter()), so
+    # the day of the week of every step, and the forecast, changed with the time of the run
+    seen: list[float] = []
+    real = fcand.weekdays
+
+    def spy(start: float, step: float, day: int):  # type: ignore[no-untyped-def]
+        seen.append(start)
+        return real(start, step, day)
+
+    monkeypatch.setattr(fcand, "weekdays", spy)
+    s = hourly_ops(profile="saas", days=28)
+    forecast(s, horizon=12)
+    assert seen == [float(s.timestamps[0])]
+
+
+def test_the_same_history_gives_the_same_forecast_whatever_the_clock_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import planner.forecast.ensemble as ens
+
+    s = hourly_ops(profile="saas", days=28)
+    runs = []
+    for clock in (1_000.0, 1_000.0 + 3.5 * 86400):  # the wall clock half a week apart
+        monkeypatch.setattr(ens.time, "perf_counter", lambda c=clock: c)
+        runs.append(forecast(s, horizon=12))
+    monkeypatch.undo()
+    errors = [r.info["ensemble"]["load"]["candidates_load_smape"] for r in runs]
+    assert "profile_daytype" in errors[0] and errors[0] == errors[1]
+    for name in ("load_mean", "load_lower", "load_upper"):
+        np.testing.assert_array_equal(getattr(runs[0], name), getattr(runs[1], name))
+    for c in s.classes:
+        np.testing.assert_array_equal(runs[0].mix_mean[c], runs[1].mix_mean[c])
