@@ -6,9 +6,11 @@
 2. Combination: the origins are split in time; on the older half each *scheme* -- every single
    candidate, inverse-MSE weights, inverse squared-MSE weights, the mean of the best three,
    simplex-constrained stacking -- learns weights per horizon bucket; on the newer half the
-   scheme with the lowest load sMAPE wins. Single candidates are schemes too, so the ensemble is
-   never worse than the best single candidate on that half. The winner's weights are then
-   refitted on all origins for the forecast.
+   scheme with the lowest load sMAPE wins (with a detected season, the mean of its sMAPE on
+   both halves, each forecast with the weights learnt on the other: :data:`NEWER_HALF_SHARE`).
+   Single candidates are schemes too, so the ensemble is never worse than the best single
+   candidate on that error. The winner's weights are then refitted on all origins for the
+   forecast.
 3. The mix: every class's additive log-ratio is combined the same way (inverse squared-MSE),
    then shrunk towards the last observed mix by a factor per horizon bucket chosen on the
    newer half from 0 (the naive forecast) to 1, so it is never worse than naive there (a
@@ -48,6 +50,12 @@ DEFAULT_BUDGET_SECONDS = 5.0
 SHRINK_GRID = tuple(np.round(np.linspace(0.0, 1.0, 11), 2))
 #: profile_daytype looks back at least two weeks (four weekend days)
 MIN_DAYTYPE_LAG = 14
+#: On a seasonal series the combination scheme is chosen by its error on the newer half
+#: (weights from the older) and on the older half (weights from the newer), the newer
+#: counting this share (0.5: every origin alike; 1: the newer half alone, as before issue
+#: 45's third session and still without a detected season, where regimes change and the
+#: older half is only older).
+NEWER_HALF_SHARE = 0.5
 MIX_CANDIDATES = ("naive", "ses", "profile_day", "profile_week", "ets")
 Progress = Callable[[str], None]
 
@@ -120,6 +128,13 @@ def load_candidates(
         return {k: v for k, v in out.items() if k in MIX_CANDIDATES}, skipped
     window = 3 * (seasons.day or seasons.other or max(h, 24))
     out["theta"] = fcand.theta_adjusted(main, k_main, window)
+    # statsmodels' Theta with the daily season (and the weekly one), as the peer's AutoTheta:
+    # the decomposition needs two whole cycles before the first origin
+    for name, m in (("day", seasons.day or seasons.other), ("week", seasons.week)):
+        if m and n_fit >= 2 * m + 2:
+            out[f"sm_theta_{name}"] = fcand.statsmodels_theta(m)
+        else:
+            skipped[f"sm_theta_{name}"] = f"needs two {name} cycles before the backtest"
     # Fourier terms only for seasons seen twice: fewer cycles extrapolate wildly
     seen = fcand.Seasons(*(m if m and n_fit >= 2 * m else None
                            for m in (seasons.day, seasons.week, seasons.other)))
@@ -275,24 +290,41 @@ class Combination:
 def combine(
     names: Sequence[str], f: np.ndarray, a: np.ndarray, split: int,
     buckets: list[tuple[int, int]], to_load: Callable[[np.ndarray], np.ndarray],
+    newer_share: float = 1.0,
 ) -> Combination:
-    """Fit every scheme on origins ``[:split]``, pick the best sMAPE on ``[split:]``, refit."""
+    """Fit every scheme on origins ``[:split]``, pick the best sMAPE on ``[split:]``, refit.
+
+    With ``newer_share`` < 1 the older half is scored too (with weights fitted on the newer)
+    and a scheme's error is ``newer_share`` * newer + (1 - ``newer_share``) * older. Single
+    candidates are scored the same way, so the chosen scheme is never worse than the best
+    one on that error.
+    """
     actual_load = to_load(a[split:])
-    best, best_err, best_fc = "", math.inf, np.empty(0)
+    actual_all = to_load(a)
+    best, best_err, best_fc, best_older = "", math.inf, np.empty(0), np.empty(0)
     errors: dict[str, float] = {}
     for name, scheme in _schemes(names).items():
         w = _fit_weights(scheme, f[:, :split], a[:split], buckets)
         fc = _apply(w, f[:, split:], buckets)
         err = float(np.mean(smape(actual_load, to_load(fc))))
+        older = np.empty(0)
+        if newer_share < 1:
+            # and the older half with the newer half's weights: every origin out of sample
+            older = _apply(_fit_weights(scheme, f[:, split:], a[split:], buckets),
+                           f[:, :split], buckets)
+            err_older = float(np.mean(smape(actual_all[:split], to_load(older))))
+            err = newer_share * err + (1 - newer_share) * err_older
         errors[name] = err
         if err < best_err - 1e-12:
-            best, best_err, best_fc = name, err, fc
+            best, best_err, best_fc, best_older = name, err, fc, older
     scheme = _schemes(names)[best]
     weights = _fit_weights(scheme, f, a, buckets)
     # cross-fitted forecasts of the older half, so every residual is out of sample
-    older = _apply(_fit_weights(scheme, f[:, split:], a[split:], buckets), f[:, :split], buckets)
+    if newer_share >= 1:
+        best_older = _apply(_fit_weights(scheme, f[:, split:], a[split:], buckets),
+                            f[:, :split], buckets)
     return Combination(scheme=best, weights=weights, eval_forecast=best_fc,
-                       cross_forecast=np.concatenate([older, best_fc]), eval_smape=errors)
+                       cross_forecast=np.concatenate([best_older, best_fc]), eval_smape=errors)
 
 
 def json_float(v: float) -> float | None:
@@ -328,9 +360,13 @@ def _log_transform(load: np.ndarray) -> tuple[float, Callable[[np.ndarray], np.n
 def load_part(
     load: np.ndarray, origins: np.ndarray, h: int, seasons: fcand.Seasons, level: float,
     *, deadline: float, progress: Progress | None = None,
-    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None,
+    weekday_of: Callable[[np.ndarray], np.ndarray] | None = None, newer_share: float = 1.0,
 ) -> Part:
-    """Backtest the load candidates, combine them, and calibrate the intervals."""
+    """Backtest the load candidates, combine them, and calibrate the intervals.
+
+    ``newer_share``: the newer half's share in the error a scheme is chosen by (see
+    :data:`NEWER_HALF_SHARE`).
+    """
     c, to_load = _log_transform(load)
     z = np.log(load + c)
     cands, skipped = load_candidates(seasons, int(origins[0]), h, weekday_of=weekday_of)
@@ -340,7 +376,7 @@ def load_part(
     a = z[origins[:, None] + np.arange(h)[None, :]]
     split = origins.size // 2
     buckets = _buckets(h)
-    comb = combine(names, f, a, split, buckets, to_load)
+    comb = combine(names, f, a, split, buckets, to_load, newer_share=newer_share)
     zf = _apply(comb.weights, np.stack([final[n] for n in names]), buckets)
     bands = fint.load_bands(a - comb.cross_forecast, origins, load.size,
                             day=seasons.day or seasons.other, level=level)
@@ -486,7 +522,8 @@ def ensemble_forecast(
                   if start is not None and seasons.day else None)
     lp = load_part(load, origins, horizon, seasons, level,
                    deadline=cpu_start + 0.6 * budget_seconds, progress=progress,
-                   weekday_of=weekday_of)
+                   weekday_of=weekday_of,
+                   newer_share=NEWER_HALF_SHARE if season else 1.0)
     mp = mix_part(mix, origins, horizon, seasons, level,
                   deadline=cpu_start + 0.9 * budget_seconds)
     seconds = time.perf_counter() - wall_start

@@ -145,7 +145,8 @@ def test_candidates_see_only_the_past() -> None:
     later[24 * 25 + 12 :] += 5.0
     for cand in (fcand.naive, fcand.ses, fcand.seasonal_naive(24), fcand.seasonal_profile(24, 3),
                  fcand.ets_adjusted(168, 2), fcand.theta_adjusted(24, 3, 72),
-                 fcand.fourier_ar(seasons, 24 * 14), fcand.mstl(seasons)):
+                 fcand.fourier_ar(seasons, 24 * 14), fcand.mstl(seasons),
+                 fcand.statsmodels_theta(24), fcand.statsmodels_theta(168)):
         np.testing.assert_allclose(cand(z, origins, 12), cand(later, origins, 12))
 
 
@@ -359,3 +360,49 @@ def test_the_same_history_gives_the_same_forecast_whatever_the_clock_says(
         np.testing.assert_array_equal(getattr(runs[0], name), getattr(runs[1], name))
     for c in s.classes:
         np.testing.assert_array_equal(runs[0].mix_mean[c], runs[1].mix_mean[c])
+
+
+def test_statsmodels_theta_learns_the_daily_shape_from_every_day_of_the_history() -> None:
+    # a fixed daily shape under white noise: the value a day before carries one day's noise,
+    # the decomposition's mean per phase over ~20 days almost none
+    rng = np.random.default_rng(8)
+    n = 24 * 28
+    shape = np.sin(2 * np.pi * np.arange(n) / 24) + 0.5 * np.cos(4 * np.pi * np.arange(n) / 24)
+    z = 3.0 + shape + rng.normal(0, 0.2, n)
+    origins = np.arange(24 * 21, n - 12, 5)
+    targets = origins[:, None] + np.arange(12)[None, :]
+    theta = fcand.statsmodels_theta(24)(z, origins, 12)
+    snaive = fcand.seasonal_naive(24)(z, origins, 12)
+    err_theta = np.mean(np.abs(theta - (3.0 + shape[targets])))
+    err_snaive = np.mean(np.abs(snaive - (3.0 + shape[targets])))
+    assert err_theta < 0.5 * err_snaive
+
+
+def test_statsmodels_theta_is_a_candidate_when_two_cycles_precede_the_backtest() -> None:
+    from planner.forecast.ensemble import load_candidates
+
+    seasons = fcand.Seasons(day=24, week=168)
+    names, _ = load_candidates(seasons, 168 * 2 + 2, 12)
+    assert {"sm_theta_day", "sm_theta_week"} <= set(names)
+    names, skipped = load_candidates(seasons, 168 * 2 - 10, 12)
+    assert "sm_theta_day" in names and "sm_theta_week" not in names
+    assert "two week cycles" in skipped["sm_theta_week"]
+
+
+def test_the_scheme_can_be_chosen_on_both_halves_of_the_origins() -> None:
+    # a: exact on the older half, 0.3 off on the newer; b: 0.2 off throughout
+    n, split, h = 40, 20, 3
+    actual = np.zeros((n, h))
+    a = np.where(np.arange(n)[:, None] < split, 0.0, 0.3) + actual
+    b = actual + 0.2
+    f = np.stack([a, b])
+    buckets = [(0, 1), (1, 3)]
+    newer_only = combine(["a", "b"], f, actual, split, buckets, np.exp)
+    assert newer_only.scheme == "single:b"
+    both = combine(["a", "b"], f, actual, split, buckets, np.exp, newer_share=0.5)
+    assert both.scheme == "single:a"
+    smape_03 = 2 * (np.exp(0.3) - 1) / (np.exp(0.3) + 1)
+    assert both.eval_smape["single:a"] == pytest.approx(0.5 * smape_03)
+    assert both.eval_smape["single:a"] <= min(both.eval_smape.values()) + 1e-12
+    # every residual stays out of sample: the older half forecast with the newer's weights
+    np.testing.assert_allclose(both.cross_forecast[split:], a[split:])
