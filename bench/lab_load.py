@@ -34,7 +34,8 @@ def add_load_arguments(p: argparse.ArgumentParser, *, mix: str, keys: int, concu
 
 
 def lab_login() -> None:
-    """The lab's CQL logins, through the environment as for ``kairos load`` (never argv),
+    """The lab's CQL logins and TLS files, through the environment as for ``kairos load``
+    (never argv),
     unless the environment already names them: Kairos' own role, and the application's that
     the loads use (docs/security.md)."""
     secrets = REPO / ".lab" / "secrets"
@@ -47,3 +48,9 @@ def lab_login() -> None:
         if user_env not in os.environ and secret.exists():
             os.environ[user_env] = user
             os.environ[password_env] = secret.read_text().strip()
+    # The lab speaks TLS only: the lab's CA and the clients' certificate (docs/security.md).
+    tls = REPO / ".lab" / "tls"
+    for engine in ("CASSANDRA", "REDIS"):
+        for suffix, name in (("CA", "ca.pem"), ("CERT", "kairos.pem"), ("KEY", "kairos.key")):
+            if (tls / name).exists():
+                os.environ.setdefault(f"KAIROS_{engine}_TLS_{suffix}", str(tls / name))

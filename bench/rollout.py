@@ -237,8 +237,11 @@ class HintWatch:
         from kairos_cql import build_cluster
 
         names = {a: n for n, a in LAB_NODES.items()}
+        from kairos_tls import from_env
+
         login = {"username": os.environ.get("KAIROS_CASSANDRA_USERNAME"),
-                 "password": os.environ.get("KAIROS_CASSANDRA_PASSWORD")}
+                 "password": os.environ.get("KAIROS_CASSANDRA_PASSWORD"),
+                 "tls": from_env("cassandra")}
         sessions: dict[str, Any] = {}
         while not self._stop.wait(0.5):
             for name, address in LAB_NODES.items():

@@ -13,6 +13,8 @@ export KAIROS_CASSANDRA_PASSWORD
 export KAIROS_LOAD_CASSANDRA_USERNAME=app
 KAIROS_LOAD_CASSANDRA_PASSWORD=$(head -1 .lab/secrets/cassandra-app-password)
 export KAIROS_LOAD_CASSANDRA_PASSWORD
+export KAIROS_CASSANDRA_TLS_CA=$PWD/.lab/tls/ca.pem KAIROS_CASSANDRA_TLS_CERT=$PWD/.lab/tls/kairos.pem \
+       KAIROS_CASSANDRA_TLS_KEY=$PWD/.lab/tls/kairos.key
 HOSTS=cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3
 STORE=$(mktemp -d)/saturation.db
 for case in closed-loop:"--concurrency 128 --processes 2" rate-200:"--rate 200 --concurrency 8"; do

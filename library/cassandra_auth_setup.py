@@ -212,6 +212,7 @@ def _connect(params, username, password):
         timeout=min(params["timeout"], 20),
         username=username,
         password=password,
+        tls=params["tls"],
         # Read what the last run wrote even before a replica caught up (idempotence).
         consistency_level=ConsistencyLevel.QUORUM,
     )

@@ -340,6 +340,7 @@ class Peer:
                     username=self.params["username"],
                     password=self.params["password"],
                     metadata=False,
+                    tls=self.params["tls"],
                 )
                 self.session = self.cluster.connect()
             if self.flush_seconds is None:

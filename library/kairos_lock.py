@@ -106,6 +106,12 @@ options:
         description: Seconds per connection and request.
         type: float
         default: 10
+      tls:
+        description:
+          - TLS of the lease's connections - C(ca_file), C(cert_file), C(key_file) as the
+            Kairos modules' I(tls) option takes them; empty for plaintext.
+        type: dict
+        default: {}
 """
 
 EXAMPLES = r"""
@@ -138,6 +144,7 @@ import json
 import os
 import time
 
+from ansible.module_utils import kairos_tls
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_cql import HAS_DRIVER, build_cluster, wanted_replication
 from ansible.module_utils.kairos_lease import (
@@ -255,7 +262,8 @@ def open_cassandra(spec, schema=True):
 
     cluster = build_cluster(spec["hosts"], port=spec["port"], timeout=spec["timeout"],
                             username=spec["username"] or None, password=spec["password"],
-                            metadata=False, consistency_level=ConsistencyLevel.QUORUM)
+                            metadata=False, tls=spec["tls"],
+                            consistency_level=ConsistencyLevel.QUORUM)
     try:
         session = cluster.connect()
     except Exception as exc:  # NoHostAvailable: why, per host
@@ -283,7 +291,7 @@ def open_redis(spec):
     key = f"kairos:{{lease:{spec['name']}}}"
     try:
         node = lease_primary(spec["nodes"], key, spec["password"], spec["username"],
-                             spec["timeout"])
+                             spec["timeout"], spec["tls"])
     except Exception as exc:  # only a refused login is raised
         raise LeaseRefused(f"the Redis login was refused ({type(exc).__name__})") from None
     if node is None:
@@ -364,6 +372,11 @@ def main():
     spec = module.params["lease"]
     if spec and spec["engine"] == "file":
         spec = None
+    if spec:
+        try:
+            spec["tls"] = kairos_tls.normalise(spec["tls"], where="lease.tls")
+        except kairos_tls.TLSConfigError as exc:
+            module.fail_json(msg=str(exc))
     if module.params["state"] == "absent":
         if spec:
             module.exit_json(changed=lease_release(module, spec, path, owner), holder={},
@@ -396,6 +409,7 @@ LEASE_OPTIONS = dict(
     username=dict(type="str", default=""),
     password=dict(type="str", default="", no_log=True),
     timeout=dict(type="float", default=10),
+    tls=dict(type="dict", default={}),
 )
 
 

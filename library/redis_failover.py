@@ -140,7 +140,7 @@ def main():
     for name in (node, p["target"]):
         if name is not None and name not in endpoints:
             module.fail_json(msg=f"{name} is not one of nodes ({', '.join(endpoints)})")
-    auth = credentials(p)
+    auth = credentials(module)
     topology = read_topology(endpoints, *auth)
     mode = "cluster" if topology["cluster_enabled"] else "replication"
     result = dict(mode=mode, attempts=0, waited_seconds=0.0, before=topology["primaries"],

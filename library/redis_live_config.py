@@ -124,7 +124,7 @@ def _refuse_what_cannot_be_set(module, where, settings, expect, restart_only):
 def _read_running(module, where, keys):
     """The connected node and what it runs for ``keys`` (CONFIG GET); unknown keys fail."""
     try:
-        node = Node(where, *credentials(module.params))
+        node = Node(where, *credentials(module))
         before = node.config_get(keys)
     except RedisModuleError as exc:
         module.fail_json(msg=str(exc))

@@ -72,7 +72,7 @@ def main():
         argument_spec=redis_argument_spec(cluster=True),
         supports_check_mode=True,
     )
-    topology, unmet = gate_once(cluster_endpoints(module), *credentials(module.params))
+    topology, unmet = gate_once(cluster_endpoints(module), *credentials(module))
     states = [f.get("cluster_state") for f in topology["nodes"].values() if f.get("up")]
     bad = [s for s in states if s != "ok"]
     result = public_topology(topology)

@@ -66,7 +66,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    topology = read_topology(cluster_endpoints(module), *credentials(p))
+    topology = read_topology(cluster_endpoints(module), *credentials(module))
     try:
         order = restart_order(topology, list(dict.fromkeys(p["restart"])))
     except RedisModuleError as exc:

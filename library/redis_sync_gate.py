@@ -87,7 +87,7 @@ def main():
         module.fail_json(msg=f"node {p['node']} is not one of nodes ({', '.join(endpoints)})")
     topology, unmet, waited = wait_in_sync(
         endpoints,
-        *credentials(p),
+        *credentials(module),
         p["timeout"],
         p["interval"],
         node=p["node"],

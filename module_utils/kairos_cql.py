@@ -12,6 +12,7 @@ import decimal
 import time
 import uuid
 
+from ansible.module_utils import kairos_tls
 from ansible.module_utils.kairos_driverlog import route_driver_log
 
 try:
@@ -30,6 +31,7 @@ CQL_CONNECTION_ARGS = dict(
     username=dict(type="str"),
     password=dict(type="str", no_log=True),
     timeout=dict(type="float", default=20),
+    tls=dict(type="dict", default={}),
 )
 
 
@@ -46,7 +48,8 @@ def cql_argument_spec(**options):
 
 
 def build_cluster(
-    hosts, *, port=9042, timeout=20, username=None, password=None, metadata=True, **profile
+    hosts, *, port=9042, timeout=20, username=None, password=None, metadata=True, tls=None,
+    **profile
 ):
     """A cassandra-driver Cluster (not connected) that sends every request to ``hosts`` only.
 
@@ -55,10 +58,12 @@ def build_cluster(
     schema (every table, column and type of every keyspace) is the costly part, and grows
     with the cluster's tables. ``profile``: extra ExecutionProfile settings, e.g.
     consistency_level. The driver's own log (its tracebacks of refused connections) goes to
-    the driver log file, never to the operator's output (kairos_driverlog).
+    the driver log file, never to the operator's output (kairos_driverlog). ``tls``: the
+    connection's TLS settings (kairos_tls; verified, raises TLSConfigError naming the problem).
     """
     route_driver_log()
     auth = PlainTextAuthProvider(username=username, password=password or "") if username else None
+    tls = kairos_tls.normalise(tls, where="tls")
     return Cluster(
         hosts,
         port=port,
@@ -75,6 +80,7 @@ def build_cluster(
         control_connection_timeout=timeout,
         schema_metadata_enabled=metadata is True,
         token_metadata_enabled=bool(metadata),
+        ssl_context=kairos_tls.client_context(tls) if tls else None,
     )
 
 
@@ -88,14 +94,18 @@ def connect_one(module, params, *, metadata=True):
         module.fail_json(msg="cassandra-driver is required on the host running this module")
     hosts = params["host"] if isinstance(params["host"], list) else [params["host"]]
     host = ", ".join(hosts)
-    cluster = build_cluster(
-        hosts,
-        port=params.get("port", 9042),
-        timeout=params.get("timeout", 20),
-        username=params.get("username"),
-        password=params.get("password"),
-        metadata=metadata,
-    )
+    try:
+        cluster = build_cluster(
+            hosts,
+            port=params.get("port", 9042),
+            timeout=params.get("timeout", 20),
+            username=params.get("username"),
+            password=params.get("password"),
+            metadata=metadata,
+            tls=params.get("tls"),
+        )
+    except (kairos_tls.TLSConfigError, OSError) as exc:  # a CA or key file that cannot be used
+        module.fail_json(msg=str(exc))
     try:
         session = cluster.connect()
     except Exception as exc:

@@ -1,10 +1,12 @@
-"""JMX over HTTP through a node's Jolokia agent, for the modules that would otherwise start a
+"""JMX over HTTP(S) through a node's Jolokia agent, for the modules that would otherwise start a
 nodetool JVM per call (2 s of CPU each on the lab; seconds of wall time on a busy node).
 
 The agent reads its address, port and login from a properties file the cassandra role
 writes (jolokia.properties, 0600); a module reads the same file on the node, so the
 password never travels in a module's arguments or a command line. Only what the role's
-policy file allows can be called (docs/executor.md).
+policy file allows can be called (docs/executor.md). With ``protocol=https`` the module
+verifies the agent against the file's ``caCert`` and presents the node's certificate
+(``serverCert``/``serverKey``): the agent requires a client certificate of the CA.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import urllib.error
 import urllib.request
 
+from ansible.module_utils import kairos_tls
 from ansible.module_utils.kairos_net import accepts_connections
 
 STORAGE_SERVICE = "org.apache.cassandra.db:type=StorageService"
@@ -40,11 +43,22 @@ def read_config(path):
         port = int(values.get("port", ""))
     except ValueError:
         raise ValueError(f"{path}: port must be an integer") from None
+    protocol = values.get("protocol", "http")
+    if protocol not in ("http", "https"):
+        raise ValueError(f"{path}: protocol must be http or https, not {protocol!r}")
+    tls = {}
+    if protocol == "https":
+        # The agent's own CA and certificate: on the node, the module is the node's client.
+        tls = {"ca_file": values.get("caCert", ""), "cert_file": values.get("serverCert", ""),
+               "key_file": values.get("serverKey", "")}
+        if not tls["ca_file"]:
+            raise ValueError(f"{path}: protocol https needs caCert (the CA to verify the agent)")
     return {
         "host": values.get("host", "127.0.0.1"),
         "port": port,
         "user": values.get("user", ""),
         "password": values.get("password", ""),
+        "tls": tls,
     }
 
 
@@ -63,7 +77,8 @@ def listening_agent(module, path):
 
 def call(config, request, timeout=30.0):
     """POST one Jolokia request (a dict: type, mbean, attribute or operation); its value."""
-    url = f"http://{config['host']}:{config['port']}/jolokia/"
+    tls = config.get("tls") or {}
+    url = f"{'https' if tls else 'http'}://{config['host']}:{config['port']}/jolokia/"
     http = urllib.request.Request(
         url, data=json.dumps(request).encode(), headers={"Content-Type": "application/json"}
     )
@@ -72,7 +87,8 @@ def call(config, request, timeout=30.0):
         http.add_header("Authorization", "Basic " + base64.b64encode(login).decode())
     what = request.get("operation") or request.get("attribute") or request.get("type")
     try:
-        with urllib.request.urlopen(http, timeout=timeout) as response:
+        context = kairos_tls.client_context(kairos_tls.normalise(tls)) if tls else None
+        with urllib.request.urlopen(http, timeout=timeout, context=context) as response:
             answer = json.loads(response.read().decode())
     except urllib.error.HTTPError as exc:
         exc.close()  # its response holds the connection

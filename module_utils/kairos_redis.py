@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 
+from ansible.module_utils import kairos_tls
 from ansible.module_utils.kairos_driverlog import route_driver_log
 
 try:
@@ -31,6 +32,7 @@ CONNECTION_ARGS = dict(
     password=dict(type="str", default="", no_log=True),
     username=dict(type="str", default=""),
     connect_timeout=dict(type="float", default=5.0),
+    tls=dict(type="dict", default={}),
 )
 # The option of the modules that read the whole cluster (doc fragment kairos_redis.nodes).
 NODES_ARG = dict(nodes=dict(type="dict", required=True))
@@ -495,9 +497,15 @@ def redis_argument_spec(*, cluster=False, **options):
     return {**(NODES_ARG if cluster else {}), **options, **CONNECTION_ARGS}
 
 
-def credentials(params):
-    """``(password, username, timeout)`` from a module's params, as :class:`Node` takes them."""
-    return params["password"], params["username"], params["connect_timeout"]
+def credentials(module):
+    """``(password, username, timeout, tls)`` from a module's params, as :class:`Node` takes
+    them; TLS settings that cannot be used fail the module, naming the setting."""
+    params = module.params
+    try:
+        tls = kairos_tls.normalise(params.get("tls"), where="tls")
+    except kairos_tls.TLSConfigError as exc:
+        module.fail_json(msg=str(exc))
+    return params["password"], params["username"], params["connect_timeout"], tls
 
 
 def cluster_endpoints(module):
@@ -518,7 +526,7 @@ def split_endpoint(endpoint):
 class Node:
     """One Redis server reached with redis-py; commands return raw text (parsed here)."""
 
-    def __init__(self, endpoint, password="", username="", timeout=5.0):
+    def __init__(self, endpoint, password="", username="", timeout=5.0, tls=None):
         if not HAS_REDIS:
             raise RedisModuleError(f"the redis Python package is required: {REDIS_IMPORT_ERROR}")
         route_driver_log()  # redis-py's own log: to the driver log file (kairos_driverlog)
@@ -532,6 +540,7 @@ class Node:
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             decode_responses=True,
+            **kairos_tls.redis_kwargs(kairos_tls.normalise(tls)),
         )
 
     def raw(self, *args):
@@ -564,9 +573,9 @@ def error_text(exc):
     return text if len(text) < 300 else text[:297] + "..."
 
 
-def read_view(endpoint, password="", username="", timeout=5.0):
+def read_view(endpoint, password="", username="", timeout=5.0, tls=None):
     """INFO replication (+ CLUSTER INFO / NODES when cluster mode is on) of one node."""
-    node = Node(endpoint, password, username, timeout)
+    node = Node(endpoint, password, username, timeout, tls)
     try:
         info = node.info("replication")
         server = parse_info(node.info("cluster"))
@@ -584,23 +593,23 @@ def read_view(endpoint, password="", username="", timeout=5.0):
         node.close()
 
 
-def read_topology(endpoints, password="", username="", timeout=5.0, first=None):
+def read_topology(endpoints, password="", username="", timeout=5.0, tls=None, first=None):
     """Read every node (``first`` names read before the others) and build the topology.
 
     Primaries are read before replicas when ``first`` lists them, so a replica's offset can
     be compared with the offset its primary had just before (see :func:`caught_up`).
     """
     order = list(first or []) + [n for n in endpoints if n not in (first or [])]
-    views = {n: read_view(endpoints[n], password, username, timeout) for n in order}
+    views = {n: read_view(endpoints[n], password, username, timeout, tls) for n in order}
     return build_topology(endpoints, views)
 
 
-def lease_primary(endpoints, key, password="", username="", timeout=5.0):
+def lease_primary(endpoints, key, password="", username="", timeout=5.0, tls=None):
     """A :class:`Node` on the primary that serves ``key`` (the one whose slot holds it in a
     Redis Cluster; the replication set's primary otherwise), or None when none answers.
     A refused login (redis-py's AuthenticationError) is raised, not taken for a node down."""
     for endpoint in endpoints.values():
-        node = Node(endpoint, password, username, timeout)
+        node = Node(endpoint, password, username, timeout, tls)
         try:
             primary = _primary_of(node, key)
         except Exception as exc:  # a node down: try the next; a refused login is raised
@@ -611,7 +620,7 @@ def lease_primary(endpoints, key, password="", username="", timeout=5.0):
         if primary != endpoint:
             node.close()
         if primary:
-            return node if primary == endpoint else Node(primary, password, username, timeout)
+            return node if primary == endpoint else Node(primary, password, username, timeout, tls)
     return None
 
 
@@ -636,11 +645,11 @@ def primary_offsets(topology):
     }
 
 
-def gate_once(endpoints, password="", username="", timeout=5.0, **conditions):
+def gate_once(endpoints, password="", username="", timeout=5.0, tls=None, **conditions):
     """Read primaries, then everyone, and evaluate :func:`unmet_conditions` once."""
-    before = read_topology(endpoints, password, username, timeout)
+    before = read_topology(endpoints, password, username, timeout, tls)
     offsets = primary_offsets(before)
-    after = read_topology(endpoints, password, username, timeout)
+    after = read_topology(endpoints, password, username, timeout, tls)
     # Only primaries that are still primaries count (a failover may be under way).
     offsets = {
         p: o for p, o in offsets.items() if after["nodes"].get(p, {}).get("role") == "primary"
@@ -648,11 +657,11 @@ def gate_once(endpoints, password="", username="", timeout=5.0, **conditions):
     return after, unmet_conditions(after, offsets=offsets, **conditions)
 
 
-def wait_in_sync(endpoints, password, username, timeout, deadline_s, interval, **conditions):
+def wait_in_sync(endpoints, password, username, timeout, tls, deadline_s, interval, **conditions):
     """Poll :func:`gate_once` until nothing is unmet or ``deadline_s`` seconds pass."""
     began = time.monotonic()
     while True:
-        topology, unmet = gate_once(endpoints, password, username, timeout, **conditions)
+        topology, unmet = gate_once(endpoints, password, username, timeout, tls, **conditions)
         waited = time.monotonic() - began
         if not unmet or waited >= deadline_s:
             return topology, unmet, round(waited, 2)

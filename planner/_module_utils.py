@@ -24,9 +24,10 @@ from ansible.module_utils import (  # noqa: E402  (found once the path is set)
     kairos_proc,
     kairos_redis,
     kairos_settings,
+    kairos_tls,
 )
 
 __all__ = [
     "kairos_cgroup", "kairos_driverlog", "kairos_javamap", "kairos_proc", "kairos_redis",
-    "kairos_settings",
+    "kairos_settings", "kairos_tls",
 ]

@@ -125,6 +125,12 @@ export KAIROS_CASSANDRA_PASSWORD
 export KAIROS_LOAD_CASSANDRA_USERNAME=app
 KAIROS_LOAD_CASSANDRA_PASSWORD="$(cat .lab/secrets/cassandra-app-password)"
 export KAIROS_LOAD_CASSANDRA_PASSWORD
+# Every connection is TLS, verified against the lab's CA (docs/security.md, "TLS").
+for engine in CASSANDRA REDIS; do
+  export "KAIROS_${engine}_TLS_CA=$PWD/.lab/tls/ca.pem"
+  export "KAIROS_${engine}_TLS_CERT=$PWD/.lab/tls/kairos.pem"
+  export "KAIROS_${engine}_TLS_KEY=$PWD/.lab/tls/kairos.key"
+done
 # The demo is the control host and its loads the application's machines: each in its own
 # envelope, so neither takes the nodes' CPU (docs/envelopes.md). Without envelopes, nothing.
 ENVELOPES=.lab/envelopes.json
@@ -151,8 +157,10 @@ python - <<'EOF'
 import os
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster
+from planner.workload.collect import cassandra_ssl_context
 cluster = Cluster(["127.0.0.1"], auth_provider=PlainTextAuthProvider(
-    os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"], os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"]))
+    os.environ["KAIROS_LOAD_CASSANDRA_USERNAME"], os.environ["KAIROS_LOAD_CASSANDRA_PASSWORD"]),
+    ssl_context=cassandra_ssl_context())
 session = cluster.connect()
 # Only those that exist: the app may drop what it created, and Cassandra checks the DROP
 # permission even for a keyspace that is not there.

@@ -27,6 +27,7 @@ from planner._module_utils import kairos_driverlog
 from planner.calibrate.space import Config
 from planner.errors import KairosError, ValidationError
 from planner.model.spaces import CACHE_VIEW_ROWS, from_settings_view, get_space, settings_row
+from planner.workload import collect
 
 #: Executor wall time assumed for the minutes budget before anything was measured.
 ASSUMED_LIVE_APPLY_SECONDS = 40.0
@@ -276,6 +277,7 @@ def node_session(host: str, port: int, *, timeout: float = 30.0,
         [host], port=port, protocol_version=5, auth_provider=auth, connect_timeout=timeout,
         execution_profiles={EXEC_PROFILE_DEFAULT: ExecutionProfile(
             load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=timeout)},
+        ssl_context=collect.cassandra_ssl_context(),
     )
     try:
         yield cluster.connect()

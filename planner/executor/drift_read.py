@@ -56,6 +56,7 @@ def read_redis(
     password is :func:`planner.workload.collect.redis_password`'s unless given."""
     keys = [k for k in keys if k not in kairos_redis.SECRET_DIRECTIVES]
     username, login_password = collect.redis_login()
+    tls = collect.tls_settings("redis")
     if password is None:
         password = login_password
     observed: dict[str, dict[str, Any]] = {}
@@ -64,7 +65,7 @@ def read_redis(
         node = None
         try:
             node = kairos_redis.Node(f"{target.address}:{target.port}", password or "",
-                                     username or "", timeout=timeout)
+                                     username or "", timeout=timeout, tls=tls)
             observed[target.name] = {"running": node.config_get(keys)}
         except Exception as exc:  # redis-py's errors and OSError: one node failing is data
             errors[target.name] = kairos_redis.error_text(exc)

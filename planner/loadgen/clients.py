@@ -221,6 +221,7 @@ class _CassandraWorker:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             auth_provider=auth,
             connect_timeout=cfg.request_timeout,
+            ssl_context=collect.cassandra_ssl_context(),
         )
         self.session = self.cluster.connect()
         self._cl = ConsistencyLevel
@@ -438,6 +439,7 @@ class _RedisWorker:
             socket_connect_timeout=min(2.0, cfg.request_timeout),
             retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0),
                         retries=max(3, int(cfg.request_timeout))),
+            **collect.redis_tls_kwargs(),
         )
         self.rc.ping(target_nodes=RedisCluster.PRIMARIES)
         if cfg.shape:

@@ -26,6 +26,7 @@ from planner.loadgen import envelope
 from planner.loadgen.check import LoadResult, aggregate
 from planner.loadgen.clients import _CassandraWorker, _Plan, _RedisWorker
 from planner.loadgen.config import LoadConfig
+from planner.workload import collect
 
 
 # -------------------------------------------------------------------- worker process
@@ -168,6 +169,7 @@ class BackgroundLoad:
         """Start the workers and wait until each one is connected and issuing operations."""
         if self._procs:
             raise LoadError("this load has already been started")
+        collect.tls_settings(self.config.engine)  # unusable TLS files: refused before a worker
         self._began = time.monotonic()
         for i in range(self.config.processes):
             p = self._ctx.Process(

@@ -85,7 +85,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from planner._module_utils import kairos_driverlog
+from planner._module_utils import kairos_driverlog, kairos_tls
 from planner.engines import REGISTRY, get_engine
 from planner.errors import KairosError, ValidationError
 from planner.workload.store import CounterSample
@@ -129,6 +129,27 @@ def redis_login(application: bool = False) -> tuple[str | None, str | None]:
         return (os.environ.get(LOAD_REDIS_USER_ENV) or None,
                 os.environ[LOAD_REDIS_PASSWORD_ENV])
     return os.environ.get(REDIS_USER_ENV) or None, redis_password()
+
+def tls_settings(engine: str) -> dict[str, str]:
+    """The TLS of Kairos' connections to ``engine`` from ``KAIROS_<ENGINE>_TLS_CA`` / ``_CERT``
+    / ``_KEY`` (module_utils/kairos_tls.py; ``{}``: plaintext). Unusable settings are a
+    ValidationError naming the variable, raised before any connection."""
+    try:
+        return dict(kairos_tls.from_env(engine))
+    except kairos_tls.TLSConfigError as exc:
+        raise ValidationError(str(exc)) from None
+
+
+def cassandra_ssl_context() -> Any:
+    """The driver's ``ssl_context`` for Kairos' CQL connections: None for plaintext."""
+    tls = tls_settings("cassandra")
+    return kairos_tls.client_context(tls) if tls else None
+
+
+def redis_tls_kwargs(*, connection: bool = False) -> dict[str, Any]:
+    """redis-py's TLS arguments for Kairos' Redis connections (kairos_tls.redis_kwargs)."""
+    return dict(kairos_tls.redis_kwargs(tls_settings("redis"), connection=connection))
+
 
 #: Keyspaces whose tables are not the application's workload.
 SYSTEM_KEYSPACES: frozenset[str] = frozenset(
@@ -465,7 +486,9 @@ def read_redis_info(
     import redis
 
     kairos_driverlog.route_driver_log()  # redis-py's own log: to its file, not stderr
-    conn = redis.Connection(
+    tls = redis_tls_kwargs(connection=True)
+    conn = (redis.SSLConnection if tls else redis.Connection)(
+        **tls,
         host=target.address,
         port=target.port,
         username=username,
@@ -677,6 +700,7 @@ def _cassandra_cluster(addresses: Sequence[str], *, port: int, timeout: float) -
         connect_timeout=timeout,
         schema_metadata_enabled=False,
         token_metadata_enabled=False,
+        ssl_context=cassandra_ssl_context(),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from planner._module_utils import kairos_tls
 from planner.loadgen import envelope
 
 from .secret_watch import ArgvWatch, files_holding
@@ -28,6 +29,13 @@ LAB_ENVELOPES = REPO / ".lab" / "envelopes.json"
 # tests' own tables use (inventories/local/group_vars/all.yml; docs/security.md).
 CQL_USER = "kairos"
 APP_USER = "app"
+
+
+# The lab's CA and the clients' certificate (`make lab-up` makes them; docs/security.md, "TLS"):
+# every connection of the tests is TLS, verified against the lab's CA.
+TLS_DIR = REPO / ".lab" / "tls"
+LAB_TLS = {"ca_file": str(TLS_DIR / "ca.pem"), "cert_file": str(TLS_DIR / "kairos.pem"),
+           "key_file": str(TLS_DIR / "kairos.key")}
 
 
 def lab_secret(name: str) -> str:
@@ -54,12 +62,14 @@ REDIS_LOGINS = {"operator": (None, "redis-password"), "kairos": ("kairos", "redi
 
 
 def redis_client(port: int, *, user: str = "operator", host: str = "127.0.0.1",
-                 **kwargs: Any) -> Any:
-    """A redis-py client of one lab node, logged in as ``user`` (see REDIS_LOGINS)."""
+                 tls: dict[str, str] | None = None, **kwargs: Any) -> Any:
+    """A redis-py client of one lab node, logged in as ``user`` (see REDIS_LOGINS), over TLS
+    with the clients' certificate (``tls``: other settings)."""
     import redis
 
     username, secret = REDIS_LOGINS[user]
     kwargs.setdefault("socket_timeout", 5)
+    kwargs.update(kairos_tls.redis_kwargs(LAB_TLS if tls is None else tls))
     return redis.Redis(host=host, port=port, username=username, password=lab_secret(secret),
                        **kwargs)
 
@@ -81,6 +91,7 @@ def cql_cluster(contact_points: list[str], *, app: bool = False, **kwargs: Any) 
 
     kwargs.setdefault("protocol_version", 5)
     kwargs.setdefault("connect_timeout", 30)
+    kwargs.setdefault("ssl_context", kairos_tls.client_context(LAB_TLS))
     return Cluster(contact_points, auth_provider=cql_auth(app), **kwargs)
 
 
@@ -222,6 +233,10 @@ def _lab() -> Iterator[PlaybookRun]:
     os.environ["KAIROS_REDIS_PASSWORD"] = lab_secret("redis-kairos-password")
     os.environ["KAIROS_LOAD_REDIS_USERNAME"] = "app"
     os.environ["KAIROS_LOAD_REDIS_PASSWORD"] = lab_secret("redis-app-password")
+    for engine in ("CASSANDRA", "REDIS"):
+        os.environ[f"KAIROS_{engine}_TLS_CA"] = LAB_TLS["ca_file"]
+        os.environ[f"KAIROS_{engine}_TLS_CERT"] = LAB_TLS["cert_file"]
+        os.environ[f"KAIROS_{engine}_TLS_KEY"] = LAB_TLS["key_file"]
     sides = envelope.enter_lab(str(LAB_ENVELOPES))
     try:
         yield run

@@ -105,10 +105,11 @@ def config(*, cassandra: Sequence[str], redis: Sequence[str], interval: str = "1
             {
                 "job_name": "redis",
                 "metrics_path": "/scrape",
-                "static_configs": [{"targets": [f"redis://{t}" for t in redis]}],
+                # rediss: the lab's Redis speaks TLS only (docs/security.md, "TLS").
+                "static_configs": [{"targets": [f"rediss://{t}" for t in redis]}],
                 "relabel_configs": [
                     {"source_labels": ["__address__"], "target_label": "__param_target"},
-                    {"source_labels": ["__param_target"], "regex": "redis://(.*)",
+                    {"source_labels": ["__param_target"], "regex": "rediss?://(.*)",
                      "target_label": "instance"},
                     {"target_label": "__address__",
                      "replacement": f"{ADDRESS}:{REDIS_EXPORTER_PORT}"},
@@ -128,6 +129,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+#: The lab's CA and the clients' certificate (`make lab-up`), which the exporter presents.
+TLS_DIR = Path(__file__).resolve().parents[2] / ".lab" / "tls"
 
 
 def _exporter_env() -> dict[str, str]:
@@ -158,7 +163,10 @@ def running(workdir: Path, *, cassandra: Sequence[str], redis: Sequence[str],
     try:
         for name, argv in (
             ("redis-exporter", [REDIS_EXPORTER, "-web.listen-address",
-                                f"{ADDRESS}:{REDIS_EXPORTER_PORT}", "-redis-only-metrics"]),
+                                f"{ADDRESS}:{REDIS_EXPORTER_PORT}", "-redis-only-metrics",
+                                "-tls-ca-cert-file", str(TLS_DIR / "ca.pem"),
+                                "-tls-client-cert-file", str(TLS_DIR / "kairos.pem"),
+                                "-tls-client-key-file", str(TLS_DIR / "kairos.key")]),
             ("prometheus", [PROMETHEUS, f"--config.file={workdir / 'prometheus.yml'}",
                             f"--storage.tsdb.path={workdir / 'data'}",
                             f"--web.listen-address={ADDRESS}:{PROMETHEUS_PORT}",

@@ -24,7 +24,7 @@ from ansible.module_utils.kairos_redis import parse_conf, read_topology, restart
 
 from planner.loadgen import BackgroundLoad
 
-from .conftest import BIN, REPO, PlaybookRun, lab_secret, redis_client, run_playbook
+from .conftest import BIN, LAB_TLS, REPO, PlaybookRun, lab_secret, redis_client, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.redis]
 
@@ -63,7 +63,9 @@ def pids(lab: Path = LAB) -> dict[str, int]:
 
 def topology(ports: dict[str, int] = PORTS, password: str = "") -> dict[str, Any]:
     """The cluster's topology read with ``password``, else as the lab's operator."""
-    return read_topology(endpoints(ports), password or lab_secret("redis-password"))
+    if password:  # the scratch cluster: plaintext
+        return read_topology(endpoints(ports), password)
+    return read_topology(endpoints(ports), lab_secret("redis-password"), tls=LAB_TLS)
 
 
 def assert_healthy(ports: dict[str, int] = PORTS, password: str = "") -> dict[str, Any]:

@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.module_utils import kairos_tls
 from ansible.module_utils.kairos_jolokia import JolokiaError, call, read_config
 from ansible.module_utils.kairos_nodetool import parse_status
 from cassandra.cluster import Cluster
 
 from .conftest import (
     APP_TABLE,
+    LAB_TLS,
     REPO,
     SECRETS,
     PlaybookRun,
@@ -97,7 +99,8 @@ def test_cql_refuses_anonymous_and_default_logins(lab: PlaybookRun) -> None:
 
     for auth in (None, PlainTextAuthProvider("cassandra", "cassandra"),
                  PlainTextAuthProvider("kairos", "not-the-password")):
-        cluster = Cluster(["127.0.0.1"], protocol_version=5, auth_provider=auth, connect_timeout=20)
+        cluster = Cluster(["127.0.0.1"], protocol_version=5, auth_provider=auth, connect_timeout=20,
+                          ssl_context=kairos_tls.client_context(LAB_TLS))
         try:
             with pytest.raises(NoHostAvailable, match=r"(?i)authenticat|credentials"):
                 cluster.connect()
@@ -190,7 +193,8 @@ def test_kairos_redis_user_runs_only_its_commands(lab: PlaybookRun) -> None:
                 app.execute_command(*command)
         assert app.get(key) == "v"
         with pytest.raises(redis_py.exceptions.AuthenticationError):
-            redis_py.Redis(port=primary, socket_timeout=5).ping()
+            redis_py.Redis(host="127.0.0.1", port=primary, socket_timeout=5,
+                           **kairos_tls.redis_kwargs(LAB_TLS)).ping()
     finally:
         app.delete(key)
         for port in REDIS_PORTS:  # what this test provoked: not Kairos' own
@@ -242,10 +246,11 @@ def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -
 
 
 def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: PlaybookRun) -> None:
-    """Each node's Jolokia agent (the drain's and read-back's JMX over HTTP) answers the
-    heap read its policy allows with the login from its 0600 file, and nothing else: not
-    without the login (HTTP 401), not an attribute or command outside the policy, not a
-    client on another address (403)."""
+    """Each node's Jolokia agent (the drain's and read-back's JMX over HTTPS) answers the
+    heap read its policy allows with the login from its 0600 file and the node's certificate,
+    and nothing else: not over plain HTTP, not without the login (HTTP 401) or the
+    certificate (403), not an attribute or command outside the policy, not a client on
+    another address (403)."""
     heap = {"type": "read", "mbean": "java.lang:type=Memory", "attribute": "HeapMemoryUsage"}
     for host in CASSANDRA:
         path = REPO / ".lab" / "cassandra" / host / "conf" / "jolokia.properties"
@@ -264,11 +269,20 @@ def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: Play
                 call(config, forbidden)
         with pytest.raises(JolokiaError, match="HTTP 401"):
             call(dict(config, user=""), heap)
-        # The same request, with the login, from another loopback address.
+        # HTTPS only, and only for a client with the login and a certificate of the lab's CA.
+        with pytest.raises(JolokiaError):
+            call(dict(config, tls={}), heap)
+        with pytest.raises(JolokiaError, match="HTTP 403"):  # the login, no certificate
+            call(dict(config, tls={"ca_file": config["tls"]["ca_file"]}), heap)
+        # The same request, with the login and the node's certificate, from another address.
+        tls = config["tls"]
+        url = f"https://{config['host']}:{config['port']}/jolokia/"
         curl = subprocess.run(
             ["curl", "-s", "--interface", "127.0.0.9", "--netrc-file", "/dev/stdin",
-             "-X", "POST", "-d", json.dumps(heap), f"http://127.0.0.1:{config['port']}/jolokia/"],
-            input=f"machine 127.0.0.1 login {config['user']} password {config['password']}\n",
+             "--cacert", tls["ca_file"], "--cert", tls["cert_file"], "--key", tls["key_file"],
+             "-X", "POST", "-d", json.dumps(heap), url],
+            input=(f"machine {config['host']} login {config['user']} "
+                   f"password {config['password']}\n"),
             capture_output=True, text=True, check=True,
         )
         answer = json.loads(curl.stdout)
@@ -289,3 +303,77 @@ def test_readback_reads_the_heap_through_jolokia_without_nodetool(lab: PlaybookR
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert '"heap_mb": 512.0' in run.stdout, run.stdout
+
+
+def _rogue_tls(tmp_path: Path) -> dict[str, str]:
+    """A client certificate of another CA, which the lab must refuse, and that CA."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "kairos_lab_certificates", REPO / "library" / "kairos_lab_certificates.py")
+    assert spec and spec.loader
+    certificates = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(certificates)
+    ca_cert, ca_key = certificates.make_ca(str(tmp_path), 30)
+    certificates.make_identity(str(tmp_path), "rogue", [], ca_cert, ca_key, 30)
+    return {"ca_file": str(tmp_path / "ca.pem"), "cert_file": str(tmp_path / "rogue.pem"),
+            "key_file": str(tmp_path / "rogue.key")}
+
+
+def _handshake(address: str, port: int, tls: dict[str, str]) -> str:
+    """A TLS handshake with ``tls`` then one read: "ok", or why it failed. TLS 1.3 servers
+    refuse a client certificate after the handshake, so the refusal may come at the read."""
+    import socket
+    import ssl
+
+    try:
+        with socket.create_connection((address, port), timeout=5) as raw, \
+                kairos_tls.client_context(tls).wrap_socket(raw, server_hostname=address) as conn:
+            conn.settimeout(1.0)
+            try:
+                if conn.recv(1) == b"":
+                    return "closed"
+            except TimeoutError:
+                pass  # the server waits for the client's first request: the link is up
+            return "ok"
+    except (ssl.SSLError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_every_connection_is_tls_and_refuses_a_client_without_a_valid_chain(
+        lab: PlaybookRun, tmp_path: Path) -> None:
+    """CQL, internode, Redis and its cluster bus speak TLS only: a plaintext client, a client
+    without a certificate and one with a certificate of another CA are refused, and a client
+    that trusts another CA refuses the server (docs/security.md, "TLS")."""
+    import redis as redis_py
+    from cassandra.cluster import NoHostAvailable
+
+    rogue = _rogue_tls(tmp_path)
+    no_cert = {"ca_file": LAB_TLS["ca_file"]}
+    strangers = {"no client certificate": no_cert,
+                 "a client certificate of another CA": dict(rogue, ca_file=LAB_TLS["ca_file"]),
+                 "trusting another CA": rogue}
+    # CQL: the lab's clients get in, no one else.
+    for why, tls in {"plaintext": None, **strangers}.items():
+        kwargs: dict[str, object] = {"protocol_version": 5, "connect_timeout": 10}
+        if tls:
+            kwargs["ssl_context"] = kairos_tls.client_context(tls)
+        cluster = cql_cluster(["127.0.0.2"], **kwargs) if tls else Cluster(["127.0.0.2"], **kwargs)
+        try:
+            with pytest.raises(NoHostAvailable):
+                cluster.connect()
+                pytest.fail(f"CQL let a client in with {why}")
+        finally:
+            cluster.shutdown()
+    # Internode (the storage port) and the Redis cluster bus: a peer must show the CA's
+    # certificate; the lab's own certificate completes the handshake, no other does.
+    for address, port in (("127.0.0.2", 7000), ("127.0.0.1", 17002)):
+        assert _handshake(address, port, LAB_TLS) == "ok", (address, port)
+        for why, tls in strangers.items():
+            assert _handshake(address, port, tls) != "ok", f"{address}:{port} with {why}"
+    # Redis: only TLS with a certificate of the lab's CA.
+    for why, tls in {"plaintext": {}, **strangers}.items():
+        with pytest.raises((redis_py.exceptions.ConnectionError, OSError)):
+            redis_client(7002, tls=tls).ping()
+            pytest.fail(f"Redis let a client in with {why}")
+    assert redis_client(7002).ping()

@@ -61,7 +61,8 @@ module = AnsibleModule(argument_spec=dict(
     host=dict(type="list", elements="str", required=True), port=dict(type="int", default=9042),
     hosts=dict(type="dict", default={{}}), keyspaces=dict(type="list", elements="str"),
     dest=dict(type="path"), username=dict(type="str"), password=dict(type="str", no_log=True),
-    timeout=dict(type="float", default=20)), supports_check_mode=True)
+    timeout=dict(type="float", default=20), tls=dict(type="dict", default={{}})),
+    supports_check_mode=True)
 tmp = os.environ["FAKE_DIR"]
 with open(os.path.join(tmp, "facts-args.json"), "w") as handle:
     json.dump({{k: module.params[k] for k in ("host", "hosts", "keyspaces", "dest")}}, handle)

@@ -124,7 +124,8 @@ def write_config(path: Path, port: int, password: str = SECRET) -> Path:
 
 def test_read_config_takes_the_login_and_unescapes_backslashes(tmp_path: Path) -> None:
     config = kairos_jolokia.read_config(write_config(tmp_path / "j.properties", 8778, "a\\\\b=c"))
-    assert config == {"host": "127.0.0.1", "port": 8778, "user": "kairos", "password": "a\\b=c"}
+    assert config == {"host": "127.0.0.1", "port": 8778, "user": "kairos", "password": "a\\b=c",
+                      "tls": {}}
 
 
 @pytest.mark.parametrize("text, problem", [
