@@ -177,6 +177,31 @@ def make_identity(directory, name, addresses, ca_cert, ca_key, valid_days):
            0o644)
 
 
+def ensure(directory, identities, valid_days=825, renew_days=30):
+    """Make what is missing or unusable: the CA, then each ``(name, addresses)``. Returns the
+    names of the files made."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    made = []
+    ca_cert = _load(os.path.join(directory, "ca.pem"))
+    ca_key = None
+    ca_key_path = os.path.join(directory, "ca.key")
+    if _usable(ca_cert, None, [], renew_days) and os.path.exists(ca_key_path):
+        with open(ca_key_path, "rb") as handle:
+            ca_key = serialization.load_pem_private_key(handle.read(), password=None)
+    else:
+        ca_cert, ca_key = make_ca(directory, valid_days)
+        made += ["ca.pem", "ca.key"]
+    for name, addresses in identities:
+        cert = _load(os.path.join(directory, f"{name}.pem"))
+        if _usable(cert, ca_cert, addresses, renew_days) and os.path.exists(
+                os.path.join(directory, f"{name}.key")):
+            continue
+        make_identity(directory, name, addresses, ca_cert, ca_key, valid_days)
+        made += [f"{name}.pem", f"{name}.key"]
+    return made
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -203,25 +228,7 @@ def main():
         except ValueError as exc:
             module.fail_json(msg=f"identities.{name}: {exc}")
         identities.append((name, addresses))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
-    made = []
-    ca_cert = _load(os.path.join(directory, "ca.pem"))
-    ca_key = None
-    ca_key_path = os.path.join(directory, "ca.key")
-    if _usable(ca_cert, None, [], p["renew_days"]) and os.path.exists(ca_key_path):
-        with open(ca_key_path, "rb") as handle:
-            ca_key = serialization.load_pem_private_key(handle.read(), password=None)
-    else:
-        ca_cert, ca_key = make_ca(directory, p["valid_days"])
-        made += ["ca.pem", "ca.key"]
-    for name, addresses in identities:
-        cert = _load(os.path.join(directory, f"{name}.pem"))
-        if _usable(cert, ca_cert, addresses, p["renew_days"]) and os.path.exists(
-                os.path.join(directory, f"{name}.key")):
-            continue
-        make_identity(directory, name, addresses, ca_cert, ca_key, p["valid_days"])
-        made += [f"{name}.pem", f"{name}.key"]
+    made = ensure(directory, identities, p["valid_days"], p["renew_days"])
     module.exit_json(changed=bool(made), made=made, ca_file=os.path.join(directory, "ca.pem"))
 
 
