@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible.module_utils import kairos_tls
@@ -355,7 +356,7 @@ def test_every_connection_is_tls_and_refuses_a_client_without_a_valid_chain(
                  "trusting another CA": rogue}
     # CQL: the lab's clients get in, no one else.
     for why, tls in {"plaintext": None, **strangers}.items():
-        kwargs: dict[str, object] = {"protocol_version": 5, "connect_timeout": 10}
+        kwargs: dict[str, Any] = {"protocol_version": 5, "connect_timeout": 10}
         if tls:
             kwargs["ssl_context"] = kairos_tls.client_context(tls)
         cluster = cql_cluster(["127.0.0.2"], **kwargs) if tls else Cluster(["127.0.0.2"], **kwargs)
@@ -376,4 +377,54 @@ def test_every_connection_is_tls_and_refuses_a_client_without_a_valid_chain(
         with pytest.raises((redis_py.exceptions.ConnectionError, OSError)):
             redis_client(7002, tls=tls).ping()
             pytest.fail(f"Redis let a client in with {why}")
+    assert redis_client(7002).ping()
+
+
+def _served_serial(address: str, port: int) -> int:
+    """The serial of the certificate a node serves (read without a client certificate: the
+    server shows its own before it asks for the client's)."""
+    import ssl
+
+    from cryptography import x509
+
+    pem = ssl.get_server_certificate((address, port), ca_certs=LAB_TLS["ca_file"], timeout=10)
+    return x509.load_pem_x509_certificate(pem.encode()).serial_number
+
+
+def _file_serial(name: str) -> int:
+    from cryptography import x509
+
+    path = Path(LAB_TLS["ca_file"]).parent / f"{name}.pem"
+    return x509.load_pem_x509_certificate(path.read_bytes()).serial_number
+
+
+def test_renewed_certificates_go_into_service_without_a_restart(lab: PlaybookRun) -> None:
+    """A node's certificate renewed (here: its file removed, and made again by lab_up.yml),
+    then playbooks/reload_certificates.yml: every node serves its file's certificate, the
+    renewed ones included, with the same process, and clients still connect."""
+    pids = {h: (REPO / ".lab" / "cassandra" / h / "cassandra.pid").read_text() for h in CASSANDRA}
+    pids |= {f"redis{p - 7000}": (REPO / ".lab" / "redis" / f"redis{p - 7000}" / "redis.pid")
+             .read_text() for p in REDIS_PORTS}
+    before = (_served_serial("127.0.0.2", 9042), _served_serial("127.0.0.1", 7002))
+    for name in ("cass2", "redis2"):
+        (Path(LAB_TLS["ca_file"]).parent / f"{name}.pem").unlink()
+    up = run_playbook("playbooks/lab_up.yml")
+    assert up.rc == 0, up.output[-3000:]
+    assert (_file_serial("cass2"), _file_serial("redis2")) != before  # renewed
+    reload = run_playbook("playbooks/reload_certificates.yml")
+    assert reload.rc == 0, reload.output[-3000:]
+    assert reload.recap()["cass2"]["failed"] == 0 and reload.recap()["redis2"]["failed"] == 0
+    assert _served_serial("127.0.0.2", 9042) == _file_serial("cass2")
+    assert _served_serial("127.0.0.1", 7002) == _file_serial("redis2")
+    for host, address in CASSANDRA.items():
+        assert _served_serial(address, 9042) == _file_serial(host)
+    now = {h: (REPO / ".lab" / "cassandra" / h / "cassandra.pid").read_text() for h in CASSANDRA}
+    now |= {f"redis{p - 7000}": (REPO / ".lab" / "redis" / f"redis{p - 7000}" / "redis.pid")
+            .read_text() for p in REDIS_PORTS}
+    assert now == pids  # no restart
+    cluster = cql_node_cluster("127.0.0.2")
+    try:
+        assert cluster.connect().execute("SELECT release_version FROM system.local").one()
+    finally:
+        cluster.shutdown()
     assert redis_client(7002).ping()
