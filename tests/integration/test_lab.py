@@ -428,3 +428,53 @@ def test_renewed_certificates_go_into_service_without_a_restart(lab: PlaybookRun
     finally:
         cluster.shutdown()
     assert redis_client(7002).ping()
+
+
+def test_redis_passwords_rotate_live_without_a_restart(lab: PlaybookRun) -> None:
+    """New passwords for the replicas' user (masterauth) and the exporter's, then the redis
+    play: every node takes them live (docs/security.md, "Rotating a password"). The new
+    ones log in, the old are refused, no node restarts or is left with a restart pending,
+    and replicas cut off from their primary reconnect with the new masterauth."""
+    import hashlib
+    import secrets as random_secrets
+    import time
+
+    import redis as redis_py
+
+    pid_files = {p: REPO / ".lab" / "redis" / f"redis{p - 7000}" / "redis.pid" for p in REDIS_PORTS}
+    pids = {p: f.read_text() for p, f in pid_files.items()}
+    old = {name: (SECRETS / f"redis-{name}-password").read_text().strip()
+           for name in ("replication", "exporter")}
+    new = {name: random_secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
+           for name in old}
+    for name, password in new.items():
+        (SECRETS / f"redis-{name}-password").write_text(password + "\n")
+    run = run_playbook("playbooks/redis.yml")
+    assert run.rc == 0, run.output[-3000:]
+    for port in REDIS_PORTS:
+        operator = redis_client(port, decode_responses=True)
+        user = operator.acl_getuser("replicator")
+        assert user["passwords"] == [hashlib.sha256(new["replication"].encode()).hexdigest()]
+        assert operator.config_get("masterauth")["masterauth"] == new["replication"]
+        assert not (REPO / ".lab" / "redis" / f"redis{port - 7000}"
+                    / f"{port}.conf.restart-pending").exists()
+        base = dict(host="127.0.0.1", port=port, username="exporter", socket_timeout=5,
+                    **kairos_tls.redis_kwargs(LAB_TLS))
+        assert redis_py.Redis(password=new["exporter"], **base).ping()
+        with pytest.raises(redis_py.exceptions.AuthenticationError):
+            redis_py.Redis(password=old["exporter"], **base).ping()
+        # Replicas log in again, with the new masterauth.
+        if operator.info("replication")["role"] == "master":
+            operator.client_kill_filter(_type="replica")
+        operator.close()
+    assert {p: f.read_text() for p, f in pid_files.items()} == pids  # no restart
+    deadline = time.monotonic() + 60
+    while True:
+        links = {p: redis_client(p, decode_responses=True).info("replication")
+                 for p in REDIS_PORTS}
+        replicas = {p: i.get("master_link_status") for p, i in links.items()
+                    if i["role"] == "slave"}
+        if len(replicas) == 3 and set(replicas.values()) == {"up"}:
+            break
+        assert time.monotonic() < deadline, f"replica links after the rotation: {replicas}"
+        time.sleep(1)
