@@ -10,9 +10,9 @@ short_description: Put new Redis passwords into service on a running node, witho
 description:
   - A password rotation in two passes over every node, so that no client or replica is
     refused midway. C(added) gives each user of I(users) its new password beside the old ones
-    (C(ACL SETUSER <user> #<sha256>)) and sets I(masterauth) / I(masteruser) (C(CONFIG SET)),
-    which the replicas use on their next connection. C(pruned), once every node has the new
-    passwords, removes every other password of those users (C(ACL SETUSER <user> !<sha256>)).
+    (C(ACL SETUSER) with the password's SHA-256 digest) and sets I(masterauth) and
+    I(masteruser) (C(CONFIG SET)), which the replicas use on their next connection. C(pruned),
+    once every node has the new passwords, removes every other password of those users.
   - Each pass reads the users back (C(ACL GETUSER)) and fails unless they hold what it set.
     Only SHA-256 digests are sent in ACL commands; no password or digest is returned.
   - A user the node does not know (added to the conf since the node started) is left to the
