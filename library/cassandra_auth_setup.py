@@ -197,12 +197,12 @@ def listed_resource(printed):
 
 
 def _auth_refused(exc):
-    """True when the failure is bad credentials (not an unreachable node)."""
-    if isinstance(exc, AuthenticationFailed):
-        return True
+    """True when the failure is bad credentials: not an unreachable node, nor a node that
+    cannot read its roles yet (Cassandra answers "Unable to perform authentication: Cannot
+    achieve consistency level ..." with the same error code while its peers are out of reach)."""
     if isinstance(exc, NoHostAvailable):
-        return any(isinstance(e, AuthenticationFailed) for e in exc.errors.values())
-    return False
+        return any(_auth_refused(e) for e in exc.errors.values())
+    return isinstance(exc, AuthenticationFailed) and "Unable to perform" not in str(exc)
 
 
 def _connect(params, username, password):

@@ -965,3 +965,22 @@ def test_auth_setup_refuses_bad_arguments(
 ) -> None:
     refused("cassandra_auth_setup", auth_args(**args), message)
     assert auth_db.logins == []
+
+
+def test_a_node_that_cannot_read_its_roles_yet_is_not_a_refused_login() -> None:
+    # Cassandra's answers, as the lab gave them: a wrong password, and a node whose peers
+    # were out of reach (internode TLS refused) while it read system_auth.
+    from cassandra.cluster import NoHostAvailable
+
+    wrong = AuthenticationFailed('Failed to authenticate to 127.0.0.1:9042: Error from server: '
+                                 'code=0100 [Bad credentials] message="Provided username kairos '
+                                 'and/or password are incorrect"')
+    unreadable = AuthenticationFailed(
+        'Failed to authenticate to 127.0.0.1:9042: Error from server: code=0100 [Bad '
+        'credentials] message="Unable to perform authentication: Cannot achieve consistency '
+        'level LOCAL_QUORUM"')
+    assert cassandra_auth_setup._auth_refused(wrong)
+    assert cassandra_auth_setup._auth_refused(NoHostAvailable("x", {"127.0.0.1:9042": wrong}))
+    assert not cassandra_auth_setup._auth_refused(unreadable)
+    assert not cassandra_auth_setup._auth_refused(
+        NoHostAvailable("x", {"127.0.0.1:9042": unreadable}))
