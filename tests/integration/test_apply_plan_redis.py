@@ -356,8 +356,8 @@ def adhoc(module: str, args: dict[str, Any], *options: str) -> tuple[int, str]:
 
 def test_password_cluster_modules_and_live_rollout(auth_cluster: None, tmp_path: Path) -> None:
     nodes = endpoints(AUTH_PORTS)
-    with pytest.raises(redis.AuthenticationError):
-        client(AUTH_PORTS["redis1"]).ping()
+    with pytest.raises(redis.AuthenticationError):  # the scratch cluster: plaintext
+        redis.Redis(host="127.0.0.1", port=AUTH_PORTS["redis1"], socket_timeout=5).ping()
     assert_healthy(AUTH_PORTS, AUTH_PASSWORD)
 
     # redis_live_config: check mode, apply, idempotent, bad input.
