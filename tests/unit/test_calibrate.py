@@ -784,6 +784,10 @@ def test_a_window_records_what_the_caches_did_during_it() -> None:
     # a node restarted in the window: its counters started again, the ratio is unknown
     restarted = cal.cache_window(_caches(900, 2000), _caches(50, 100))
     assert restarted["keys"]["hit_ratio"] is None and restarted["keys"]["requests"] is None
+    # every read hit, and the window ended between a read's hit and its request (the lab's
+    # first calibration window: 2 more hits than its 311 requests)
+    ahead = cal.cache_window(_caches(1000, 1000), _caches(1313, 1311))
+    assert ahead["keys"]["requests"] == 311 and ahead["keys"]["hit_ratio"] == 1.0
 
 
 def test_measured_windows_carry_the_cache_figures_into_the_observations(
