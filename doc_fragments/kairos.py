@@ -76,3 +76,16 @@ options:
         type: str
         default: "0644"
 """
+
+    # The TLS of a connection (module_utils/kairos_tls.py): the CQL and Redis modules.
+    TLS = r"""
+options:
+  tls:
+    description:
+      - TLS of the connection (docs/security.md, "TLS") - C(ca_file), the authority the server's
+        certificate must chain to (its address must be named in it); C(cert_file) and
+        C(key_file), Kairos' client certificate for a server that requires one. Paths on the
+        host running the module. Empty for a plaintext connection.
+    type: dict
+    default: {}
+"""

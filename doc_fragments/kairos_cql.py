@@ -31,13 +31,5 @@ options:
     description: Seconds to wait for the connection and for each request.
     type: float
     default: 20
-  tls:
-    description:
-      - TLS of the connection (docs/security.md, "TLS") - C(ca_file), the authority the server's
-        certificate must chain to (its address must be named in it); C(cert_file) and
-        C(key_file), Kairos' client certificate for a server that requires one. Paths on the
-        host running the module. Empty for a plaintext connection.
-    type: dict
-    default: {}
 requirements: [cassandra-driver]
 """

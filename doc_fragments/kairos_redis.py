@@ -26,14 +26,6 @@ options:
     description: Socket timeout in seconds.
     type: float
     default: 5
-  tls:
-    description:
-      - TLS of the connection (docs/security.md, "TLS") - C(ca_file), the authority the server's
-        certificate must chain to (its address must be named in it); C(cert_file) and
-        C(key_file), Kairos' client certificate for a server that requires one. Paths on the
-        host running the module. Empty for a plaintext connection.
-    type: dict
-    default: {}
 requirements: [redis (Python package)]
 """
 

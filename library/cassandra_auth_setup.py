@@ -28,7 +28,7 @@ description:
     other permissions (those on what they created) are left alone.
   - With I(disable_default_superuser), takes login and superuser away from the built-in role.
   - Passwords are never logged or returned; statements are not returned either.
-extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql, kairos.tls]
 options:
   username:
     description: The superuser role this module ensures and logs in as (install only).

@@ -14,7 +14,7 @@ description:
   - Returns the ring in the planner's ring-description form (planner/topology/ring.py), with
     nodes named by their inventory host names, and can write it to I(dest) for
     C(kairos rollout preflight). Read-only apart from I(dest).
-extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql, kairos.tls]
 options:
   host:
     description: Addresses of the nodes to ask (the first that answers is used).

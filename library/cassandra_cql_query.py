@@ -11,7 +11,7 @@ description:
   - Connects with cassandra-driver to exactly one node (a white-list load-balancing
     policy, so the answer is that node's), runs I(query) and returns the rows.
   - Only SELECT statements are accepted; the module never changes anything.
-extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql, kairos.tls]
 options:
   query:
     description: A SELECT statement.

@@ -19,7 +19,7 @@ description:
     trie=TrieMemtable}).
   - Fails, naming every key, source and value, when anything read back differs from what
     was expected. Read-only - never reports changed.
-extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql, kairos.tls]
 options:
   host:
     description: The node's CQL address (queries go to this node only).

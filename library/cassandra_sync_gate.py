@@ -42,7 +42,7 @@ description:
     queues them behind its clients') - the gate waits for it, and fails at I(timeout) if it
     never answers; a hung node is still seen DOWN by a peer holding hints for it.
   - Read-only, never reports changed.
-extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_cql, kairos.tls]
 options:
   host:
     description: CQL addresses of the peers (every node outside the batch), one session each.

@@ -16,7 +16,7 @@ description:
   - A table caches rows in the row cache only with C(rows_per_partition) other than
     C(NONE), whatever C(row_cache_size) is; the planner sets I(caching) when the row cache
     turns on or off.
-extends_documentation_fragment: [kairos, kairos.check_diff, kairos_cql]
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_cql, kairos.tls]
 options:
   tables:
     description: Tables as keyspace.table.

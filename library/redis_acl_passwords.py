@@ -19,7 +19,7 @@ description:
     node's next restart and named in I(absent).
   - Logs in as the default user with I(password); when that is refused (the default user's
     own password is the one being rotated), with I(previous_password).
-extends_documentation_fragment: [kairos, kairos.no_check, kairos_redis]
+extends_documentation_fragment: [kairos, kairos.no_check, kairos_redis, kairos.tls]
 options:
   node:
     description: C(host:port) of the node.

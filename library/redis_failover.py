@@ -20,7 +20,7 @@ description:
   - Fails, naming the reason, when the node has no replica in sync, or the roles did not
     swap within I(timeout).
 extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis.nodes,
-                                 kairos_redis.wait, kairos_redis]
+                                 kairos_redis.wait, kairos_redis, kairos.tls]
 options:
   node:
     description: The primary to demote (inventory name).

@@ -20,7 +20,7 @@ description:
   - I(expect) is compared only (e.g. restart-only directives after a restart); a
     difference fails.
   - Sizes compare by value (C(64mb) equals C(67108864)), booleans as yes/no.
-extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis]
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis, kairos.tls]
 options:
   host:
     description: Address of the node.

@@ -20,7 +20,7 @@ description:
     failing, and agrees with each node about its role and primary.
   - Read-only, never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes,
-                                 kairos_redis.wait, kairos_redis]
+                                 kairos_redis.wait, kairos_redis, kairos.tls]
 options:
   node:
     description: The node just restarted or failed over (used in messages and with I(role)).
