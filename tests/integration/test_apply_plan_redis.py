@@ -9,7 +9,9 @@ ports 7301-7306) and stops it at the end.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -327,6 +329,80 @@ def test_bad_input_is_refused_before_anything_is_touched(
     assert conf == {h: (LAB / h / f"{p}.conf").read_text() for h, p in PORTS.items()}
     assert not plan.with_name(plan.name + ".state.json").exists()
     assert running(PORTS["redis1"], "hz") == str(current["hz"])
+
+
+def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
+    lab: PlaybookRun, tmp_path: Path
+) -> None:
+    """Fault under load (issue 41): kill -9 of a primary outside the batch while the batch's
+    primary is being failed over. The rollout halts naming the dead node, releases its lock
+    and takes no node down; no WAIT-acknowledged write is lost. The failover's wait is cut to
+    30 s (120 by default): the dead node never answers again, so the wait always runs out."""
+    current = current_of(["io-threads"])
+    target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
+    topo = assert_healthy()
+    batch, victim = sorted(topo["primaries"])[:2]
+    before = pids()
+    plan = write_plan(tmp_path / "fault.yml", current=current, target=target, batches=[[batch]])
+    log = tmp_path / "fault.log"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0",
+               PYTHONUNBUFFERED="1", ANSIBLE_DISPLAY_SKIPPED_HOSTS="true")
+    killed_at = 0.0
+    try:
+        with BackgroundLoad(
+            engine="redis", contact_points=tuple(endpoints(PORTS).values()),
+            prefix="kairos_fault_redis", mix={"read": 0.5, "write": 0.5}, keys=2000, rate=250,
+            concurrency=4, seed=17, max_seconds=400,
+        ) as load:
+            time.sleep(2)
+            began = time.monotonic()
+            with log.open("w") as out:
+                proc = subprocess.Popen(
+                    [str(BIN / "ansible-playbook"), "playbooks/apply_plan_redis.yml",
+                     "-e", f"plan={plan}", "-e", "kairos_redis_failover_timeout=30"],
+                    cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+                while proc.poll() is None and time.monotonic() - began < 600:
+                    if not killed_at and "TASK [redis : Rollout | hand a primary's role" in \
+                            log.read_text():
+                        os.kill(before[victim], signal.SIGKILL)
+                        killed_at = time.monotonic() - began
+                    time.sleep(0.1)
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+            time.sleep(8)  # the victim's replica takes its slots over (cluster-node-timeout 5 s)
+        result = load.result()
+        output = log.read_text()
+        print(f"\nfault: {victim} killed {killed_at:.1f} s into the rollout of {batch}; "
+              f"rollout rc={proc.returncode}; load {result.ops} ops, failures "
+              f"{dict(result.failures)}, acknowledged writes {result.acknowledged_writes}, "
+              f"lost {result.lost_acknowledged_writes}")
+        assert killed_at, f"the failover never started:\n{output[-3000:]}"
+        assert proc.returncode != 0, output[-4000:]
+        assert f"reachable: {victim}:" in output, output[-4000:]
+        recorded = state(plan)["steps"]["s1"]
+        assert recorded["status"] == "failed" and victim in recorded["error"], recorded
+        lock = REPO / ".kairos" / "lab-redis.lock"
+        assert not lock.exists(), "the failed rollout kept the lock"
+        # No node was taken down: every node but the victim runs the process it ran before.
+        assert {h: p for h, p in pids().items() if h != victim} == {
+            h: p for h, p in before.items() if h != victim}
+        assert all(Path(f"/proc/{p}").exists() for h, p in before.items() if h != victim)
+        assert result.acknowledged_writes > 0 and result.verified
+        assert result.lost_acknowledged_writes == 0
+        assert "Traceback" not in output
+    finally:
+        back = run_playbook("playbooks/lab_up.yml", "--limit", victim)
+        assert back.rc == 0, back.output[-3000:]
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                assert_healthy()
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
 
 
 # ------------------------------------------------------------- password on
