@@ -13,7 +13,8 @@ description:
   - Reports which nodes did not answer, and the sync-gate conditions that do not hold
     now (I(unmet), same rules as M(redis_sync_gate), one look, no waiting).
   - Read-only, never reports changed.
-extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis, kairos.tls]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis,
+                                 kairos.tls]
 """
 
 EXAMPLES = r"""

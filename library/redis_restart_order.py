@@ -17,7 +17,8 @@ description:
     so a restarted old primary would come back as a second, empty primary, so the module
     refuses to restart the primary of a replication set.
   - Read-only, never reports changed.
-extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis, kairos.tls]
+extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes, kairos_redis,
+                                 kairos.tls]
 options:
   restart:
     description: Inventory names of the nodes to restart (the plan's batches, flattened).

@@ -402,6 +402,8 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
         assert result.lost_acknowledged_writes == 0
         assert "Traceback" not in output
     finally:
+        # The runbook: bring the dead node back, then resume the step; the replicas restarted
+        # before the fault run the target, the rest get it now (the lab left uniform).
         back = run_playbook("playbooks/lab_up.yml", "--limit", victim or "redis")
         assert back.rc == 0, back.output[-3000:]
         deadline = time.monotonic() + 90
@@ -413,6 +415,10 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(2)
+        resumed = apply(plan, "-e", "retry_failed=true")
+        assert resumed.rc == 0, resumed.output[-4000:]
+        assert current_of(["io-threads"]) == {"io-threads": target["io-threads"]}
+        assert_healthy()
 
 
 # ------------------------------------------------------------- password on
