@@ -34,26 +34,37 @@ from planner.loadgen import SHAPES, LoadConfig, run_load
 PORTS = range(7400, 7410)
 
 
+def taken_port(port: int) -> int | None:
+    """The first of ``port`` and its cluster bus (``port + 10000``) that 127.0.0.1 cannot
+    bind (another server's), or None when both are free."""
+    for p in (port, port + 10000):
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
+            s.bind(("127.0.0.1", p))
+            continue
+        return p
+    return None
+
+
 @contextlib.contextmanager
-def scratch_redis(port: int, maxmemory: str) -> Iterator[Any]:
-    """A one-node Redis Cluster on 127.0.0.1:``port`` started here, stopped by its PID."""
+def scratch_redis(port: int, maxmemory: str, *options: str) -> Iterator[Any]:
+    """A one-node Redis Cluster on 127.0.0.1:``port`` started here (``options``: more
+    redis-server arguments), stopped by its PID; SystemExit when it cannot be (no
+    redis-server, the port taken, the server not starting). The real-server test
+    (tests/unit/test_loadgen_redis_server.py) starts its server with this too."""
     import redis
 
     server = shutil.which("redis-server")
     if server is None:
         raise SystemExit("redis-server is not installed")
-    for p in (port, port + 10000):  # never FLUSHALL a server this script did not start
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                raise SystemExit(f"port {p} is in use: pick a free --port") from None
+    taken = taken_port(port)  # never FLUSHALL a server this script did not start
+    if taken is not None:
+        raise SystemExit(f"port {taken} is in use: pick a free --port")
     with tempfile.TemporaryDirectory(prefix="kairos-bench-redis-") as tmp:
         proc = subprocess.Popen(
             [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", "",
              "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
-             f"nodes-{port}.conf", "--maxmemory", maxmemory],
+             f"nodes-{port}.conf", "--maxmemory", maxmemory, *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(f"# scratch redis-server pid {proc.pid} on 127.0.0.1:{port}, maxmemory "
               f"{maxmemory}", file=sys.stderr)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +28,14 @@ def at_least(owner: object, **minimums: float) -> None:
         value = getattr(owner, name)
         if value is not None and value < minimum:
             raise ValidationError(f"{name}: must be >= {minimum}, got {value}")
+
+
+def finite_at_least(name: str, value: Any, low: float = 0.0) -> None:
+    """Raise ValidationError naming ``name`` unless ``value`` is a finite real number (not a
+    bool) ``>= low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+            or not math.isfinite(value) or value < low:
+        raise ValidationError(f"{name}: must be a finite number >= {low:g}, got {value!r}")
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

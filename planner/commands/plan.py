@@ -42,6 +42,16 @@ def _unit_interval(name: str, *, closed: bool) -> Any:
             )
         return x
     return parse
+
+
+def _add_share(p: Any, flag: str, default: float, *, closed: bool, help: str,
+               note: str = "") -> None:
+    """An option taking a share in [0, 1] (``closed``) or [0, 1), its errors naming
+    ``flag``; its help ends with the default and ``note``."""
+    p.add_argument(flag, type=_unit_interval(flag, closed=closed), default=default,
+                   help=f"{help} (default {default:g}{note})")
+
+
 def _positive_hours(text: str) -> float:
     """argparse type: hours > 0."""
     try:
@@ -136,19 +146,16 @@ def _add_decision_arguments(p: Any) -> None:
                    help="credit served work plus weighted headroom below saturation "
                    "(work, default), min(load, capacity) (offered), or the predicted "
                    "capacity whatever the load (capacity: SOPHIA's saturated clients)")
-    p.add_argument("--headroom-weight", type=_unit_interval("--headroom-weight", closed=True),
-                   default=DEFAULT_HEADROOM_WEIGHT,
-                   help="with --served work: weight of the headroom term load x "
-                   f"(1 - utilisation) (default {DEFAULT_HEADROOM_WEIGHT:g})")
-    p.add_argument("--latency-weight", type=_unit_interval("--latency-weight", closed=True),
-                   default=DEFAULT_LATENCY_WEIGHT,
-                   help="with --served work and a model that predicts p99: weight of the "
-                   "latency term load x ln(p99 running / p99 candidate), credited where the "
-                   f"candidate is below saturation (default {DEFAULT_LATENCY_WEIGHT:g}: off)")
-    p.add_argument("--confidence", type=_unit_interval("--confidence", closed=False),
-                   default=DEFAULT_CONFIDENCE,
-                   help="keep a step only when P(gain > cost) reaches this "
-                   f"(default {DEFAULT_CONFIDENCE:g}; 0 keeps every step)")
+    _add_share(p, "--headroom-weight", DEFAULT_HEADROOM_WEIGHT, closed=True,
+               help="with --served work: weight of the headroom term load x "
+               "(1 - utilisation)")
+    _add_share(p, "--latency-weight", DEFAULT_LATENCY_WEIGHT, closed=True, note=": off",
+               help="with --served work and a model that predicts p99: weight of the "
+               "latency term load x ln(p99 running / p99 candidate), credited where the "
+               "candidate is below saturation")
+    _add_share(p, "--confidence", DEFAULT_CONFIDENCE, closed=False,
+               note="; 0 keeps every step",
+               help="keep a step only when P(gain > cost) reaches this")
     p.add_argument("--scenarios", type=inputs.bounded_int(0, MAX_SAMPLES, why=SCENARIOS_WHY),
                    default=DEFAULT_SCENARIOS,
                    help="joint scenarios (forecast path x model draw) for P(gain > cost) "
@@ -157,10 +164,10 @@ def _add_decision_arguments(p: Any) -> None:
                    help="what the optimiser maximises: the expected value (mean, default), "
                    "the 1 - confidence quantile of each candidate's gain (quantile), or the "
                    "worst mix in the forecast's interval (endure)")
-    p.add_argument("--capacity-margin", type=_unit_interval("--capacity-margin", closed=False),
-                   default=DEFAULT_MARGIN,
-                   help="capacity advice: the share of capacity kept free at the forecast's "
-                   f"upper band (default {DEFAULT_MARGIN:g}; docs/capacity-advice.md)")
+    _add_share(p, "--capacity-margin", DEFAULT_MARGIN, closed=False,
+               note="; docs/capacity-advice.md",
+               help="capacity advice: the share of capacity kept free at the forecast's "
+               "upper band")
     p.add_argument("--scale-in-after", type=_positive_hours, metavar="HOURS",
                    default=DEFAULT_SCALE_IN_AFTER_SECONDS / 3600,
                    help="capacity advice: the shortest horizon a scale-in advice rests on "

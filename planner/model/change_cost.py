@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.errors import ValidationError
+from planner.errors import ValidationError, finite_at_least
 from planner.model.restart_impact import (
     baseline_window,
     lost_seconds,
@@ -80,10 +80,7 @@ class ChangeCost:
 
     def __post_init__(self) -> None:
         for name in ("change_seconds", "rewrite_seconds", "apply_seconds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) \
-                    or not math.isfinite(value) or value < 0:
-                raise ValidationError(f"{name}: must be a finite number >= 0, got {value!r}")
+            finite_at_least(name, getattr(self, name))
         for name in ("parameter", "before", "after"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValidationError(f"{name}: expected a non-empty string, "

@@ -49,7 +49,6 @@ Nothing here measures the lab or writes a plan; docs/memory-split.md says what i
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -59,7 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from planner.engines import get_engine
-from planner.errors import ValidationError
+from planner.errors import ValidationError, finite_at_least
 from planner.model.spaces import Change, change_kind, get_space
 from planner.workload.series import classes_for
 
@@ -118,12 +117,6 @@ SizeArray = npt.NDArray[np.float64]
 
 def _sizes(size_bytes: npt.ArrayLike) -> SizeArray:
     return np.asarray(size_bytes, dtype=float)
-
-
-def _finite_at_least(name: str, value: float, low: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) \
-            or not math.isfinite(value) or value < low:
-        raise ValidationError(f"{name}: must be a finite number >= {low:g}, got {value!r}")
 
 
 # --------------------------------------------------------------------------- models
@@ -292,7 +285,7 @@ class CacheEffect:
     miss_seconds: float
 
     def __post_init__(self) -> None:
-        _finite_at_least("miss_seconds", self.miss_seconds, 0.0)
+        finite_at_least("miss_seconds", self.miss_seconds, 0.0)
 
     def predict(self, size_bytes: npt.ArrayLike) -> SizeArray:
         """Seconds per operation reaching the cache, at ``size_bytes``."""
@@ -328,11 +321,11 @@ class PressureCost:
     relative_error: float = 0.25
 
     def __post_init__(self) -> None:
-        _finite_at_least("need_bytes", self.need_bytes, 0.0)
+        finite_at_least("need_bytes", self.need_bytes, 0.0)
         if self.need_bytes <= 0:
             raise ValidationError(f"need_bytes: must be > 0, got {self.need_bytes!r}")
-        _finite_at_least("seconds_at_double", self.seconds_at_double, 0.0)
-        _finite_at_least("relative_error", self.relative_error, 0.0)
+        finite_at_least("seconds_at_double", self.seconds_at_double, 0.0)
+        finite_at_least("relative_error", self.relative_error, 0.0)
 
     def predict(self, size_bytes: npt.ArrayLike) -> SizeArray:
         """Seconds per operation at ``size_bytes`` (``inf`` at or below the need)."""
@@ -416,7 +409,7 @@ class MemoryBudget:
         if self.overhead_bytes >= self.total_bytes:
             raise ValidationError(f"overhead_bytes: {self.overhead_bytes} leaves nothing of "
                                   f"total_bytes {self.total_bytes}")
-        _finite_at_least("heap_headroom", self.heap_headroom, 0.0)
+        finite_at_least("heap_headroom", self.heap_headroom, 0.0)
         if self.heap_headroom >= 1:
             raise ValidationError(f"heap_headroom: must be in [0, 1), got {self.heap_headroom}")
 
@@ -517,7 +510,7 @@ def _weights(engine: str, mix: Mapping[str, float]) -> dict[str, float]:
         if name not in known:
             raise ValidationError(f"mix: unknown {engine} class {name!r}; known: "
                                   f"{', '.join(known)}")
-        _finite_at_least(f"mix.{name}", fraction, 0.0)
+        finite_at_least(f"mix.{name}", fraction, 0.0)
     total = sum(mix.values())
     if abs(total - 1.0) > 1e-3:
         raise ValidationError(f"mix: fractions must sum to 1, got {total:g}")

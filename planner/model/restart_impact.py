@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.errors import ValidationError
+from planner.errors import ValidationError, finite_at_least
 
 __all__ = [
     "RestartImpact",
@@ -87,9 +87,7 @@ class RestartImpact:
         if not 0.0 <= self.survivor_penalty < 1.0:
             raise ValidationError(
                 f"survivor_penalty: must be in [0, 1), got {self.survivor_penalty!r}")
-        if not (math.isfinite(self.warmup_seconds) and self.warmup_seconds >= 0):
-            raise ValidationError(
-                f"warmup_seconds: must be a finite number >= 0, got {self.warmup_seconds!r}")
+        finite_at_least("warmup_seconds", self.warmup_seconds)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, **asdict(self)}

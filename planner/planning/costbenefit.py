@@ -78,7 +78,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from planner.errors import ValidationError
+from planner.errors import ValidationError, finite_at_least
 
 __all__ = [
     "LATENCY_LOG_BOUND",
@@ -140,10 +140,7 @@ class ReconfigModel:
     warmup_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.restart_seconds) or self.restart_seconds < 0:
-            raise ValidationError(
-                f"restart_seconds: must be a finite number >= 0, got {self.restart_seconds!r}"
-            )
+        finite_at_least("restart_seconds", self.restart_seconds)
         if not self.batch_fractions:
             raise ValidationError("batch_fractions: at least one batch is needed")
         fr = np.asarray(self.batch_fractions, dtype=float)
@@ -157,9 +154,7 @@ class ReconfigModel:
             )
         if self.live_seconds < 0:
             raise ValidationError(f"live_seconds: must be >= 0, got {self.live_seconds!r}")
-        if not math.isfinite(self.warmup_seconds) or self.warmup_seconds < 0:
-            raise ValidationError(
-                f"warmup_seconds: must be a finite number >= 0, got {self.warmup_seconds!r}")
+        finite_at_least("warmup_seconds", self.warmup_seconds)
         if self.batch_seconds is not None:
             bs = tuple(float(x) for x in self.batch_seconds)
             if len(bs) != len(self.batch_fractions) or not all(
