@@ -4,17 +4,13 @@ PID. Skipped when redis-server is not installed. About 15 s."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from planner.lab.scratch_redis import ScratchRedisError, scratch_redis
 from planner.loadgen import LoadConfig, hash_fields, run_load
 
 SERVER = shutil.which("redis-server")
@@ -23,52 +19,18 @@ pytestmark = pytest.mark.skipif(
     "the shapes' real-server test needs one to start")
 
 
-def _free(port: int) -> bool:
-    for p in (port, port + 10000):  # the client port and the cluster bus
-        with socket.socket() as s, contextlib.suppress(OSError):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
-            s.bind(("127.0.0.1", p))
-            continue
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    import redis
-
-    port = next((p for p in range(7409, 7399, -1) if _free(p)), None)
-    if port is None:
-        pytest.skip("no free port in 127.0.0.1:7400-7409 for a scratch redis-server")
-    with tempfile.TemporaryDirectory(prefix="kairos-redis-") as tmp:
-        assert SERVER is not None
-        proc = subprocess.Popen(
-            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", "",
-             "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
-             f"nodes-{port}.conf", "--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            client = redis.Redis(port=port, decode_responses=True)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        pytest.skip(f"the scratch redis-server on {port} did not start")
-                    time.sleep(0.05)
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-            while client.cluster("info")["cluster_state"] != "ok":
-                time.sleep(0.05)
-            yield port, client
-        finally:
-            proc.terminate()  # the server this fixture started, by its PID
+    try:
+        with scratch_redis(extra_args=("--maxmemory", "8mb", "--maxmemory-policy",
+                                       "allkeys-lru")) as scratch:
+            client = scratch.client()
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                yield scratch.port, client
+            finally:
+                client.close()
+    except ScratchRedisError as exc:  # no free port, or the server did not start
+        pytest.skip(str(exc))
 
 
 def _run(port: int, shape: str, **options: Any) -> Any:
