@@ -18,80 +18,35 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from typing import Any
 
+from planner.lab.scratch_redis import NoFreePortError, ScratchRedisError, scratch_redis
 from planner.loadgen import SHAPES, LoadConfig, run_load
 
 #: Ports this script may use: the lab's 7001-7006 are never touched.
 PORTS = range(7400, 7410)
 
 
-def taken_port(port: int) -> int | None:
-    """The first of ``port`` and its cluster bus (``port + 10000``) that 127.0.0.1 cannot
-    bind (another server's), or None when both are free."""
-    for p in (port, port + 10000):
-        with socket.socket() as s, contextlib.suppress(OSError):
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
-            s.bind(("127.0.0.1", p))
-            continue
-        return p
-    return None
-
-
 @contextlib.contextmanager
-def scratch_redis(port: int, maxmemory: str, *options: str) -> Iterator[Any]:
-    """A one-node Redis Cluster on 127.0.0.1:``port`` started here (``options``: more
-    redis-server arguments), stopped by its PID; SystemExit when it cannot be (no
-    redis-server, the port taken, the server not starting). The real-server test
-    (tests/unit/test_loadgen_redis_server.py) starts its server with this too."""
-    import redis
-
-    server = shutil.which("redis-server")
-    if server is None:
-        raise SystemExit("redis-server is not installed")
-    taken = taken_port(port)  # never FLUSHALL a server this script did not start
-    if taken is not None:
-        raise SystemExit(f"port {taken} is in use: pick a free --port")
-    with tempfile.TemporaryDirectory(prefix="kairos-bench-redis-") as tmp:
-        proc = subprocess.Popen(
-            [server, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", "",
-             "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
-             f"nodes-{port}.conf", "--maxmemory", maxmemory, *options],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        print(f"# scratch redis-server pid {proc.pid} on 127.0.0.1:{port}, maxmemory "
-              f"{maxmemory}", file=sys.stderr)
-        try:
-            client = redis.Redis(port=port, decode_responses=True)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    if time.monotonic() > deadline or proc.poll() is not None:
-                        raise SystemExit(f"redis-server on {port} did not start") from None
-                    time.sleep(0.05)
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
-            while client.cluster("info")["cluster_state"] != "ok":
-                time.sleep(0.05)
-            if proc.poll() is not None:
-                raise SystemExit(f"redis-server on {port} exited")
-            yield client
-        finally:
-            proc.terminate()
+def scratch_server(port: int, maxmemory: str) -> Iterator[Any]:
+    """A one-node Redis Cluster on 127.0.0.1:``port`` started here, stopped by its PID."""
+    try:
+        # Only a free port is taken: never FLUSHALL a server this script did not start.
+        with scratch_redis(ports=(port,), extra_args=("--maxmemory", maxmemory)) as server:
+            print(f"# scratch redis-server pid {server.pid} on {server.address}, maxmemory "
+                  f"{maxmemory}", file=sys.stderr)
+            client = server.client()
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                yield client
+            finally:
+                client.close()
+    except NoFreePortError as exc:
+        raise SystemExit(f"{exc}: pick a free --port") from None
+    except ScratchRedisError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def one_run(client: Any, port: int, shape: str, setting: str, value: str,
@@ -168,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     setting, _, values = args.vary.partition("=")
     rows: list[dict[str, Any]] = []
-    with scratch_redis(args.port, args.maxmemory) as client:
+    with scratch_server(args.port, args.maxmemory) as client:
         for shape in args.shapes.split(","):
             for r in range(args.repeats):
                 for value in values.split(","):  # interleaved: drift hits both alike

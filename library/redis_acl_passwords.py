@@ -8,11 +8,15 @@ DOCUMENTATION = r"""
 module: redis_acl_passwords
 short_description: Put new Redis passwords into service on a running node, without a restart
 description:
-  - A password rotation in two passes over every node, so that no client or replica is
+  - >-
+    A password rotation in two passes over every node, so that no client or replica is
     refused midway. C(added) gives each user of I(users) its new password beside the old ones
-    (C(ACL SETUSER) with the password's SHA-256 digest) and sets I(masterauth) and
-    I(masteruser) (C(CONFIG SET)), which the replicas use on their next connection. C(pruned),
-    once every node has the new passwords, removes every other password of those users.
+    (C(ACL SETUSER <user> #<sha256>)) and sets I(masterauth) / I(masteruser) (C(CONFIG SET)),
+    which the replicas use on their next connection. C(pruned), once every node has the new
+    passwords, removes every other password of those users (C(ACL SETUSER <user> !<sha256>))
+    and sets C(requirepass) to the C(default) user's new password (C(CONFIG SET), which keeps
+    only that one). ACL SETUSER alone leaves the old password in requirepass, where
+    C(CONFIG GET) shows it and a C(CONFIG REWRITE) would write it back into the conf.
   - Each pass reads the users back (C(ACL GETUSER)) and fails unless they hold what it set.
     Only SHA-256 digests are sent in ACL commands; no password or digest is returned.
   - A user the node does not know (added to the conf since the node started) is left to the
@@ -86,6 +90,10 @@ masterauth_changed:
   description: Whether masterauth or masteruser was set.
   returned: always
   type: bool
+requirepass_changed:
+  description: Whether requirepass was set (C(pruned), the C(default) user's new password).
+  returned: always
+  type: bool
 """
 
 import hashlib
@@ -140,7 +148,10 @@ def _login(module, where):
     last = None
     for candidate in [password] + ([module.params["previous_password"]]
                                    if module.params["previous_password"] else []):
-        node = Node(where, candidate, username, timeout, tls)
+        try:
+            node = Node(where, candidate, username, timeout, tls)
+        except RedisModuleError as exc:  # not host:port, or no redis-py: no use retrying
+            module.fail_json(msg=str(exc))
         try:
             node.raw("PING")
             return node
@@ -151,6 +162,43 @@ def _login(module, where):
                     and "WRONGPASS" not in str(exc):
                 break
     module.fail_json(msg=f"{where}: cannot log in: {error_text(last)}")
+
+
+def _set_config(node, key, value):
+    """``CONFIG SET key value`` unless the node holds it already, read back; whether it was set."""
+    if config_get_value(key, node.raw("CONFIG", "GET", key)) == value:
+        return False
+    node.raw("CONFIG", "SET", key, value)
+    if config_get_value(key, node.raw("CONFIG", "GET", key)) != value:
+        raise RedisModuleError(f"{node.endpoint}: {key} did not take the new value")
+    return True
+
+
+def _rotate(node, params, passwords):
+    """One pass on a logged-in node: ``(running, rules, masterauth_changed, requirepass_changed)``,
+    the users read back against what the pass set."""
+    wanted = {name: digest(password) for name, password in passwords.items()}
+    state = params["state"]
+    running = {name: acl_passwords(node.raw("ACL", "GETUSER", name)) for name in wanted}
+    rules = plan(wanted, running, state)
+    for name, todo in rules.items():
+        node.raw("ACL", "SETUSER", name, *todo)
+    master_changed = requirepass_changed = False
+    if state == "added":
+        for key in ("masteruser", "masterauth"):
+            if params[key] and _set_config(node, key, params[key]):
+                master_changed = True
+    elif running.get("default") is not None:
+        # ACL SETUSER leaves requirepass (CONFIG GET, CONFIG REWRITE) with the old password;
+        # CONFIG SET requirepass keeps only the new one, as the prune just did.
+        requirepass_changed = _set_config(node, "requirepass", passwords["default"])
+    for name in rules:
+        after = acl_passwords(node.raw("ACL", "GETUSER", name)) or []
+        if not (wanted[name] in after if state == "added" else after == [wanted[name]]):
+            raise RedisModuleError(
+                f"{node.endpoint}: user {name} does not hold its new password after "
+                f"ACL SETUSER ({len(after)} passwords read back)")
+    return running, rules, master_changed, requirepass_changed
 
 
 def main():
@@ -168,44 +216,27 @@ def main():
         ),
         supports_check_mode=False,
     )
-    p = module.params
-    where = p["node"]
-    wanted = {}
-    for i, user in enumerate(p["users"]):
+    where = module.params["node"]
+    passwords = {}
+    for i, user in enumerate(module.params["users"]):
         name, password = str(user.get("name") or ""), user.get("password")
         if not name or not isinstance(password, str) or not password:
             module.fail_json(msg=f"users[{i}]: needs a name and a non-empty password")
-        wanted[name] = digest(password)
+        passwords[name] = password
     node = _login(module, where)
     try:
-        running = {name: acl_passwords(node.raw("ACL", "GETUSER", name)) for name in wanted}
-        rules = plan(wanted, running, p["state"])
-        for name, todo in rules.items():
-            node.raw("ACL", "SETUSER", name, *todo)
-        after = {name: acl_passwords(node.raw("ACL", "GETUSER", name)) for name in rules}
-        master_changed = False
-        if p["state"] == "added":
-            for key in ("masteruser", "masterauth"):
-                if p[key] and config_get_value(key, node.raw("CONFIG", "GET", key)) != p[key]:
-                    node.raw("CONFIG", "SET", key, p[key])
-                    if config_get_value(key, node.raw("CONFIG", "GET", key)) != p[key]:
-                        module.fail_json(msg=f"{where}: {key} did not take the new value")
-                    master_changed = True
+        running, rules, master_changed, requirepass_changed = _rotate(
+            node, module.params, passwords)
     except RedisModuleError as exc:
         module.fail_json(msg=str(exc))
     except Exception as exc:
         module.fail_json(msg=f"{where}: {error_text(exc)}")
     finally:
         node.close()
-    for name in rules:
-        ok = (wanted[name] in after[name] if p["state"] == "added"
-              else after[name] == [wanted[name]])
-        if not ok:
-            module.fail_json(msg=f"{where}: user {name} does not hold its new password after "
-                             f"ACL SETUSER ({len(after[name] or [])} passwords read back)")
-    module.exit_json(changed=bool(rules) or master_changed, changed_users=sorted(rules),
+    module.exit_json(changed=bool(rules) or master_changed or requirepass_changed,
+                     changed_users=sorted(rules),
                      absent=sorted(n for n, d in running.items() if d is None),
-                     masterauth_changed=master_changed)
+                     masterauth_changed=master_changed, requirepass_changed=requirepass_changed)
 
 
 if __name__ == "__main__":

@@ -4,24 +4,14 @@ PID. Skipped when redis-server is not installed. About 15 s."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from planner.lab.scratch_redis import ScratchRedisError, scratch_redis
 from planner.loadgen import LoadConfig, hash_fields, run_load
-
-REPO = Path(__file__).resolve().parents[2]
-# The scratch server is the Redis shapes bench's (one starter for the bench and the test).
-_spec = importlib.util.spec_from_file_location(
-    "bench_redis_shapes", REPO / "bench" / "redis_shapes.py")
-assert _spec is not None and _spec.loader is not None
-shapes = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shapes)
 
 SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(
@@ -31,16 +21,16 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Any]:
-    port = next((p for p in range(7409, 7399, -1) if shapes.taken_port(p) is None), None)
-    if port is None:
-        pytest.skip("no free port in 127.0.0.1:7400-7409 for a scratch redis-server")
-    with contextlib.ExitStack() as stack:
-        try:
-            client = stack.enter_context(
-                shapes.scratch_redis(port, "8mb", "--maxmemory-policy", "allkeys-lru"))
-        except SystemExit as exc:
-            pytest.skip(f"the scratch redis-server did not start: {exc}")
-        yield port, client  # stopped by its PID when the module's tests are done
+    try:
+        with scratch_redis(extra_args=("--maxmemory", "8mb", "--maxmemory-policy",
+                                       "allkeys-lru")) as scratch:
+            client = scratch.client()
+            try:
+                yield scratch.port, client
+            finally:
+                client.close()
+    except ScratchRedisError as exc:  # no free port, or the server did not start
+        pytest.skip(str(exc))
 
 
 def _run(port: int, shape: str, **options: Any) -> Any:
