@@ -478,15 +478,17 @@ def redis_password() -> str | None:
 
 def read_redis_info(
     target: Target, *, password: str | None, timeout: float, sample_keys: int = 0,
-    username: str | None = None,
+    username: str | None = None, tls: dict[str, Any] | None = None,
 ) -> tuple[str, list[str]]:
     """The raw text of ``INFO server replication commandstats latencystats cpu stats memory
     keyspace clients`` from one node, and ``sample_keys`` random keys' encodings
-    (:func:`sample_encodings`)."""
+    (:func:`sample_encodings`). ``tls``: :func:`redis_tls_kwargs` of a connection, read from
+    the environment when not given."""
     import redis
 
     kairos_driverlog.route_driver_log()  # redis-py's own log: to its file, not stderr
-    tls = redis_tls_kwargs(connection=True)
+    if tls is None:
+        tls = redis_tls_kwargs(connection=True)
     conn = (redis.SSLConnection if tls else redis.Connection)(
         **tls,
         host=target.address,
@@ -519,11 +521,12 @@ def collect_redis(
     targets = parse_targets(hosts, default_port=DEFAULT_PORTS["redis"])
     user, secret = redis_login()
     secret = password if password is not None else secret
+    tls = redis_tls_kwargs(connection=True)  # once a round: unusable files refused first
     result = CollectResult("redis", time.time())
     for t in targets:
         began = time.time()
         try:
-            text, encodings = read_redis_info(t, password=secret, timeout=timeout,
+            text, encodings = read_redis_info(t, password=secret, timeout=timeout, tls=tls,
                                               sample_keys=REDIS_SAMPLE_KEYS, username=user)
         except (redis.RedisError, OSError) as exc:
             result.errors[t.name] = f"{type(exc).__name__}: {exc}"
