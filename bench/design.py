@@ -129,10 +129,11 @@ class Bench:
     def apply(self, changes: Mapping[str, Any]) -> None:
         self.running.update(changes)
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool,
+                name: str = "") -> None:
         pass
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         key = cal.config_key(self.running)
         label = cal.config_key(mix)
         n = self.runs[(key, label)] = self.runs.get((key, label), 0) + 1

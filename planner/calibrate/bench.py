@@ -159,17 +159,21 @@ class ExecutorBench:
             self.log(f"calibrate: compactions finished {waited:.0f} s after the change "
                      "(no load)")
 
-    def _run(self, mix: Mapping[str, float], seconds: float, preload: bool
+    def load_for(self, mix: Mapping[str, float], name: str) -> loadgen.LoadConfig:
+        """The load that measures mix ``name`` (one load, its mix replaced)."""
+        return replace(self.load, mix=dict(mix))
+
+    def _run(self, mix: Mapping[str, float], seconds: float, preload: bool, name: str = ""
              ) -> loadgen.LoadResult:
-        config = replace(self.load, mix=dict(mix), seconds=seconds, preload=preload)
+        config = replace(self.load_for(mix, name), seconds=seconds, preload=preload)
         result = loadgen.run_load(config)
         if result.stopped_by == "stopped":
             # run_load swallows Ctrl-C and returns a short run: that is no measurement.
             raise KeyboardInterrupt
         return result
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool = False
-                ) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool = False,
+                name: str = "") -> None:
         first = max(self.warmup_seconds, self.restart_warmup_seconds if restarted else 0.0)
         if first <= 0 and not preload:
             return
@@ -178,10 +182,10 @@ class ExecutorBench:
         self.log(f"calibrate: warming up {first:g} s"
                  + (" (after a restart)" if restarted and first > window else "")
                  + (" (preloading every record first)" if preload else ""))
-        rate = measurement_from_result(self._run(mix, first, preload))["ops_per_s"]
+        rate = measurement_from_result(self._run(mix, first, preload, name))["ops_per_s"]
         extra = 0.0
         while extra + window <= self.warmup_max_seconds:
-            nxt = measurement_from_result(self._run(mix, window, False))["ops_per_s"]
+            nxt = measurement_from_result(self._run(mix, window, False, name))["ops_per_s"]
             extra += window
             rising = nxt > rate * (1 + self.warmup_tolerance)
             self.log(f"calibrate: warm-up {rate:.0f} -> {nxt:.0f} ops/s"
@@ -193,11 +197,11 @@ class ExecutorBench:
             self.log(f"calibrate: warm-up stopped at --warmup-max ({first + extra:g} s in all) "
                      "while the throughput was still rising")
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         shown = ",".join(f"{c}={f:g}" for c, f in mix.items() if f)
         self.log(f"calibrate: measuring {shown} for {self.measure_seconds:g} s")
         before = self._caches()
-        result = self._run(mix, self.measure_seconds, False)
+        result = self._run(mix, self.measure_seconds, False, name)
         measurement = measurement_from_result(result)
         after = self._caches() if before is not None else None
         if before is not None and after is not None:
@@ -231,11 +235,13 @@ class ExecutorBench:
 def measurement_from_result(result: Any) -> dict[str, Any]:
     """The record of one measurement from a :class:`planner.loadgen.LoadResult`.
 
-    ``ops_per_s`` counts successful operations only (failed ones are not throughput).
+    ``ops_per_s`` counts successful operations only (failed ones are not throughput). A
+    shaped Redis run also records its read hit ratio (``hit_ratio``: the shape's lookups of
+    class read) and the keys the primaries evicted while it ran (``evicted_keys``).
     """
     seconds = float(result.seconds)
     ok_ops = result.ops - result.failed
-    return {
+    out = {
         "ops_per_s": round(ok_ops / seconds, 1) if seconds > 0 else 0.0,
         "ops": int(result.ops),
         "failed": int(result.failed),
@@ -243,6 +249,11 @@ def measurement_from_result(result: Any) -> dict[str, Any]:
         "seconds": round(seconds, 2),
         "latency_ms": dict(result.latency_ms),
     }
+    if getattr(result, "shape", None):
+        ratio = result.hit_ratio("read")
+        out["hit_ratio"] = None if ratio is None else round(ratio, 4)
+        out["evicted_keys"] = result.evicted_keys
+    return out
 
 
 # ------------------------------------------------------------ running configuration

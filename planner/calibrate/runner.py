@@ -34,11 +34,13 @@ class Bench(Protocol):
     def apply(self, changes: Mapping[str, Any]) -> None:
         """Make the cluster run ``changes`` (only the keys that differ from now)."""
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool,
+                name: str = "") -> None:
         """Run load that is not measured (after a change; ``preload`` writes every record;
-        ``restarted``: the nodes were restarted, or the cluster is cold)."""
+        ``restarted``: the nodes were restarted, or the cluster is cold). ``name``: the
+        mix's name (a Redis bench runs the shape of that name)."""
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         """Measure one mix: ``{"ops_per_s": successful ops/s, "failed": n, ...}``."""
 
     def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
@@ -233,7 +235,7 @@ class _Invocation:
             log(f"calibrate: applied in {self.clock() - t0:.0f} s")
         missing = state.missing_mixes(config, sweep)
         bench.warm_up(state.mixes[missing[0]], preload=not state.preloaded,
-                      restarted=restarted)
+                      restarted=restarted, name=missing[0])
         if not state.preloaded:
             state.preloaded = True
             state.save(self.state_path)
@@ -288,7 +290,7 @@ def _measure(state: CalibrationState, config: Mapping[str, Any], mix: str, *, be
              state_path: str | Path, observations_path: str | Path,
              log: Callable[[str], None], phase: str | None = None, sweep: int = 1) -> None:
     """Measure ``mix`` once, record it and save the state and the observations."""
-    result = bench.measure(state.mixes[mix])
+    result = bench.measure(state.mixes[mix], name=mix)
     # A recheck counts its runs apart from the sweeps; every other run belongs to a sweep.
     where: dict[str, Any] = {"phase": phase} if phase else {"sweep": sweep}
     run = state.count(config, mix, **where) + 1
@@ -339,7 +341,8 @@ def recheck_original(state: CalibrationState, *, bench: Bench, state_path: str |
     if not todo:
         return 0
     log(f"calibrate: measuring the original {state.original} again (drift check)")
-    bench.warm_up(state.mixes[todo[0]], preload=False, restarted=restarted)
+    bench.warm_up(state.mixes[todo[0]], preload=False, restarted=restarted,
+                  name=todo[0])
     taken = 0
     while todo:
         for mix in todo:

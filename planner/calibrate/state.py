@@ -264,6 +264,7 @@ def observations_frame(state: CalibrationState) -> pd.DataFrame:
         caches = m.get("caches") or {}
         row.update({column: (caches.get(name) or {}).get("hit_ratio")
                     for name, column in CACHE_HIT_COLUMNS.items()})
+        row["hit_ratio"] = m.get("hit_ratio")
         rows.append(row)
     return pd.DataFrame(rows, columns=[*classes, *state.levels, TARGET, *MEASURED_COLUMNS])
 

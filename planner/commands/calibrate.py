@@ -34,6 +34,18 @@ DESIGNS = ("bo", "maximin")
 DEFAULT_DESIGN = "maximin"
 #: planner.calibrate.state.MIX_ORDERS, likewise (the first is the default).
 MIX_ORDERS = ("mirrored", "fixed")
+#: Defaults that depend on the engine (an argument left at None takes the engine's):
+#: the executor playbook, the port, the warm-up after a restart (a JVM runs cold for
+#: minutes, a Redis node reloads and is warm once its cache is) and the requests in flight
+#: (Cassandra: per process, asynchronous; Redis: client threads per process).
+ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cassandra": {"playbook": "playbooks/change_settings.yml", "port": 9042,
+                  "restart_warmup": 240.0, "concurrency": 64},
+    "redis": {"playbook": "playbooks/change_settings_redis.yml", "port": 6379,
+              "restart_warmup": 30.0, "concurrency": 8},
+}
+#: The lab's Redis nodes: a Redis calibration reads the running values on each.
+LAB_REDIS_HOSTS = ",".join(f"127.0.0.1:{port}" for port in range(7001, 7007))
 
 
 def register(subparsers: Any) -> None:
@@ -48,14 +60,16 @@ def register(subparsers: Any) -> None:
         "otherwise), warm up, measure every workload mix with the load generator, save each "
         "observation at once (an interrupted calibration resumes where it stopped), refit "
         "the model and report its leave-one-configuration-out error. At the end the "
-        "configuration that ran before is restored unless --keep-last. Cassandra "
-        "credentials come from KAIROS_CASSANDRA_USERNAME / KAIROS_CASSANDRA_PASSWORD, never "
-        "from the command line. See docs/calibration.md.",
+        "configuration that ran before is restored unless --keep-last. A Redis calibration "
+        "measures workload shapes (--shape) instead of mixes. Credentials come from "
+        "KAIROS_CASSANDRA_USERNAME / KAIROS_CASSANDRA_PASSWORD and the loads' from "
+        "KAIROS_LOAD_* (Redis: KAIROS_REDIS_*), never from the command line. See "
+        "docs/calibration.md.",
     )
-    p.add_argument("--engine", choices=("cassandra",), default="cassandra")
-    p.add_argument("--dir", default=".kairos/calibration/cassandra",
+    p.add_argument("--engine", choices=tuple(ENGINE_DEFAULTS), default="cassandra")
+    p.add_argument("--dir", default=None,
                    help="calibration directory: state.json, observations.csv, model.json, "
-                   "report.json, executor.log (default .kairos/calibration/cassandra); the "
+                   "report.json, executor.log (default .kairos/calibration/ENGINE); the "
                    "same directory resumes")
     _add_space_arguments(p.add_argument_group("what to measure"))
     _add_budget_arguments(p.add_argument_group("budget (give one or both)"))
@@ -74,7 +88,12 @@ def _add_space_arguments(space: Any) -> None:
     space.add_argument("--mix", action="append", default=[], metavar="NAME:CLASS=F,...",
                        help="a workload mix to measure (repeatable), e.g. "
                        "read-heavy:read=0.9,update=0.1. Default: read-heavy (read 0.9, update "
-                       "0.1) and write-heavy (read 0.1, update 0.9)")
+                       "0.1) and write-heavy (read 0.1, update 0.9). Cassandra only")
+    space.add_argument("--shape", action="append", default=[], metavar="NAME[:keys=N,...]",
+                       help="Redis: a workload shape to measure (repeatable; kairos load "
+                       "--shape), with its keys and value size if not the shape's own, e.g. "
+                       "cache-scan:keys=120000,value-size=1000. Default: cache-scan and "
+                       "hash-read")
     space.add_argument("--current", metavar="FILE",
                        help="YAML mapping of the running values (default: read over CQL; "
                        "needed for heap_size)")
@@ -111,10 +130,10 @@ def _add_run_arguments(run: Any) -> None:
                      help="after the first window, keep warming up window after window while "
                      "the throughput still rises by more than --warmup-tolerance, up to this "
                      "many seconds more (default 3 x --warmup; 0: the first window only)")
-    run.add_argument("--restart-warmup", type=inputs.DURATION, default=240.0,
+    run.add_argument("--restart-warmup", type=inputs.DURATION, default=None,
                      help="the first warm-up window after a rolling restart, and of the "
                      "calibration, lasts at least this long: restarted JVMs run cold for "
-                     "minutes (default 240)")
+                     "minutes (default 240; Redis 30)")
     run.add_argument("--settle-timeout", type=inputs.DURATION, default=1800.0,
                      help="after a compaction-strategy change, wait up to this long (no load) "
                      "until no node runs or queues a compaction, before the warm-up: every "
@@ -153,15 +172,19 @@ def _add_run_arguments(run: Any) -> None:
 def _add_executor_arguments(ex: Any) -> None:
     """How each configuration is applied."""
     ex.add_argument("--inventory", default="inventories/local/hosts.yml")
-    ex.add_argument("--playbook", default="playbooks/change_settings.yml")
+    ex.add_argument("--playbook", default=None,
+                    help="the executor's entry point (default playbooks/change_settings.yml; "
+                    "Redis: playbooks/change_settings_redis.yml)")
     ex.add_argument("--rollout-cl", type=str.upper, choices=CLS, default="QUORUM",
                     help="consistency level the rolling restarts keep (default QUORUM)")
 
 
 def _add_load_arguments(ld: Any) -> None:
     """The measured load (a subset of ``kairos load``)."""
-    ld.add_argument("--hosts", help="comma-separated contact points (default: the local lab)")
-    ld.add_argument("--port", type=inputs.PORT, default=9042)
+    ld.add_argument("--hosts", help="comma-separated contact points (default: the local lab); "
+                    "Redis: every node as address:port (each one's running values are read)")
+    ld.add_argument("--port", type=inputs.PORT, default=None,
+                    help="default port of --hosts (default 9042; Redis 6379)")
     ld.add_argument("--cl", type=str.upper, choices=CLS, default="QUORUM",
                     help="consistency level of the measured operations (default QUORUM)")
     ld.add_argument("--keyspace", default="kairos_load")
@@ -175,8 +198,9 @@ def _add_load_arguments(ld: Any) -> None:
     ld.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
                     default="zipfian")
     ld.add_argument("--value-size", type=inputs.bounded_int(32, 16 * 1024 * 1024), default=100)
-    ld.add_argument("--concurrency", type=inputs.bounded_int(1, 4096), default=64,
-                    help="requests in flight per process")
+    ld.add_argument("--concurrency", type=inputs.bounded_int(1, 4096), default=None,
+                    help="requests in flight per process (default 64; Redis: client "
+                    "threads per process, default 8)")
     ld.add_argument("--processes", type=inputs.PROCESSES, default=1)
 
 
@@ -231,8 +255,9 @@ def _fit_and_write(state: Any, paths: dict[str, Path], stopped: str) -> dict[str
         model = dataclasses.replace(
             model,
             provenance=f"kairos calibrate: {len(df)} observations ({paths['observations']}) "
-            f"on {env.get('cpus')} CPU(s) {env.get('cpu', '')}, Cassandra "
-            f"{env.get('cluster_version', '?')}, from {state.created_at}",
+            f"on {env.get('cpus')} CPU(s) {env.get('cpu', '')}, "
+            f"{state.engine.capitalize()} {env.get('cluster_version', '?')}, from "
+            f"{state.created_at}",
             info={"calibration": {k: v for k, v in report.items() if k != "files"}},
         )
         save_model(model, paths["model"])
@@ -312,6 +337,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Validate everything, then calibrate (or only refit with --fit-only)."""
     from planner.calibrate import CalibrationState, write_observations
 
+    _fill_engine_defaults(args)
     root = Path(args.dir)
     paths = {"state": root / "state.json", "observations": root / "observations.csv",
              "model": root / "model.json", "report": root / "report.json",
@@ -329,6 +355,15 @@ def run_command(args: argparse.Namespace) -> int:
         return _calibrate(args, run, state, paths)
 
 
+def _fill_engine_defaults(args: argparse.Namespace) -> None:
+    """The arguments left at None take the engine's defaults (:data:`ENGINE_DEFAULTS`)."""
+    for name, value in ENGINE_DEFAULTS[args.engine].items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    if args.dir is None:
+        args.dir = f".kairos/calibration/{args.engine}"
+
+
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """What the arguments ask of a calibration, validated."""
@@ -340,6 +375,8 @@ class _Run:
     warmup_max: float
     load: LoadConfig
     ansible_playbook: str
+    # Redis: the load of each shape (the mixes are the shapes); None for Cassandra
+    loads: dict[str, LoadConfig] | None = None
 
 
 def _checked_run(args: argparse.Namespace) -> _Run:
@@ -352,13 +389,21 @@ def _checked_run(args: argparse.Namespace) -> _Run:
         parse_levels,
         parse_mixes,
     )
+    from planner.calibrate.redis_bench import shape_loads
     from planner.errors import ValidationError
     from planner.loadgen import LoadConfig, parse_mix
+    from planner.loadgen.shapes import SHAPES
 
+    _fill_engine_defaults(args)
     engine = args.engine
     levels = parse_levels(args.param, engine) if args.param else default_levels(engine)
-    mixes = (parse_mixes(args.mix, engine) if args.mix
-             else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
+    shapes = _checked_shapes(args)
+    if shapes is not None:
+        mixes = {name: parse_mix(",".join(f"{c}={f}" for c, f in SHAPES[name].mix.items()),
+                                 engine) for name in shapes}
+    else:
+        mixes = (parse_mixes(args.mix, engine) if args.mix
+                 else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
     budget = Budget(runs=args.runs, minutes=args.minutes)
     if not args.seconds > 0 or not args.warmup >= 0:
         raise ValidationError("--seconds must be > 0 and --warmup >= 0")
@@ -371,7 +416,8 @@ def _checked_run(args: argparse.Namespace) -> _Run:
         raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
     if args.sweeps < 1:
         raise ValidationError(f"--sweeps: must be >= 1, got {args.sweeps}")
-    hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip()) if args.hosts else ()
+    text = args.hosts or (LAB_REDIS_HOSTS if engine == "redis" else "")
+    hosts = tuple(h.strip() for h in text.split(",") if h.strip())
     load = LoadConfig(
         engine=engine, contact_points=hosts, port=args.port, cl=args.cl,
         keyspace=args.keyspace, table=args.table, keys=args.keys,
@@ -382,8 +428,26 @@ def _checked_run(args: argparse.Namespace) -> _Run:
     for name, path in (("--inventory", args.inventory), ("--playbook", args.playbook)):
         if not Path(path).exists():
             raise ValidationError(f"{name}: {path}: no such file")
+    loads = shape_loads(shapes, load) if shapes is not None else None
     return _Run(levels=levels, mixes=mixes, budget=budget, initial=args.initial,
-                warmup_max=warmup_max, load=load, ansible_playbook=find_ansible_playbook())
+                warmup_max=warmup_max, load=load, ansible_playbook=find_ansible_playbook(),
+                loads=loads)
+
+
+def _checked_shapes(args: argparse.Namespace) -> dict[str, dict[str, int]] | None:
+    """Redis: the shapes to measure (the mixes); None for Cassandra, which has no shapes."""
+    from planner.calibrate.redis_bench import parse_shapes
+    from planner.errors import ValidationError
+
+    if args.engine != "redis":
+        if args.shape:
+            raise ValidationError(f"--shape: {args.engine} calibrations measure mixes "
+                                  "(--mix); shapes are Redis loads")
+        return None
+    if args.mix:
+        raise ValidationError("--mix: a Redis calibration measures workload shapes: give "
+                              "--shape NAME (kairos load --shape)")
+    return parse_shapes(args.shape)
 
 
 def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
@@ -424,12 +488,16 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         make_space,
         read_running_config,
     )
+    from planner.calibrate.redis_bench import read_running_redis
 
     engine = args.engine
     running = _read_current(args.current, engine) if args.current else {}
     unknown = [k for k in run.levels if k not in running]
     version = ""
-    if unknown:
+    if unknown and engine == "redis":
+        read, version = read_running_redis(unknown, hosts=run.load.contact_points)
+        running.update(read)
+    elif unknown:
         read, version = read_running_config(
             unknown, hosts=[h.rpartition(":")[0] or h for h in run.load.contact_points],
             port=args.port, keyspace=args.keyspace, table=args.table)
@@ -464,17 +532,23 @@ def _calibrate(args: argparse.Namespace, run: _Run, state: CalibrationState,
         write_observations,
     )
     from planner.calibrate.design import default_initial
+    from planner.calibrate.redis_bench import RedisShapeBench
     from planner.model.spaces import get_space
 
-    bench = ExecutorBench(
-        load=run.load, warmup_seconds=args.warmup, measure_seconds=args.seconds,
+    common: dict[str, Any] = dict(
+        warmup_seconds=args.warmup, measure_seconds=args.seconds,
         warmup_max_seconds=run.warmup_max, warmup_tolerance=args.warmup_tolerance,
-        restart_warmup_seconds=args.restart_warmup, settle_timeout=args.settle_timeout,
+        restart_warmup_seconds=args.restart_warmup,
         playbook=args.playbook, inventory=args.inventory, rollout_cl=args.rollout_cl,
-        log_path=paths["executor_log"], ansible_playbook=run.ansible_playbook, log=_log,
-        read_caches=functools.partial(read_caches, run.load.contact_points,
-                                      port=run.load.port or 9042),
-    )
+        log_path=paths["executor_log"], ansible_playbook=run.ansible_playbook, log=_log)
+    bench: ExecutorBench
+    if run.loads is not None:
+        bench = RedisShapeBench(loads=run.loads, **common)
+    else:
+        bench = ExecutorBench(
+            load=run.load, settle_timeout=args.settle_timeout, **common,
+            read_caches=functools.partial(read_caches, run.load.contact_points,
+                                          port=run.load.port or 9042))
     # Split-plot order (restart-class values changed as rarely as possible) when the budget
     # covers the whole grid: the order then changes nothing of what is measured.
     group = run.budget.runs is not None and run.budget.runs >= len(state.space.grid())

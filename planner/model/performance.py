@@ -63,9 +63,11 @@ COV_BOUND = 1e4
 #: Bound on the residual sigma (log scale): e^10 ~ 22,000x run-to-run noise.
 SIGMA_BOUND = 10.0
 TARGET = "ops_per_s"
-#: Observation columns measured beside the throughput (latency percentiles of the window);
-#: kept in the CSV as the record, not modelled.
-MEASURED_COLUMNS = ("p50_ms", "p99_ms", "key_cache_hit_ratio", "row_cache_hit_ratio")
+#: Observation columns measured beside the throughput (latency percentiles of the window,
+#: Cassandra's cache hit ratios, a Redis shape's read hit ratio); kept in the CSV as the
+#: record, not modelled.
+MEASURED_COLUMNS = ("p50_ms", "p99_ms", "key_cache_hit_ratio", "row_cache_hit_ratio",
+                    "hit_ratio")
 #: The measured column the latency terms are fitted on (:class:`LatencyTerms`).
 LATENCY_COLUMN = "p99_ms"
 #: What the latency coefficients model (written into model.json, checked on load).

@@ -70,11 +70,12 @@ class SyntheticBench:
         self.applied.append(dict(changes))
         self.running.update(changes)
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool,
+                name: str = "") -> None:
         self.warmups.append(preload)
         self.restarted.append(restarted)
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         if self.fail_after is not None and len(self.measured) >= self.fail_after:
             raise Interrupted
         self.measured.append((dict(self.running), dict(mix)))
@@ -244,7 +245,7 @@ def test_calibration_starts_where_the_cluster_is_and_changes_only_what_differs(
     df = pd.read_csv(tmp_path / "obs.csv")
     assert list(df.columns) == ["read", "update", "insert", "scan", "concurrent_reads",
                                 "concurrent_writes", "ops_per_s", "p50_ms", "p99_ms",
-                                "key_cache_hit_ratio", "row_cache_hit_ratio"]
+                                "key_cache_hit_ratio", "row_cache_hit_ratio", "hit_ratio"]
     assert len(df) == 10 and (df["ops_per_s"] > 0).all()
     # latency is kept beside the throughput (as the synthetic bench measured it), not modelled
     assert df["p99_ms"].tolist() == [m["latency_ms"]["p99"] for m in state.measurements]
@@ -279,7 +280,7 @@ def test_minutes_budget_starts_no_configuration_that_would_not_finish(tmp_path: 
             super().apply(changes)
             now[0] += 30
 
-        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+        def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
             now[0] += 10
             return super().measure(mix)
 
@@ -873,7 +874,7 @@ def test_progress_says_how_long_is_left(tmp_path: Path) -> None:
     now = [0.0]
 
     class TimedBench(SyntheticBench):
-        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+        def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
             now[0] += 60  # each run takes a minute
             return super().measure(mix)
 
@@ -1046,7 +1047,7 @@ class DriftingBench(SyntheticBench):
         super().__init__(running, noise=0.0, **kw)
         self.rate = rate
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         self.truth_factor = math.exp(self.rate * len(self.measured))
         return super().measure(mix)
 
@@ -1184,7 +1185,7 @@ def test_the_minutes_budget_keeps_time_for_every_sweep(tmp_path: Path) -> None:
     now = [0.0]
 
     class Timed(SyntheticBench):
-        def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+        def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
             now[0] += 10
             return super().measure(mix)
 

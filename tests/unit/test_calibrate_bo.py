@@ -73,10 +73,11 @@ class PeakBench:
     def apply(self, changes: Mapping[str, Any]) -> None:
         self.running.update(changes)
 
-    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool) -> None:
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool,
+                name: str = "") -> None:
         pass
 
-    def measure(self, mix: Mapping[str, float]) -> dict[str, Any]:
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         if self.fail_after is not None and self.measured >= self.fail_after:
             raise Interrupted
         self.measured += 1

@@ -1,0 +1,184 @@
+"""A Redis Cluster as a calibration bench: the workload shapes are the mixes.
+
+A Redis configuration's effect depends on what the load does, not only on its class
+fractions: LFU against LRU matters under scans, the listpack thresholds under big hashes
+(docs/load-generator.md, "Do the shapes move the optimum?"). So a Redis calibration
+measures named shapes (:data:`planner.loadgen.shapes.SHAPES`), each with its own keys and
+value size: ``--shape cache-scan:keys=120000``. The shapes share the nodes' memory, so
+:class:`RedisShapeBench` warms each shape up before measuring it unless the run just
+before was that shape's: the cache then holds that shape's keys, not the last one's.
+:func:`read_running_redis` reads the directives every node runs with ``CONFIG GET``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from planner import loadgen
+from planner.calibrate.bench import ExecutorBench
+from planner.calibrate.space import Config
+from planner.errors import KairosError, ValidationError
+from planner.loadgen.shapes import SHAPES
+from planner.model.spaces import from_settings_view
+
+#: The shapes a Redis calibration measures when none are given: scans against a hot set
+#: (the eviction policy) and read-heavy big hashes (the listpack thresholds).
+DEFAULT_SHAPES = ("cache-scan", "hash-read")
+#: What a ``--shape`` may set besides its name (LoadConfig fields).
+SHAPE_OPTIONS = {"keys": "keys", "value-size": "value_size"}
+
+
+def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, int]]:
+    """``["cache-scan:keys=120000", "hash-read"]`` -> ``{shape: {LoadConfig field: value}}``.
+
+    Raises ValidationError naming the spec, the shape or the option."""
+    out: dict[str, dict[str, int]] = {}
+    for spec in specs or DEFAULT_SHAPES:
+        name, _, text = spec.partition(":")
+        name = name.strip()
+        if name not in SHAPES or SHAPES[name].engine != "redis":
+            known = ", ".join(s for s in SHAPES if SHAPES[s].engine == "redis")
+            raise ValidationError(f"--shape: {spec!r}: unknown shape {name!r}; known: {known}")
+        if name in out:
+            raise ValidationError(f"--shape: {name} given twice")
+        options: dict[str, int] = {}
+        for item in filter(None, (t.strip() for t in text.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or key.strip() not in SHAPE_OPTIONS:
+                raise ValidationError(f"--shape: {spec!r}: {item!r} is not one of "
+                                      f"{', '.join(k + '=N' for k in SHAPE_OPTIONS)}")
+            try:
+                number = int(value)
+            except ValueError:
+                raise ValidationError(f"--shape: {spec!r}: {key.strip()}={value!r} is not an "
+                                      "integer") from None
+            if number < 1:
+                raise ValidationError(f"--shape: {spec!r}: {key.strip()} must be >= 1")
+            options[SHAPE_OPTIONS[key.strip()]] = number
+        out[name] = options
+    return out
+
+
+def shape_loads(shapes: Mapping[str, Mapping[str, int]], base: loadgen.LoadConfig
+                ) -> dict[str, loadgen.LoadConfig]:
+    """One load per shape: ``base`` with the shape, its mix, and its keys and value size
+    (the shape's defaults unless given); the cold range of a scan or burst shape above."""
+    loads: dict[str, loadgen.LoadConfig] = {}
+    for name, options in shapes.items():
+        spec = SHAPES[name]
+        keys = options.get("keys", spec.keys)
+        loads[name] = replace(
+            base, shape=name, mix=dict(spec.mix), keys=keys,
+            value_size=options.get("value_size", spec.value_size),
+            max_keys=max(base.max_keys, 10 * keys if spec.cold_range else keys))
+    return loads
+
+
+class RedisShapeBench(ExecutorBench):
+    """:class:`ExecutorBench` whose mixes are Redis shapes (``loads``: shape -> its load).
+
+    The executor playbook is playbooks/change_settings_redis.yml. A shape is warmed up
+    (the usual windows, until the throughput stops rising) before it is measured whenever
+    the load run before was another shape's.
+    """
+
+    def __init__(self, *, loads: Mapping[str, loadgen.LoadConfig], **kwargs: Any) -> None:
+        super().__init__(load=next(iter(loads.values())), **kwargs)
+        self.loads = dict(loads)
+        self._last_shape: str | None = None
+
+    def load_for(self, mix: Mapping[str, float], name: str) -> loadgen.LoadConfig:
+        if name not in self.loads:
+            raise KairosError(f"no load for the mix {name!r}: the Redis mixes are the shapes "
+                              f"{', '.join(self.loads)}")
+        return replace(self.loads[name], mix=dict(mix))
+
+    def apply(self, changes: Mapping[str, Any]) -> None:
+        super().apply(changes)
+        self._last_shape = None  # a change may have emptied or re-encoded the cache
+
+    def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool = False,
+                name: str = "") -> None:
+        super().warm_up(mix, preload=preload, restarted=restarted, name=name)
+        self._last_shape = name
+
+    def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
+        if self._last_shape != name:
+            self.log(f"calibrate: {name} follows {self._last_shape or 'a change'}: its keys "
+                     "are not in the cache yet")
+            super().warm_up(mix, preload=False, name=name)
+        measurement = super().measure(mix, name)
+        self._last_shape = name
+        hit = measurement.get("hit_ratio")
+        if hit is not None:
+            self.log(f"calibrate: {name}: read hit ratio {hit:.1%}, "
+                     f"{measurement.get('evicted_keys')} key(s) evicted")
+        return measurement
+
+    def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
+        # every shape after the first is warmed up again (the shapes share the memory)
+        extra = max(n_mixes - 1, 0) * (self.warmup_seconds + 10)
+        return super().expected_seconds(changes, n_mixes) + extra
+
+
+def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], timeout: float = 10.0
+                       ) -> tuple[Config, str]:
+    """The running values of ``params`` on every Redis node (``CONFIG GET`` with Kairos'
+    login and TLS from the environment), and the server version.
+
+    Raises
+    ------
+    KairosError
+        A node cannot be read.
+    ValidationError
+        The nodes run different values, or a value is outside the space.
+    """
+    from planner.executor.drift_read import read_nodes
+    from planner.workload import collect
+
+    observed, errors, names = read_nodes("redis", list(hosts), list(params), timeout=timeout)
+    if errors:
+        node, error = next(iter(errors.items()))
+        raise KairosError(f"{node}: cannot read the running configuration with CONFIG GET "
+                          f"({error})")
+    per_node: dict[str, Config] = {}
+    for node in names:
+        running = observed[node]["running"]
+        values: Config = {}
+        for p in params:
+            if running.get(p) is None:
+                raise KairosError(f"{node}: CONFIG GET {p} returned nothing (unknown to this "
+                                  "server, or Kairos' ACL user may not read it)")
+            try:
+                values[p] = from_settings_view("redis", p, str(running[p]))
+            except ValidationError as exc:
+                raise ValidationError(f"{node}: runs {exc}") from None
+        per_node[node] = values
+    first_node, first = next(iter(per_node.items()))
+    for node, values in per_node.items():
+        differ = [k for k in params if values[k] != first[k]]
+        if differ:
+            raise ValidationError(
+                f"the nodes run different values of {', '.join(differ)} ({first_node}: "
+                f"{ {k: first[k] for k in differ} }, {node}: { {k: values[k] for k in differ} }); "
+                "make them equal first, or give --current FILE")
+    return first, _redis_version(collect.parse_targets(list(hosts), default_port=6379)[0],
+                                 timeout)
+
+
+def _redis_version(target: Any, timeout: float) -> str:
+    """``redis_version`` of INFO server on one node ("" if it cannot be read)."""
+    from planner.workload import collect
+
+    user, password = collect.redis_login()
+    try:
+        text, _ = collect.read_redis_info(target, password=password, username=user,
+                                          timeout=timeout)
+    except Exception:  # the version is provenance only; the config read above succeeded
+        return ""
+    for line in text.splitlines():
+        if line.startswith("redis_version:"):
+            return line.split(":", 1)[1].strip()
+    return ""
