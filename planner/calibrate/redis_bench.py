@@ -123,10 +123,11 @@ class RedisShapeBench(ExecutorBench):
         return super().expected_seconds(changes, n_mixes) + extra
 
 
-def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], timeout: float = 10.0
-                       ) -> tuple[Config, str]:
+def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], port: int = 6379,
+                       timeout: float = 10.0) -> tuple[Config, str]:
     """The running values of ``params`` on every Redis node (``CONFIG GET`` with Kairos'
-    login and TLS from the environment), and the server version.
+    login and TLS from the environment), and the server version. ``hosts`` are
+    ``[name=]address[:port]``; ``port`` is the default port (the load's, as ``--port``).
 
     Raises
     ------
@@ -138,7 +139,10 @@ def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], timeout: 
     from planner.executor.drift_read import read_nodes
     from planner.workload import collect
 
-    observed, errors, names = read_nodes("redis", list(hosts), list(params), timeout=timeout)
+    targets = collect.parse_targets(list(hosts), default_port=port)
+    observed, errors, names = read_nodes(
+        "redis", [f"{t.name}={t.address}:{t.port}" for t in targets], list(params),
+        timeout=timeout)
     if errors:
         node, error = next(iter(errors.items()))
         raise KairosError(f"{node}: cannot read the running configuration with CONFIG GET "
@@ -164,8 +168,7 @@ def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], timeout: 
                 f"the nodes run different values of {', '.join(differ)} ({first_node}: "
                 f"{ {k: first[k] for k in differ} }, {node}: { {k: values[k] for k in differ} }); "
                 "make them equal first, or give --current FILE")
-    return first, _redis_version(collect.parse_targets(list(hosts), default_port=6379)[0],
-                                 timeout)
+    return first, _redis_version(targets[0], timeout)
 
 
 def _redis_version(target: Any, timeout: float) -> str:

@@ -495,7 +495,8 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
     unknown = [k for k in run.levels if k not in running]
     version = ""
     if unknown and engine == "redis":
-        read, version = read_running_redis(unknown, hosts=run.load.contact_points)
+        read, version = read_running_redis(unknown, hosts=run.load.contact_points,
+                                           port=args.port)
         running.update(read)
     elif unknown:
         read, version = read_running_config(
