@@ -88,6 +88,13 @@ options:
       DC's node count).
     type: int
     default: 3
+  expected_nodes:
+    description: Nodes the driver must see in the ring before the replication is decided;
+      the module waits for them up to I(timeout). A node still joining would otherwise
+      lower min(I(replication_factor), nodes), and the next run raise it again. 0 does not
+      wait.
+    type: int
+    default: 0
   disable_default_superuser:
     description: Remove LOGIN and SUPERUSER from I(default_username) once I(username) works.
     type: bool
@@ -332,8 +339,7 @@ class _Setup:
             "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'system_auth'"
         ).one()
         current = dict(row.replication) if row else {}
-        wanted = wanted_replication(self.cluster.metadata.all_hosts(),
-                                    self.params["replication_factor"])
+        wanted = wanted_replication(self.ring_hosts(), self.params["replication_factor"])
         current_dcs = {k: int(v) for k, v in current.items() if k not in ("class",)
                        and str(v).isdigit()}
         repair_needed = current.get("class") != NTS or current_dcs != wanted
@@ -345,6 +351,22 @@ class _Setup:
                 f"system_auth replication {current_dcs or current.get('class')} -> {wanted}",
             )
         return wanted, repair_needed
+
+    def ring_hosts(self):
+        """The hosts the driver sees, once they are at least ``expected_nodes``."""
+        expected = self.params["expected_nodes"]
+        deadline = time.monotonic() + self.params["timeout"]
+        hosts = list(self.cluster.metadata.all_hosts())
+        while len(hosts) < expected:
+            if time.monotonic() >= deadline:
+                self.module.fail_json(
+                    msg=f"{self.params['host']}: the ring shows {len(hosts)} node(s) after "
+                        f"{float(self.params['timeout']):g} s, not the {expected} expected: the "
+                        "system_auth replication is not decided on part of the cluster")
+            time.sleep(2)
+            self.cluster.refresh_nodes()
+            hosts = list(self.cluster.metadata.all_hosts())
+        return hosts
 
     def _role(self, name):
         return self.session.execute(
@@ -493,6 +515,7 @@ def main():
             default_username=dict(type="str", default="cassandra"),
             default_password=dict(type="str", default="cassandra", no_log=True),
             replication_factor=dict(type="int", default=3),
+            expected_nodes=dict(type="int", default=0),
             disable_default_superuser=dict(type="bool", default=True),
             timeout=dict(default=60),
         ),

@@ -12,7 +12,7 @@ before was that shape's: the cache then holds that shape's keys, not the last on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -64,13 +64,14 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, int]]:
 def shape_loads(shapes: Mapping[str, Mapping[str, int]], base: loadgen.LoadConfig
                 ) -> dict[str, loadgen.LoadConfig]:
     """One load per shape: ``base`` with the shape, its mix, and its keys and value size
-    (the shape's defaults unless given); the cold range of a scan or burst shape above."""
+    (the shape's defaults unless given); the cold range of a scan or burst shape above;
+    its keys under a prefix of its own (``<prefix>:<shape>``), which the bench clears."""
     loads: dict[str, loadgen.LoadConfig] = {}
     for name, options in shapes.items():
         spec = SHAPES[name]
         keys = options.get("keys", spec.keys)
         loads[name] = replace(
-            base, shape=name, mix=dict(spec.mix), keys=keys,
+            base, shape=name, mix=dict(spec.mix), keys=keys, prefix=f"{base.prefix}:{name}",
             value_size=options.get("value_size", spec.value_size),
             max_keys=max(base.max_keys, 10 * keys if spec.cold_range else keys))
     return loads
@@ -81,12 +82,16 @@ class RedisShapeBench(ExecutorBench):
 
     The executor playbook is playbooks/change_settings_redis.yml. A shape is warmed up
     (the usual windows, until the throughput stops rising) before it is measured whenever
-    the load run before was another shape's.
+    the load run before was another shape's, once the other shapes' keys are unlinked
+    (``unlink``: :func:`planner.loadgen.unlink_load_keys`).
     """
 
-    def __init__(self, *, loads: Mapping[str, loadgen.LoadConfig], **kwargs: Any) -> None:
+    def __init__(self, *, loads: Mapping[str, loadgen.LoadConfig],
+                 unlink: Callable[[loadgen.LoadConfig], int] = loadgen.unlink_load_keys,
+                 **kwargs: Any) -> None:
         super().__init__(load=next(iter(loads.values())), **kwargs)
         self.loads = dict(loads)
+        self.unlink = unlink
         self._last_shape: str | None = None
 
     def load_for(self, mix: Mapping[str, float], name: str) -> loadgen.LoadConfig:
@@ -99,16 +104,31 @@ class RedisShapeBench(ExecutorBench):
         super().apply(changes)
         self._last_shape = None  # a change may have emptied or re-encoded the cache
 
+    def _clear_others(self, name: str) -> None:
+        """UNLINK the keys the other shapes' loads wrote: each shape is measured on a cache
+        of its own keys. Left there, they would hold memory as long as the policy keeps
+        them (an LFU keeps a hash read thousands of times for minutes after its last read),
+        and the shape measured next would run in less memory under one policy than under
+        another."""
+        for other, load in self.loads.items():
+            if other != name:
+                removed = self.unlink(load)
+                if removed:
+                    self.log(f"calibrate: removed the {removed:,} key(s) of {other} before "
+                             f"{name}")
+
     def warm_up(self, mix: Mapping[str, float], *, preload: bool, restarted: bool = False,
                 name: str = "") -> None:
+        if self._last_shape != name:
+            self._clear_others(name)
         super().warm_up(mix, preload=preload, restarted=restarted, name=name)
         self._last_shape = name
 
     def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         if self._last_shape != name:
-            self.log(f"calibrate: {name} follows {self._last_shape or 'a change'}: its keys "
-                     "are not in the cache yet")
-            super().warm_up(mix, preload=False, name=name)
+            self.log(f"calibrate: {name} follows {self._last_shape or 'a change'}: warming "
+                     "it up first")
+            self.warm_up(mix, preload=False, name=name)
         measurement = super().measure(mix, name)
         self._last_shape = name
         hit = measurement.get("hit_ratio")

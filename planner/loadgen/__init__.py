@@ -42,6 +42,7 @@ from planner.loadgen.clients import (
     REDIS_PASSWORD_ENV,
     cassandra_login,
     redis_password,
+    unlink_load_keys,
 )
 
 # Internal classes, importable here for the tests that drive them directly.
@@ -117,4 +118,5 @@ __all__ = [
     "redis_password",
     "run_load",
     "split_host_port",
+    "unlink_load_keys",
 ]

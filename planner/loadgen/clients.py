@@ -392,6 +392,60 @@ def redis_password(config: LoadConfig) -> str | None:
     return collect.redis_login(application=True)[1]
 
 
+def redis_cluster(config: LoadConfig) -> Any:
+    """A redis-py cluster client of the load's nodes, logged in as the load (the
+    application's login unless the config gives a password), TLS from the environment."""
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.retry import Retry
+
+    nodes = [ClusterNode(*split_host_port(p, config.port or 6379))
+             for p in config.contact_points]
+    return RedisCluster(
+        startup_nodes=nodes,
+        username=None if config.password is not None else collect.redis_login(True)[0],
+        password=redis_password(config),
+        decode_responses=True,
+        socket_timeout=config.request_timeout,
+        socket_connect_timeout=min(2.0, config.request_timeout),
+        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0),
+                    retries=max(3, int(config.request_timeout))),
+        **collect.redis_tls_kwargs(),
+    )
+
+
+def unlink_load_keys(config: LoadConfig, *, batch: int = 1000) -> int:
+    """UNLINK every key of the load's ``prefix`` on every primary (only the keys a load with
+    this prefix writes: ``prefix:...``); the number unlinked."""
+    kairos_driverlog.route_driver_log()
+    rc = redis_cluster(config)
+    removed = 0
+    try:
+        for node in rc.get_nodes():
+            if node.server_type != "primary":
+                continue
+            keys: list[str] = []
+            for key in rc.scan_iter(match=f"{config.prefix}:*", count=batch,
+                                    target_nodes=node):
+                keys.append(key)
+                if len(keys) >= batch:
+                    removed += _unlink(rc, keys)
+                    keys = []
+            removed += _unlink(rc, keys)
+    finally:
+        rc.close()
+    return removed
+
+
+def _unlink(rc: Any, keys: list[str]) -> int:
+    if not keys:
+        return 0
+    pipe = rc.pipeline()
+    for key in keys:
+        pipe.unlink(key)
+    return sum(int(n) for n in pipe.execute())
+
+
 #: The "other" operation: a Lua script (Redis's "other" class) touching one key.
 _OTHER_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
 
@@ -423,26 +477,12 @@ class _RedisWorker:
         self.evicted_before: int | None = None
 
     def connect(self) -> None:
-        from redis.backoff import ExponentialWithJitterBackoff
-        from redis.cluster import ClusterNode, RedisCluster
-        from redis.retry import Retry
+        from redis.cluster import RedisCluster
 
         kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
-        cfg = self.config
-        nodes = [ClusterNode(*split_host_port(p, cfg.port or 6379)) for p in cfg.contact_points]
-        self.rc = RedisCluster(
-            startup_nodes=nodes,
-            username=None if cfg.password is not None else collect.redis_login(True)[0],
-            password=redis_password(cfg),
-            decode_responses=True,
-            socket_timeout=cfg.request_timeout,
-            socket_connect_timeout=min(2.0, cfg.request_timeout),
-            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0),
-                        retries=max(3, int(cfg.request_timeout))),
-            **collect.redis_tls_kwargs(),
-        )
+        self.rc = redis_cluster(self.config)
         self.rc.ping(target_nodes=RedisCluster.PRIMARIES)
-        if cfg.shape:
+        if self.config.shape:
             self.evicted_before = self.evicted_keys()
 
     def evicted_keys(self) -> int | None:
@@ -674,15 +714,19 @@ class _RedisWorker:
                     kind = check_value(value, tag=w.tag, slot=w.slot, acked_seq=seq)
                     if kind != "ok":
                         lost[kind] += 1
-        out: dict[str, Any] = {"lost": dict(lost), "verify_errors": dict(errors),
-                               "verified_keys": checked, "verified": not errors}
-        if self.choosers:
-            after = self.evicted_keys()
-            before = self.evicted_before
-            # None when unread, or when a counter went back (a restarted node): unknown.
-            out["evicted_keys"] = (after - before if after is not None and before is not None
-                                   and after >= before else None)
-        return out
+        return {"lost": dict(lost), "verify_errors": dict(errors),
+                "verified_keys": checked, "verified": not errors}
+
+    def evictions(self) -> dict[str, Any]:
+        """A shaped run's ``evicted_keys``: the keys the primaries evicted since
+        :meth:`connect` (after the read-back, when there is one), verified or not."""
+        if not self.choosers:
+            return {}
+        after = self.evicted_keys()
+        before = self.evicted_before
+        # None when unread, or when a counter went back (a restarted node): unknown.
+        return {"evicted_keys": (after - before if after is not None and before is not None
+                                 and after >= before else None)}
 
     def _read_back(self, names: list[str]) -> list[Any]:
         """The values to check of ``names``: a hash's marker field (set by every HSET of it

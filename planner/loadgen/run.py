@@ -80,6 +80,8 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
         if config.verify:
             messages.put(("verifying", index, None))
             payload.update(worker.verify())
+        if isinstance(worker, _RedisWorker):
+            payload.update(worker.evictions())
         payload["seconds"] = seconds
         payload["stopped_by"] = plan.stopped_by
         messages.put(("result", index, payload))

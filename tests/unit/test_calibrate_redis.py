@@ -136,6 +136,9 @@ def test_shape_loads_gives_one_load_per_shape_in_order() -> None:
     loads = rb.shape_loads(rb.parse_shapes(["hash-write", "cache-scan:keys=30000"]), _base())
     assert list(loads) == ["hash-write", "cache-scan"]
     assert [load.shape for load in loads.values()] == ["hash-write", "cache-scan"]
+    # each under a prefix of its own: the bench removes one shape's keys before another's
+    assert [load.prefix for load in loads.values()] == ["kairos_load:hash-write",
+                                                        "kairos_load:cache-scan"]
     assert loads["cache-scan"].keys == 30_000 and loads["hash-write"].keys == 1_000
 
 
@@ -159,8 +162,9 @@ def _fake_run_load(calls: list[tuple[str | None, float, bool, int]]) -> Any:
 def shape_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
                 ) -> Iterator[tuple[rb.RedisShapeBench, list[Any], list[Any], list[str]]]:
     """A bench over the default shapes (cache-scan, hash-read): warm-up windows of 5 s, 7 s
-    measured; the load generator and the executor replaced by recorders."""
-    runs: list[tuple[str | None, float, bool, int]] = []
+    measured; the load generator, the executor and the unlinking of a shape's keys replaced
+    by recorders (``runs`` also records each unlink as ("unlink", shape, prefix))."""
+    runs: list[Any] = []
     executor: list[list[str]] = []
     log: list[str] = []
     monkeypatch.setattr(loadgen, "run_load", _fake_run_load(runs))
@@ -174,7 +178,8 @@ def shape_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     bench = rb.RedisShapeBench(
         loads=loads, warmup_seconds=5, measure_seconds=7, warmup_max_seconds=0,
         playbook=REDIS_PLAYBOOK, inventory=INVENTORY, rollout_cl="QUORUM",
-        log_path=tmp_path / "executor.log", ansible_playbook="/bin/true", log=log.append)
+        log_path=tmp_path / "executor.log", ansible_playbook="/bin/true", log=log.append,
+        unlink=lambda load: runs.append(("unlink", load.shape, load.prefix)) or 3)
     yield bench, runs, executor, log
 
 
@@ -188,30 +193,33 @@ def test_a_shape_is_warmed_up_whenever_another_ran_before(
     bench, runs, executor, log = shape_bench
     a, b = "cache-scan", "hash-read"
     ka, kb = SHAPES[a].keys, SHAPES[b].keys
+    ua, ub = ("unlink", a, f"kairos_load:{a}"), ("unlink", b, f"kairos_load:{b}")
     bench.warm_up(_mix(a), preload=True, name=a)
     bench.measure(_mix(a), a)
-    assert runs == [(a, 5, True, ka), (a, 7, False, ka)]  # no second warm-up
+    assert runs == [ub, (a, 5, True, ka), (a, 7, False, ka)]  # no second warm-up
     runs.clear()
-    bench.measure(_mix(b), b)  # the cache holds a's keys: b is warmed up first
-    assert runs == [(b, 5, False, kb), (b, 7, False, kb)]
-    assert "calibrate: hash-read follows cache-scan: its keys are not in the cache yet" in log
+    bench.measure(_mix(b), b)  # the cache holds a's keys: removed, b is warmed up first
+    assert runs == [ua, (b, 5, False, kb), (b, 7, False, kb)]
+    assert "calibrate: hash-read follows cache-scan: warming it up first" in log
+    assert "calibrate: removed the 3 key(s) of cache-scan before hash-read" in log
     runs.clear()
     bench.measure(_mix(b), b)
     assert runs == [(b, 7, False, kb)]
     runs.clear()
     bench.apply({"maxmemory-policy": "allkeys-lfu"})  # may have emptied the cache
     assert len(executor) == 1 and str(REDIS_PLAYBOOK) in executor[0]
-    bench.measure(_mix(b), b)
-    assert runs == [(b, 5, False, kb), (b, 7, False, kb)]
-    assert "calibrate: hash-read follows a change: its keys are not in the cache yet" in log
+    bench.measure(_mix(b), b)  # b's own keys stay: what the change did to them is measured
+    assert runs == [ua, (b, 5, False, kb), (b, 7, False, kb)]
+    assert "calibrate: hash-read follows a change: warming it up first" in log
     runs.clear()
     # the runner's warm-up after a change, then the mixes in rounds: A B A B
     bench.apply({"hz": 50})
     bench.warm_up(_mix(a), preload=False, name=a)
     for name in (a, b, a, b):
         bench.measure(_mix(name), name)
-    assert [(s, sec) for s, sec, _, _ in runs] == [
-        (a, 5), (a, 7), (b, 5), (b, 7), (a, 5), (a, 7), (b, 5), (b, 7)]
+    assert [r[:2] for r in runs] == [
+        ("unlink", b), (a, 5), (a, 7), ("unlink", a), (b, 5), (b, 7), ("unlink", b), (a, 5),
+        (a, 7), ("unlink", a), (b, 5), (b, 7)]
 
 
 def test_a_new_bench_warms_the_first_shape_up_before_measuring_it(
@@ -219,8 +227,9 @@ def test_a_new_bench_warms_the_first_shape_up_before_measuring_it(
 ) -> None:
     bench, runs, _, log = shape_bench
     bench.measure(_mix("hash-read"), "hash-read")
-    assert [r[:3] for r in runs] == [("hash-read", 5, False), ("hash-read", 7, False)]
-    assert "calibrate: hash-read follows a change: its keys are not in the cache yet" in log
+    assert [r[:3] for r in runs] == [("unlink", "cache-scan", "kairos_load:cache-scan"),
+                                     ("hash-read", 5, False), ("hash-read", 7, False)]
+    assert "calibrate: hash-read follows a change: warming it up first" in log
 
 
 def test_a_shaped_measurement_carries_the_hit_ratio_and_the_evictions(

@@ -414,6 +414,11 @@ class FakeCluster:
     def shutdown(self) -> None:
         pass
 
+    def refresh_nodes(self) -> None:
+        """A node still joining shows up on the next refresh."""
+        if self.db.joining:
+            self.db.hosts.append(self.db.joining.pop(0))
+
 
 class FakeDatabase:
     """The lab's three nodes (one token each, inventories/local) as cass2 answers over CQL.
@@ -448,6 +453,7 @@ class FakeDatabase:
         self.error_on = ""
         self.statements: list[tuple[str, Any]] = []
         self.logins: list[dict[str, Any]] = []
+        self.joining: list[Host] = []  # hosts the driver sees only after a refresh
         owners = {}
         self.hosts = []
         for address, token in zip(ADDRESSES, TOKENS, strict=True):
@@ -903,6 +909,26 @@ def test_auth_setup_applies_then_a_second_run_changes_nothing(auth_db: Any) -> N
     assert again["logged_in_as"] == "kairos_admin"
     # Kairos' password was proven by logging in as it, not set again.
     assert auth_db.logins[-1]["password"] == KAIROS_SECRET
+
+
+def test_auth_setup_decides_the_replication_once_every_expected_node_is_in_the_ring(
+    auth_db: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A node still joining is not in the driver's ring yet: deciding then would give RF 2
+    # (min(3, 2 nodes)), and the next run would raise it to 3: a change on every converge.
+    monkeypatch.setattr(cassandra_auth_setup.time, "sleep", lambda s: None)
+    auth_db.roles["kairos_admin"] = {"password": SECRET, "can_login": True,
+                                     "is_superuser": True}
+    auth_db.joining = [auth_db.hosts.pop()]
+    result = run_module("cassandra_auth_setup", auth_args(expected_nodes=3, timeout=60))
+    assert result["replication"] == {"datacenter1": 3}
+    assert not auth_db.joining
+    # a ring that never shows them is refused, naming the counts, before anything changes
+    auth_db.replication["system_auth"] = {"class": SIMPLE, "replication_factor": "1"}
+    auth_db.statements.clear()
+    result = refused("cassandra_auth_setup", auth_args(expected_nodes=4, timeout=0),
+                     r"the ring shows 3 node\(s\) after 0 s, not the 4 expected")
+    assert changes(auth_db) == []
 
 
 def test_auth_setup_takes_the_superuser_away_from_a_kairos_role_made_before(
