@@ -63,6 +63,9 @@ class CalibrationState:
     #: in the given order (a mix whose speed depends on the one before, e.g. scans after
     #: the updates that fragment the rows, is then always measured in the same state).
     mix_order: str = MIX_ORDERS[0]
+    #: Redis: the options of each shape measured (its mix's name): ``{"keys": ...,
+    #: "value_size": ...}`` as given (the shape's own defaults otherwise); {} for Cassandra.
+    shapes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def space(self) -> CalibrationSpace:
@@ -122,7 +125,8 @@ class CalibrationState:
     def compatible(self, *, engine: str, levels: Mapping[str, Sequence[Any]],
                    mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
                    sweeps: int = 1, design: str | None = None,
-                   mix_order: str | None = None) -> None:
+                   mix_order: str | None = None,
+                   shapes: Mapping[str, Mapping[str, int]] | None = None) -> None:
         """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
         at least as many repeats and sweeps (more top up what was measured so far), and, when
         ``design`` is given, the design it began with."""
@@ -138,6 +142,11 @@ class CalibrationState:
             raise ValidationError(
                 f"state: measures mixes {self.mixes} but {dict(mixes)} was asked; give the "
                 "same --mix options to resume, or a new --dir"
+            )
+        if shapes is not None and {k: dict(v) for k, v in shapes.items()} != self.shapes:
+            raise ValidationError(
+                f"state: measures the shapes with {self.shapes} but {dict(shapes)} was asked; "
+                "give the same --shape options to resume, or a new --dir"
             )
         if repeats < self.repeats:
             raise ValidationError(
@@ -195,6 +204,8 @@ class CalibrationState:
                 environment=dict(data.get("environment", {})),
                 design_strategy=str(data.get("design_strategy", DESIGNS[0])),
                 mix_order=str(data.get("mix_order", MIX_ORDERS[0])),
+                shapes={k: {o: int(n) for o, n in v.items()}
+                        for k, v in (data.get("shapes") or {}).items()},
             )
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None

@@ -375,8 +375,10 @@ class _Run:
     warmup_max: float
     load: LoadConfig
     ansible_playbook: str
-    # Redis: the load of each shape (the mixes are the shapes); None for Cassandra
+    # Redis: the load of each shape (the mixes are the shapes) and the options given for
+    # each; None for Cassandra
     loads: dict[str, LoadConfig] | None = None
+    shapes: dict[str, dict[str, int]] | None = None
 
 
 def _checked_run(args: argparse.Namespace) -> _Run:
@@ -431,7 +433,7 @@ def _checked_run(args: argparse.Namespace) -> _Run:
     loads = shape_loads(shapes, load) if shapes is not None else None
     return _Run(levels=levels, mixes=mixes, budget=budget, initial=args.initial,
                 warmup_max=warmup_max, load=load, ansible_playbook=find_ansible_playbook(),
-                loads=loads)
+                loads=loads, shapes=shapes)
 
 
 def _checked_shapes(args: argparse.Namespace) -> dict[str, dict[str, int]] | None:
@@ -461,7 +463,7 @@ def _open_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
     state = CalibrationState.load(paths["state"])
     state.compatible(engine=args.engine, levels=run.levels, mixes=run.mixes,
                      repeats=args.repeats, sweeps=args.sweeps, design=args.design,
-                     mix_order=args.mix_order)
+                     mix_order=args.mix_order, shapes=run.shapes)
     if args.repeats > state.repeats:
         _log(f"calibrate: --repeats {state.repeats} -> {args.repeats}: every configuration "
              "measured so far gets the missing runs")
@@ -513,6 +515,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         created_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
         command=shlex.join(["kairos", *sys.argv[1:]]) if sys.argv else "kairos calibrate",
         environment=describe_environment(version), preloaded=args.preloaded,
+        shapes=run.shapes or {},
     )
     state.save(paths["state"])
     grid = len(space.grid())

@@ -23,7 +23,7 @@ import yaml
 
 from planner.model.performance import load_model
 
-from .conftest import REPO, PlaybookRun, assert_no_secret
+from .conftest import REPO, PlaybookRun, assert_no_secret, redis_client
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
@@ -115,3 +115,83 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert "run budget reached (3 configurations); 2 sweeps measured" in again.stderr
     state2 = json.loads((tmp_path / "cal" / "state.json").read_text())
     assert state2["measurements"] == state["measurements"]
+
+
+REDIS_PORTS = range(7001, 7007)
+
+
+def redis_running(key: str) -> dict[int, str]:
+    """CONFIG GET ``key`` on every lab node, as Kairos' ACL user reads it."""
+    out = {}
+    for port in REDIS_PORTS:
+        client = redis_client(port, user="kairos", decode_responses=True)
+        try:
+            out[port] = str(client.config_get(key)[key])
+        finally:
+            client.close()
+    return out
+
+
+def redis_conf(key: str) -> dict[int, str]:
+    """``key`` in every lab node's rendered conf file (the role's source of truth)."""
+    out = {}
+    for port in REDIS_PORTS:
+        conf = REPO / ".lab" / "redis" / f"redis{port - 7000}" / f"{port}.conf"
+        values = [line.split(None, 1)[1] for line in conf.read_text().splitlines()
+                  if line.startswith(key + " ")]
+        out[port] = values[-1] if values else ""
+    return out
+
+
+def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
+    lab: PlaybookRun, tmp_path: Path
+) -> None:
+    # Two shapes, two values of a live directive no other lab test sets: each configuration
+    # goes through playbooks/change_settings_redis.yml (CONFIG SET, into the conf file, read
+    # back), each shape is measured on its own keys, the original comes back and is
+    # measured again. Short windows: the plumbing, not the figures.
+    before = redis_running("hash-max-listpack-entries")
+    assert len(set(before.values())) == 1, before
+    other = "200" if before[7001] != "200" else "300"
+    began = time.monotonic()
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "kairos"), "calibrate", "--engine", "redis",
+         "--dir", str(tmp_path / "cal"), "--param", f"hash-max-listpack-entries={other}",
+         "--shape", "hash-read:keys=300", "--shape", "cache-hot:keys=3000",
+         "--runs", "2", "--warmup", "2", "--warmup-max", "0", "--restart-warmup", "3",
+         "--seconds", "4", "--concurrency", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    print(f"\nkairos calibrate --engine redis rc={run.returncode} in "
+          f"{time.monotonic() - began:.0f} s\n{run.stdout}\n{run.stderr[-3000:]}")
+    assert run.returncode == 0, run.stderr[-4000:]
+
+    state = json.loads((tmp_path / "cal" / "state.json").read_text())
+    assert state["engine"] == "redis" and list(state["mixes"]) == ["hash-read", "cache-hot"]
+    assert [c["hash-max-listpack-entries"] for c in state["design"]] == [
+        int(before[7001]), int(other)]
+    # 2 configurations x 2 shapes, then the original measured again after the restore
+    measured = [(m["config"]["hash-max-listpack-entries"], m["mix"], m.get("phase"))
+                for m in state["measurements"]]
+    assert sorted(measured[:4], key=str) == sorted(
+        [(int(v), s, None) for v in (before[7001], other) for s in ("hash-read", "cache-hot")],
+        key=str)
+    assert [m[2] for m in measured[4:]] == ["recheck", "recheck"]
+    for m in state["measurements"]:
+        assert m["failed"] == 0 and m["ops_per_s"] > 0, m
+        assert 0 < m["hit_ratio"] <= 1 and isinstance(m["evicted_keys"], int), m
+    # each shape ran on its own keys: the other's were removed before it was warmed up
+    assert "calibrate: removed the" in run.stderr and "key(s) of hash-read before cache-hot" \
+        in run.stderr
+    obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
+    assert len(obs) == 6 and obs["hit_ratio"].between(0, 1).all()
+    assert set(obs.columns) >= {"read", "write", "other", "hash-max-listpack-entries"}
+    model = load_model(tmp_path / "cal" / "model.json")
+    assert model.engine == "redis" and "Redis 7" in model.provenance
+    assert model.info["calibration"]["environment"]["cluster_version"].startswith("7.")
+    log = (tmp_path / "cal" / "executor.log").read_text()
+    assert "change_settings_redis.yml" in log and "applied and read back on every node" in log
+    for text, where in ((run.stdout + run.stderr, "the output"), (log, "executor.log")):
+        assert_no_secret(text, where)
+    # the original runs again on every node and is in every conf file
+    assert redis_running("hash-max-listpack-entries") == before
+    assert redis_conf("hash-max-listpack-entries") == before

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from planner import calibrate as cal
 from planner import loadgen
 from planner.calibrate import bench as bench_module
 from planner.calibrate import redis_bench as rb
@@ -470,3 +471,20 @@ def test_cli_new_redis_state_reads_what_current_lacks_from_the_nodes_at_port(
                               "appendfsync": "everysec", "hz": 37}
     assert state.environment["cluster_version"] == version
     assert "running now:" in capsys.readouterr().err
+
+
+def test_a_resume_with_other_shape_options_is_refused(tmp_path: Path) -> None:
+    # the shapes' keys are part of what was measured: a resume must measure the same loads
+    where = ["--dir", str(tmp_path / "cal"), "--inventory", str(INVENTORY),
+             "--playbook", str(REDIS_PLAYBOOK)]
+    args = _parsed(tmp_path, *where, "--shape", "cache-scan:keys=120000")
+    paths = {"state": tmp_path / "cal" / "state.json"}
+    state = command._open_state(args, command._checked_run(args), paths)
+    assert state.shapes == {"cache-scan": {"keys": 120_000}}
+    assert cal.CalibrationState.load(paths["state"]).shapes == state.shapes
+    again = _parsed(tmp_path, *where, "--shape", "cache-scan:keys=120000")
+    assert command._open_state(again, command._checked_run(again), paths).shapes == state.shapes
+    other = _parsed(tmp_path, *where, "--shape", "cache-scan:keys=50000")
+    with pytest.raises(ValidationError, match=r"state: measures the shapes with \{'cache-scan': "
+                       r"\{'keys': 120000\}\} but \{'cache-scan': \{'keys': 50000\}\} was asked"):
+        command._open_state(other, command._checked_run(other), paths)
