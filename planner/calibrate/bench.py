@@ -182,20 +182,28 @@ class ExecutorBench:
         self.log(f"calibrate: warming up {first:g} s"
                  + (" (after a restart)" if restarted and first > window else "")
                  + (" (preloading every record first)" if preload else ""))
-        rate = measurement_from_result(self._run(mix, first, preload, name))["ops_per_s"]
+        last = measurement_from_result(self._run(mix, first, preload, name))
         extra = 0.0
         while extra + window <= self.warmup_max_seconds:
-            nxt = measurement_from_result(self._run(mix, window, False, name))["ops_per_s"]
+            nxt = measurement_from_result(self._run(mix, window, False, name))
             extra += window
-            rising = nxt > rate * (1 + self.warmup_tolerance)
-            self.log(f"calibrate: warm-up {rate:.0f} -> {nxt:.0f} ops/s"
+            rising = self.still_rising(last, nxt)
+            self.log(f"calibrate: warm-up {self.describe_window(last, nxt)}"
                      + (", still rising" if rising else ", steady"))
             if not rising:
                 return
-            rate = nxt
+            last = nxt
         if extra:
             self.log(f"calibrate: warm-up stopped at --warmup-max ({first + extra:g} s in all) "
                      "while the throughput was still rising")
+
+    def still_rising(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+        """Whether a warm-up window ``after`` is still faster than the one ``before`` by
+        more than the tolerance (the cluster is not warm yet)."""
+        return bool(after["ops_per_s"] > before["ops_per_s"] * (1 + self.warmup_tolerance))
+
+    def describe_window(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+        return f"{before['ops_per_s']:.0f} -> {after['ops_per_s']:.0f} ops/s"
 
     def measure(self, mix: Mapping[str, float], name: str = "") -> dict[str, Any]:
         shown = ",".join(f"{c}={f:g}" for c, f in mix.items() if f)

@@ -26,6 +26,10 @@ from planner.model.spaces import from_settings_view
 #: The shapes a Redis calibration measures when none are given: scans against a hot set
 #: (the eviction policy) and read-heavy big hashes (the listpack thresholds).
 DEFAULT_SHAPES = ("cache-scan", "hash-read")
+#: A warm-up window whose read hit ratio is up by more than this on the window before is
+#: a cache still filling (one point: the run-to-run spread of a full cache's hit ratio on
+#: the lab is a few tenths of a point).
+HIT_RATIO_STEP = 0.01
 #: What a ``--shape`` may set besides its name (LoadConfig fields).
 SHAPE_OPTIONS = {"keys": "keys", "value-size": "value_size"}
 
@@ -136,6 +140,21 @@ class RedisShapeBench(ExecutorBench):
             self.log(f"calibrate: {name}: read hit ratio {hit:.1%}, "
                      f"{measurement.get('evicted_keys')} key(s) evicted")
         return measurement
+
+    def still_rising(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+        """A cache still filling: faster, or its read hit ratio up by more than
+        :data:`HIT_RATIO_STEP` (the throughput of a shape whose misses are cheap can look
+        steady while its cache is half empty)."""
+        hit_before, hit_after = before.get("hit_ratio"), after.get("hit_ratio")
+        filling = (hit_before is not None and hit_after is not None
+                   and hit_after > hit_before + HIT_RATIO_STEP)
+        return filling or super().still_rising(before, after)
+
+    def describe_window(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+        text = super().describe_window(before, after)
+        if before.get("hit_ratio") is not None and after.get("hit_ratio") is not None:
+            text += f", read hits {before['hit_ratio']:.1%} -> {after['hit_ratio']:.1%}"
+        return text
 
     def expected_seconds(self, changes: Mapping[str, Any], n_mixes: int) -> float:
         # every shape after the first is warmed up again (the shapes share the memory)

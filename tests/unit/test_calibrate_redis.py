@@ -488,3 +488,20 @@ def test_a_resume_with_other_shape_options_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"state: measures the shapes with \{'cache-scan': "
                        r"\{'keys': 120000\}\} but \{'cache-scan': \{'keys': 50000\}\} was asked"):
         command._open_state(other, command._checked_run(other), paths)
+
+
+def test_a_cache_still_filling_keeps_the_warm_up_going(
+    shape_bench: tuple[rb.RedisShapeBench, list[Any], list[Any], list[str]],
+) -> None:
+    bench = shape_bench[0]
+    flat = {"ops_per_s": 1000.0, "hit_ratio": 0.60}
+    # the throughput is flat but the read hits climb by more than a point: not warm yet
+    assert bench.still_rising(flat, {"ops_per_s": 1010.0, "hit_ratio": 0.62})
+    assert not bench.still_rising(flat, {"ops_per_s": 1010.0, "hit_ratio": 0.605})
+    # faster by more than the tolerance is rising whatever the hits do
+    assert bench.still_rising(flat, {"ops_per_s": 1100.0, "hit_ratio": 0.55})
+    # a window without lookups (no hit ratio) is judged on its throughput alone
+    assert not bench.still_rising({"ops_per_s": 1000.0, "hit_ratio": None},
+                                  {"ops_per_s": 1000.0, "hit_ratio": 0.9})
+    assert bench.describe_window(flat, {"ops_per_s": 1010.0, "hit_ratio": 0.62}) == (
+        "1000 -> 1010 ops/s, read hits 60.0% -> 62.0%")
