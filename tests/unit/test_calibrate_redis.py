@@ -138,8 +138,13 @@ def test_shape_loads_gives_one_load_per_shape_in_order() -> None:
     assert list(loads) == ["hash-write", "cache-scan"]
     assert [load.shape for load in loads.values()] == ["hash-write", "cache-scan"]
     # each under a prefix of its own: the bench removes one shape's keys before another's
-    assert [load.prefix for load in loads.values()] == ["kairos_load:hash-write",
-                                                        "kairos_load:cache-scan"]
+    assert [load.prefix for load in loads.values()] == ["kairos_load:hashes-1000x40",
+                                                        "kairos_load:strings-30000x1000"]
+    # shapes over the same data share it: hash-read reads what hash-write wrote
+    both = rb.shape_loads(rb.parse_shapes(["hash-read", "hash-write"]), _base())
+    assert both["hash-read"].prefix == both["hash-write"].prefix == "kairos_load:hashes-1000x40"
+    other = rb.shape_loads(rb.parse_shapes(["hash-read", "hash-write:keys=2000"]), _base())
+    assert other["hash-read"].prefix != other["hash-write"].prefix
     assert loads["cache-scan"].keys == 30_000 and loads["hash-write"].keys == 1_000
 
 
@@ -194,7 +199,8 @@ def test_a_shape_is_warmed_up_whenever_another_ran_before(
     bench, runs, executor, log = shape_bench
     a, b = "cache-scan", "hash-read"
     ka, kb = SHAPES[a].keys, SHAPES[b].keys
-    ua, ub = ("unlink", a, f"kairos_load:{a}"), ("unlink", b, f"kairos_load:{b}")
+    ua = ("unlink", a, f"kairos_load:strings-{ka}x{SHAPES[a].value_size}")
+    ub = ("unlink", b, f"kairos_load:hashes-{kb}x{SHAPES[b].value_size}")
     bench.warm_up(_mix(a), preload=True, name=a)
     bench.measure(_mix(a), a)
     assert runs == [ub, (a, 5, True, ka), (a, 7, False, ka)]  # no second warm-up
@@ -228,7 +234,7 @@ def test_a_new_bench_warms_the_first_shape_up_before_measuring_it(
 ) -> None:
     bench, runs, _, log = shape_bench
     bench.measure(_mix("hash-read"), "hash-read")
-    assert [r[:3] for r in runs] == [("unlink", "cache-scan", "kairos_load:cache-scan"),
+    assert [r[:3] for r in runs] == [("unlink", "cache-scan", "kairos_load:strings-20000x1000"),
                                      ("hash-read", 5, False), ("hash-read", 7, False)]
     assert "calibrate: hash-read follows a change: warming it up first" in log
 
@@ -490,7 +496,22 @@ def test_a_resume_with_other_shape_options_is_refused(tmp_path: Path) -> None:
         command._open_state(other, command._checked_run(other), paths)
 
 
-def test_a_cache_still_filling_keeps_the_warm_up_going(
+def test_shapes_over_the_same_data_keep_it_from_one_to_the_other(tmp_path: Path) -> None:
+    runs: list[Any] = []
+    loads = rb.shape_loads(rb.parse_shapes(["hash-read", "hash-write", "cache-hot"]), _base())
+    bench = rb.RedisShapeBench(
+        loads=loads, warmup_seconds=5, measure_seconds=7, warmup_max_seconds=0,
+        playbook=REDIS_PLAYBOOK, inventory=INVENTORY, rollout_cl="QUORUM",
+        log_path=tmp_path / "executor.log", ansible_playbook="/bin/true", log=lambda m: None,
+        unlink=lambda load: runs.append(load.prefix) or 0)
+    bench._clear_others("hash-write")
+    assert runs == [loads["cache-hot"].prefix]  # hash-read's keys are hash-write's too
+    runs.clear()
+    bench._clear_others("cache-hot")
+    assert runs == [loads["hash-read"].prefix]  # once for the two shapes of that data
+
+
+def test_a_cache_not_settled_keeps_the_warm_up_going(
     shape_bench: tuple[rb.RedisShapeBench, list[Any], list[Any], list[str]],
 ) -> None:
     bench = shape_bench[0]
@@ -498,8 +519,10 @@ def test_a_cache_still_filling_keeps_the_warm_up_going(
     # the throughput is flat but the read hits climb by more than a point: not warm yet
     assert bench.still_rising(flat, {"ops_per_s": 1010.0, "hit_ratio": 0.62})
     assert not bench.still_rising(flat, {"ops_per_s": 1010.0, "hit_ratio": 0.605})
+    # hits falling by more than a point: the data still grows into a change (not settled)
+    assert bench.still_rising(flat, {"ops_per_s": 900.0, "hit_ratio": 0.50})
     # faster by more than the tolerance is rising whatever the hits do
-    assert bench.still_rising(flat, {"ops_per_s": 1100.0, "hit_ratio": 0.55})
+    assert bench.still_rising(flat, {"ops_per_s": 1100.0, "hit_ratio": 0.595})
     # a window without lookups (no hit ratio) is judged on its throughput alone
     assert not bench.still_rising({"ops_per_s": 1000.0, "hit_ratio": None},
                                   {"ops_per_s": 1000.0, "hit_ratio": 0.9})
