@@ -495,16 +495,23 @@ def read_running_config(
         except Exception as exc:
             raise KairosError(f"{host}: cannot read the running configuration over CQL "
                               f"({type(exc).__name__}: {exc})") from None
-    first = next(iter(per_node.values()))
-    for host, values in per_node.items():
+    return agreed_values(per_node, params), version
+
+
+def agreed_values(per_node: Mapping[str, Config], params: Sequence[str]) -> Config:
+    """The values every node runs (node -> its values of ``params``).
+
+    Raises ValidationError naming the parameters and two nodes that differ."""
+    first_node, first = next(iter(per_node.items()))
+    for node, values in per_node.items():
         differ = [k for k in params if values[k] != first[k]]
         if differ:
             raise ValidationError(
-                f"the nodes run different values of {', '.join(differ)} ({host}: "
+                f"the nodes run different values of {', '.join(differ)} ({first_node}: "
+                f"{ {k: first[k] for k in differ} }, {node}: "
                 f"{ {k: values[k] for k in differ} }); make them equal first, or give "
-                "--current FILE"
-            )
-    return first, version
+                "--current FILE")
+    return dict(first)
 
 
 def describe_environment(cluster_version: str = "") -> dict[str, Any]:

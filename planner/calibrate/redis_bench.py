@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from planner import loadgen
-from planner.calibrate.bench import ExecutorBench
+from planner.calibrate.bench import ExecutorBench, agreed_values
 from planner.calibrate.space import Config
 from planner.errors import KairosError, ValidationError
 from planner.loadgen.shapes import SHAPES
@@ -214,15 +214,7 @@ def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], port: int
             except ValidationError as exc:
                 raise ValidationError(f"{node}: runs {exc}") from None
         per_node[node] = values
-    first_node, first = next(iter(per_node.items()))
-    for node, values in per_node.items():
-        differ = [k for k in params if values[k] != first[k]]
-        if differ:
-            raise ValidationError(
-                f"the nodes run different values of {', '.join(differ)} ({first_node}: "
-                f"{ {k: first[k] for k in differ} }, {node}: { {k: values[k] for k in differ} }); "
-                "make them equal first, or give --current FILE")
-    return first, _redis_version(targets[0], timeout)
+    return agreed_values(per_node, params), _redis_version(targets[0], timeout)
 
 
 def _redis_version(target: Any, timeout: float) -> str:
