@@ -72,7 +72,10 @@ class ZipfianGenerator:
     def _grow(self, items: int) -> None:
         self.zetan += _zeta(self.items, items, self.theta)
         self.items = items
-        self.eta = (1 - (2.0 / items) ** (1 - self.theta)) / (1 - self.zeta2 / self.zetan)
+        # With at most two items every draw ends in next()'s first two branches (zetan is
+        # then at most zeta2); eta would divide by zero at two (a writer slot of two keys).
+        self.eta = ((1 - (2.0 / items) ** (1 - self.theta)) / (1 - self.zeta2 / self.zetan)
+                    if items > 2 else 0.0)
 
     def next(self, rng: random.Random, items: int | None = None) -> int:
         """One draw in ``[0, items)`` (``items`` defaults to the current count; may grow)."""

@@ -64,6 +64,18 @@ def test_zipfian_growth_extends_zeta_incrementally() -> None:
     assert gen.zetan == pytest.approx(zeta(2500), rel=1e-12)
 
 
+def test_zipfian_draws_over_one_or_two_items_then_grows() -> None:
+    # A writer slot may own two keys (keys=100 over 64 threads): that once divided by zero.
+    rng = random.Random(3)
+    for items in (1, 2):
+        gen = ZipfianGenerator(items)
+        draws = Counter(gen.next(rng) for _ in range(20_000))
+        assert set(draws) == set(range(items))
+    assert draws[0] / draws[1] == pytest.approx(2**0.99, rel=0.08)
+    gen.next(rng, 1000)  # grows past two: the general law again
+    assert gen.eta > 0 and gen.zetan == pytest.approx(zeta(1000), rel=1e-12)
+
+
 def test_zipfian_rejects_bad_arguments() -> None:
     with pytest.raises(ValidationError, match="items"):
         ZipfianGenerator(0)
