@@ -30,15 +30,21 @@ DEFAULT_SHAPES = ("cache-scan", "hash-read")
 #: a cache not settled yet (one point: the run-to-run spread of a full cache's hit ratio on
 #: the lab is a few tenths of a point).
 HIT_RATIO_STEP = 0.01
-#: What a ``--shape`` may set besides its name (LoadConfig fields).
+#: What a ``--shape`` may set besides its name (LoadConfig fields); the Redis classes
+#: (read, write, other) set its mix instead of the shape's own.
 SHAPE_OPTIONS = {"keys": "keys", "value-size": "value_size"}
 
 
-def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, int]]:
-    """``["cache-scan:keys=120000", "hash-read"]`` -> ``{shape: {LoadConfig field: value}}``.
+def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["cache-scan:keys=120000", "hash-read:read=0.9,write=0.1"]`` -> ``{shape:
+    {LoadConfig field: value}}``, a mix given as class fractions under ``"mix"``
+    (normalised; classes left out are 0).
 
     Raises ValidationError naming the spec, the shape or the option."""
-    out: dict[str, dict[str, int]] = {}
+    from planner.loadgen.workload import engine_classes, parse_mix
+
+    classes = engine_classes("redis")
+    out: dict[str, dict[str, Any]] = {}
     for spec in specs or DEFAULT_SHAPES:
         name, _, text = spec.partition(":")
         name = name.strip()
@@ -47,20 +53,32 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, int]]:
             raise ValidationError(f"--shape: {spec!r}: unknown shape {name!r}; known: {known}")
         if name in out:
             raise ValidationError(f"--shape: {name} given twice")
-        options: dict[str, int] = {}
+        options: dict[str, Any] = {}
+        fractions: dict[str, str] = {}
         for item in filter(None, (t.strip() for t in text.split(","))):
-            key, sep, value = item.partition("=")
-            if not sep or key.strip() not in SHAPE_OPTIONS:
-                raise ValidationError(f"--shape: {spec!r}: {item!r} is not one of "
-                                      f"{', '.join(k + '=N' for k in SHAPE_OPTIONS)}")
+            key, sep, value = (t.strip() for t in item.partition("="))
+            if sep and key in classes:
+                fractions[key] = value
+                continue
+            if not sep or key not in SHAPE_OPTIONS:
+                raise ValidationError(
+                    f"--shape: {spec!r}: {item!r} is not one of "
+                    f"{', '.join(k + '=N' for k in SHAPE_OPTIONS)} or a class fraction "
+                    f"({', '.join(c + '=F' for c in classes)})")
             try:
                 number = int(value)
             except ValueError:
-                raise ValidationError(f"--shape: {spec!r}: {key.strip()}={value!r} is not an "
+                raise ValidationError(f"--shape: {spec!r}: {key}={value!r} is not an "
                                       "integer") from None
             if number < 1:
-                raise ValidationError(f"--shape: {spec!r}: {key.strip()} must be >= 1")
-            options[SHAPE_OPTIONS[key.strip()]] = number
+                raise ValidationError(f"--shape: {spec!r}: {key} must be >= 1")
+            options[SHAPE_OPTIONS[key]] = number
+        if fractions:
+            try:
+                options["mix"] = parse_mix(",".join(f"{c}={f}" for c, f in fractions.items()),
+                                           "redis")
+            except ValidationError as exc:
+                raise ValidationError(f"--shape: {spec!r}: {exc}") from None
         out[name] = options
     return out
 
@@ -72,7 +90,7 @@ def data_prefix(prefix: str, hashes: bool, keys: int, value_size: int) -> str:
     return f"{prefix}:{'hashes' if hashes else 'strings'}-{keys}x{value_size}"
 
 
-def shape_loads(shapes: Mapping[str, Mapping[str, int]], base: loadgen.LoadConfig
+def shape_loads(shapes: Mapping[str, Mapping[str, Any]], base: loadgen.LoadConfig
                 ) -> dict[str, loadgen.LoadConfig]:
     """One load per shape: ``base`` with the shape, its mix, and its keys and value size
     (the shape's defaults unless given); the cold range of a scan or burst shape above;
@@ -84,7 +102,7 @@ def shape_loads(shapes: Mapping[str, Mapping[str, int]], base: loadgen.LoadConfi
         keys = options.get("keys", spec.keys)
         value_size = options.get("value_size", spec.value_size)
         loads[name] = replace(
-            base, shape=name, mix=dict(spec.mix), keys=keys,
+            base, shape=name, mix=dict(options.get("mix") or spec.mix), keys=keys,
             prefix=data_prefix(base.prefix, spec.hashes, keys, value_size),
             value_size=value_size,
             max_keys=max(base.max_keys, 10 * keys if spec.cold_range else keys))

@@ -64,8 +64,9 @@ class CalibrationState:
     #: the updates that fragment the rows, is then always measured in the same state).
     mix_order: str = MIX_ORDERS[0]
     #: Redis: the options of each shape measured (its mix's name): ``{"keys": ...,
-    #: "value_size": ...}`` as given (the shape's own defaults otherwise); {} for Cassandra.
-    shapes: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: "value_size": ..., "mix": ...}`` as given (the shape's own otherwise); {} for
+    #: Cassandra.
+    shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def space(self) -> CalibrationSpace:
@@ -126,7 +127,7 @@ class CalibrationState:
                    mixes: Mapping[str, Mapping[str, float]], repeats: int = 1,
                    sweeps: int = 1, design: str | None = None,
                    mix_order: str | None = None,
-                   shapes: Mapping[str, Mapping[str, int]] | None = None) -> None:
+                   shapes: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Raise unless a resumed calibration asks for the same engine, levels and mixes, and
         at least as many repeats and sweeps (more top up what was measured so far), and, when
         ``design`` is given, the design it began with."""
@@ -204,8 +205,7 @@ class CalibrationState:
                 environment=dict(data.get("environment", {})),
                 design_strategy=str(data.get("design_strategy", DESIGNS[0])),
                 mix_order=str(data.get("mix_order", MIX_ORDERS[0])),
-                shapes={k: {o: int(n) for o, n in v.items()}
-                        for k, v in (data.get("shapes") or {}).items()},
+                shapes={k: dict(v) for k, v in (data.get("shapes") or {}).items()},
             )
         except (KeyError, AttributeError, TypeError, ValueError) as exc:
             raise ValidationError(f"state: malformed ({exc!r})") from None

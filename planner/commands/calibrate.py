@@ -91,9 +91,9 @@ def _add_space_arguments(space: Any) -> None:
                        "0.1) and write-heavy (read 0.1, update 0.9). Cassandra only")
     space.add_argument("--shape", action="append", default=[], metavar="NAME[:keys=N,...]",
                        help="Redis: a workload shape to measure (repeatable; kairos load "
-                       "--shape), with its keys and value size if not the shape's own, e.g. "
-                       "cache-scan:keys=120000,value-size=1000. Default: cache-scan and "
-                       "hash-read")
+                       "--shape), with its keys, value size and class fractions if not the "
+                       "shape's own, e.g. cache-scan:keys=120000,value-size=1000 or "
+                       "hash-read:read=0.9,write=0.1. Default: cache-scan and hash-read")
     space.add_argument("--current", metavar="FILE",
                        help="YAML mapping of the running values (default: read over CQL; "
                        "needed for heap_size)")
@@ -378,7 +378,7 @@ class _Run:
     # Redis: the load of each shape (the mixes are the shapes) and the options given for
     # each; None for Cassandra
     loads: dict[str, LoadConfig] | None = None
-    shapes: dict[str, dict[str, int]] | None = None
+    shapes: dict[str, dict[str, Any]] | None = None
 
 
 def _checked_run(args: argparse.Namespace) -> _Run:
@@ -401,8 +401,8 @@ def _checked_run(args: argparse.Namespace) -> _Run:
     levels = parse_levels(args.param, engine) if args.param else default_levels(engine)
     shapes = _checked_shapes(args)
     if shapes is not None:
-        mixes = {name: parse_mix(",".join(f"{c}={f}" for c, f in SHAPES[name].mix.items()),
-                                 engine) for name in shapes}
+        mixes = {name: parse_mix(options.get("mix") or dict(SHAPES[name].mix), engine)
+                 for name, options in shapes.items()}
     else:
         mixes = (parse_mixes(args.mix, engine) if args.mix
                  else {k: parse_mix(v, engine) for k, v in DEFAULT_MIXES.items()})
@@ -436,7 +436,7 @@ def _checked_run(args: argparse.Namespace) -> _Run:
                 loads=loads, shapes=shapes)
 
 
-def _checked_shapes(args: argparse.Namespace) -> dict[str, dict[str, int]] | None:
+def _checked_shapes(args: argparse.Namespace) -> dict[str, dict[str, Any]] | None:
     """Redis: the shapes to measure (the mixes); None for Cassandra, which has no shapes."""
     from planner.calibrate.redis_bench import parse_shapes
     from planner.errors import ValidationError

@@ -933,7 +933,11 @@ def _pooled_fit(z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> _Pooled:
     x = zk[:, gk == 0]
     n = len(y)
     if np.linalg.matrix_rank(x) < x.shape[1]:
-        raise ValidationError("observations: the mixes are rank-deficient; vary the mixes")
+        raise ValidationError(
+            f"observations: the mixes are rank-deficient ({np.linalg.matrix_rank(x)} "
+            f"independent mixes over {x.shape[1]} classes); measure as many independent "
+            "mixes as classes they use (a Redis shape's classes can be set, e.g. --shape "
+            "hash-read:read=0.9,write=0.1)")
     if n <= x.shape[1]:
         raise ValidationError(
             f"observations: {n} rows are too few to fit {x.shape[1]} mix coefficients "

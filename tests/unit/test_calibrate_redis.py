@@ -56,6 +56,14 @@ def test_a_shape_takes_its_keys_and_value_size() -> None:
     # the order given, blanks tolerated, options optional
     assert rb.parse_shapes(["hash-read: keys = 50 ", "cache-hot", "cache-scan:"]) == {
         "hash-read": {"keys": 50}, "cache-hot": {}, "cache-scan": {}}
+    # class fractions set the shape's mix (normalised, classes left out are 0): two hash
+    # shapes that use only read and write give mixes a model can tell apart
+    assert rb.parse_shapes(["hash-read:keys=7000,read=9,write=1"]) == {
+        "hash-read": {"keys": 7000, "mix": {"read": 0.9, "write": 0.1, "other": 0.0}}}
+    loads = rb.shape_loads(rb.parse_shapes(["hash-read:read=0.9,write=0.1", "hash-write"]),
+                           _base())
+    assert loads["hash-read"].mix == {"read": 0.9, "write": 0.1, "other": 0.0}
+    assert loads["hash-write"].mix == {"read": 0.2, "write": 0.8, "other": 0.0}
 
 
 @pytest.mark.parametrize(
@@ -66,7 +74,12 @@ def test_a_shape_takes_its_keys_and_value_size() -> None:
         (["nope:keys=5"], "--shape: 'nope:keys=5': unknown shape 'nope'"),
         (["hash-read", "cache-scan", "hash-read:keys=5"], "--shape: hash-read given twice"),
         (["cache-scan:size=5"], "--shape: 'cache-scan:size=5': 'size=5' is not one of "
-                                "keys=N, value-size=N"),
+                                "keys=N, value-size=N or a class fraction (read=F, "
+                                "write=F, other=F)"),
+        (["hash-read:read=x"], "--shape: 'hash-read:read=x': mix[read]: 'x' is not a "
+                               "number"),
+        (["hash-read:read=0,write=0"], "--shape: 'hash-read:read=0,write=0': mix: the "
+                                       "fractions sum to 0"),
         (["cache-scan:value_size=64"], "'value_size=64' is not one of keys=N, value-size=N"),
         (["cache-scan:keys"], "--shape: 'cache-scan:keys': 'keys' is not one of"),
         (["cache-scan:keys=1e5"], "--shape: 'cache-scan:keys=1e5': keys='1e5' is not an "
