@@ -146,19 +146,21 @@ def redis_conf(key: str) -> dict[int, str]:
 def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
-    # Two shapes, two values of a live directive no other lab test sets: each configuration
+    # Two shapes, two other values of a live directive no other lab test sets: each configuration
     # goes through playbooks/change_settings_redis.yml (CONFIG SET, into the conf file, read
     # back), each shape is measured on its own keys, the original comes back and is
     # measured again. Short windows: the plumbing, not the figures.
     before = redis_running("hash-max-listpack-entries")
     assert len(set(before.values())) == 1, before
-    other = "200" if before[7001] != "200" else "300"
+    others = [v for v in ("200", "300", "400") if v != before[7001]][:2]
     began = time.monotonic()
     run = subprocess.run(
         [str(Path(sys.executable).parent / "kairos"), "calibrate", "--engine", "redis",
-         "--dir", str(tmp_path / "cal"), "--param", f"hash-max-listpack-entries={other}",
-         "--shape", "hash-read:keys=300", "--shape", "cache-hot:keys=3000",
-         "--runs", "2", "--warmup", "2", "--warmup-max", "0", "--restart-warmup", "3",
+         "--dir", str(tmp_path / "cal"), "--param", f"hash-max-listpack-entries={','.join(others)}",
+         # two data sets, and mixes over the same two classes (the model's identifiability)
+         "--shape", "hash-read:keys=300,read=0.9,write=0.1",
+         "--shape", "cache-hot:keys=3000,read=0.5,write=0.5",
+         "--runs", "3", "--warmup", "2", "--warmup-max", "0", "--restart-warmup", "3",
          "--seconds", "4", "--concurrency", "2"],
         cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     print(f"\nkairos calibrate --engine redis rc={run.returncode} in "
@@ -167,15 +169,15 @@ def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
 
     state = json.loads((tmp_path / "cal" / "state.json").read_text())
     assert state["engine"] == "redis" and list(state["mixes"]) == ["hash-read", "cache-hot"]
-    assert [c["hash-max-listpack-entries"] for c in state["design"]] == [
-        int(before[7001]), int(other)]
-    # 2 configurations x 2 shapes, then the original measured again after the restore
+    levels = [int(v) for v in (before[7001], *others)]
+    assert state["design"][0]["hash-max-listpack-entries"] == levels[0]
+    assert sorted(c["hash-max-listpack-entries"] for c in state["design"]) == sorted(levels)
+    # 3 configurations x 2 shapes, then the original measured again after the restore
     measured = [(m["config"]["hash-max-listpack-entries"], m["mix"], m.get("phase"))
                 for m in state["measurements"]]
-    assert sorted(measured[:4], key=str) == sorted(
-        [(int(v), s, None) for v in (before[7001], other) for s in ("hash-read", "cache-hot")],
-        key=str)
-    assert [m[2] for m in measured[4:]] == ["recheck", "recheck"]
+    assert sorted(measured[:6], key=str) == sorted(
+        [(v, s, None) for v in levels for s in ("hash-read", "cache-hot")], key=str)
+    assert [m[2] for m in measured[6:]] == ["recheck", "recheck"]
     for m in state["measurements"]:
         assert m["failed"] == 0 and m["ops_per_s"] > 0, m
         assert 0 < m["hit_ratio"] <= 1 and isinstance(m["evicted_keys"], int), m
@@ -183,7 +185,7 @@ def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
     assert "calibrate: removed the" in run.stderr and "key(s) of hash-read before cache-hot" \
         in run.stderr
     obs = pd.read_csv(tmp_path / "cal" / "observations.csv")
-    assert len(obs) == 6 and obs["hit_ratio"].between(0, 1).all()
+    assert len(obs) == 8 and obs["hit_ratio"].between(0, 1).all()
     assert set(obs.columns) >= {"read", "write", "other", "hash-max-listpack-entries"}
     model = load_model(tmp_path / "cal" / "model.json")
     assert model.engine == "redis" and "Redis 7" in model.provenance
