@@ -23,6 +23,8 @@ from planner.errors import KairosError, ValidationError
 from planner.loadgen.shapes import SHAPES
 from planner.model.spaces import from_settings_view
 
+#: The engine whose loads take shapes (planner.loadgen.shapes.ShapeSpec.engine).
+ENGINE = "redis"
 #: The shapes a Redis calibration measures when none are given: scans against a hot set
 #: (the eviction policy) and read-heavy big hashes (the listpack thresholds).
 DEFAULT_SHAPES = ("cache-scan", "hash-read")
@@ -48,8 +50,8 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
     for spec in specs or DEFAULT_SHAPES:
         name, _, text = spec.partition(":")
         name = name.strip()
-        if name not in SHAPES or SHAPES[name].engine != "redis":
-            known = ", ".join(s for s in SHAPES if SHAPES[s].engine == "redis")
+        if name not in SHAPES or SHAPES[name].engine != ENGINE:
+            known = ", ".join(s for s in SHAPES if SHAPES[s].engine == ENGINE)
             raise ValidationError(f"--shape: {spec!r}: unknown shape {name!r}; known: {known}")
         if name in out:
             raise ValidationError(f"--shape: {name} given twice")

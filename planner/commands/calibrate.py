@@ -46,6 +46,12 @@ ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 #: The lab's Redis nodes: a Redis calibration reads the running values on each.
 LAB_REDIS_HOSTS = ",".join(f"127.0.0.1:{port}" for port in range(7001, 7007))
+#: The default --hosts per engine where the load's own default is not every node (a
+#: Redis calibration reads the running values on each node it is given).
+LAB_HOSTS = {"redis": LAB_REDIS_HOSTS}
+#: The engines whose calibrations measure workload shapes (--shape), not mixes, and read
+#: the running values with CONFIG GET.
+SHAPED_ENGINES = frozenset({"redis"})
 
 
 def register(subparsers: Any) -> None:
@@ -418,7 +424,7 @@ def _checked_run(args: argparse.Namespace) -> _Run:
         raise ValidationError(f"--repeats: must be >= 1, got {args.repeats}")
     if args.sweeps < 1:
         raise ValidationError(f"--sweeps: must be >= 1, got {args.sweeps}")
-    text = args.hosts or (LAB_REDIS_HOSTS if engine == "redis" else "")
+    text = args.hosts or LAB_HOSTS.get(engine, "")
     hosts = tuple(h.strip() for h in text.split(",") if h.strip())
     load = LoadConfig(
         engine=engine, contact_points=hosts, port=args.port, cl=args.cl,
@@ -441,7 +447,7 @@ def _checked_shapes(args: argparse.Namespace) -> dict[str, dict[str, Any]] | Non
     from planner.calibrate.redis_bench import parse_shapes
     from planner.errors import ValidationError
 
-    if args.engine != "redis":
+    if args.engine not in SHAPED_ENGINES:
         if args.shape:
             raise ValidationError(f"--shape: {args.engine} calibrations measure mixes "
                                   "(--mix); shapes are Redis loads")
@@ -496,7 +502,7 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
     running = _read_current(args.current, engine) if args.current else {}
     unknown = [k for k in run.levels if k not in running]
     version = ""
-    if unknown and engine == "redis":
+    if unknown and engine in SHAPED_ENGINES:
         read, version = read_running_redis(unknown, hosts=run.load.contact_points,
                                            port=args.port)
         running.update(read)
