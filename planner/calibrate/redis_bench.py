@@ -45,7 +45,7 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
     Raises ValidationError naming the spec, the shape or the option."""
     from planner.loadgen.workload import engine_classes, parse_mix
 
-    classes = engine_classes("redis")
+    classes = engine_classes(ENGINE)
     out: dict[str, dict[str, Any]] = {}
     for spec in specs or DEFAULT_SHAPES:
         name, _, text = spec.partition(":")
@@ -78,7 +78,7 @@ def parse_shapes(specs: Sequence[str]) -> dict[str, dict[str, Any]]:
         if fractions:
             try:
                 options["mix"] = parse_mix(",".join(f"{c}={f}" for c, f in fractions.items()),
-                                           "redis")
+                                           ENGINE)
             except ValidationError as exc:
                 raise ValidationError(f"--shape: {spec!r}: {exc}") from None
         out[name] = options
@@ -115,7 +115,8 @@ class RedisShapeBench(ExecutorBench):
     """:class:`ExecutorBench` whose mixes are Redis shapes (``loads``: shape -> its load).
 
     The executor playbook is playbooks/change_settings_redis.yml. A shape is warmed up
-    (the usual windows, until the throughput stops rising) before it is measured whenever
+    (the usual windows, until the throughput stops rising and the read hit ratio stops
+    moving: :meth:`still_rising`) before it is measured whenever
     the load run before was another shape's, once the other shapes' keys are unlinked
     (``unlink``: :func:`planner.loadgen.unlink_load_keys`).
     """
@@ -215,7 +216,7 @@ def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], port: int
 
     targets = collect.parse_targets(list(hosts), default_port=port)
     observed, errors, names = read_nodes(
-        "redis", [f"{t.name}={t.address}:{t.port}" for t in targets], list(params),
+        ENGINE, [f"{t.name}={t.address}:{t.port}" for t in targets], list(params),
         timeout=timeout)
     if errors:
         node, error = next(iter(errors.items()))
@@ -230,7 +231,7 @@ def read_running_redis(params: Sequence[str], *, hosts: Sequence[str], port: int
                 raise KairosError(f"{node}: CONFIG GET {p} returned nothing (unknown to this "
                                   "server, or Kairos' ACL user may not read it)")
             try:
-                values[p] = from_settings_view("redis", p, str(running[p]))
+                values[p] = from_settings_view(ENGINE, p, str(running[p]))
             except ValidationError as exc:
                 raise ValidationError(f"{node}: runs {exc}") from None
         per_node[node] = values
@@ -247,7 +248,4 @@ def _redis_version(target: Any, timeout: float) -> str:
                                           timeout=timeout)
     except Exception:  # the version is provenance only; the config read above succeeded
         return ""
-    for line in text.splitlines():
-        if line.startswith("redis_version:"):
-            return line.split(":", 1)[1].strip()
-    return ""
+    return str(collect.parse_info(text).get("redis_version", ""))

@@ -932,9 +932,10 @@ def _pooled_fit(z: np.ndarray, y: np.ndarray, groups: np.ndarray) -> _Pooled:
     zk, gk = z[:, keep], groups[keep]
     x = zk[:, gk == 0]
     n = len(y)
-    if np.linalg.matrix_rank(x) < x.shape[1]:
+    rank = int(np.linalg.matrix_rank(x))
+    if rank < x.shape[1]:
         raise ValidationError(
-            f"observations: the mixes are rank-deficient ({np.linalg.matrix_rank(x)} "
+            f"observations: the mixes are rank-deficient ({rank} "
             f"independent mixes over {x.shape[1]} classes); measure as many independent "
             "mixes as classes they use (a Redis shape's classes can be set, e.g. --shape "
             "hash-read:read=0.9,write=0.1)")
