@@ -19,7 +19,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: help setup setup-lab setup-lab-system setup-packages setup-system setup-python \
         setup-cassandra lab-up lab-down lab-status \
-        test test-unit test-integration test-molecule lint demo clean
+        test test-unit test-integration test-molecule lint demo demo-redis clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -127,6 +127,9 @@ test: setup  ## Everything: lint, unit, integration, Molecule
 
 demo: setup-lab  ## The main job on the local lab
 	bash tests/demo.sh
+
+demo-redis: setup-lab  ## The closed loop on the lab's Redis Cluster (a live step under load)
+	bash tests/demo_redis.sh
 
 clean: lab-down  ## Stop the lab and remove its data
 	rm -rf $(LAB_DIR)/cassandra/cass* $(LAB_DIR)/redis $(LAB_DIR)/molecule-*

@@ -487,11 +487,15 @@ def learnt_paths(state_dir: str | Path, cluster: str, engine: str) -> dict[str, 
 def learn_from_production(
     *, state_dir: str, cluster: str, engine: str, store: str, model: str | None,
     now: float, step_seconds: float, settle_seconds: float, window_seconds: float,
+    current: str | None = None,
 ) -> LearnOutcome:
     """Judge the window since the plan's last applied step (once it lasted
     ``window_seconds`` after ``settle_seconds``), keep the judgement, learn from a capacity
-    window, and say whether restart steps are held. Never raises on missing data: the
-    outcome's note says why nothing was judged."""
+    window, and say whether restart steps are held. Before any plan is in force, the last
+    ``window_seconds`` are judged against ``current`` (the configuration file the operator
+    declares the nodes run), when given: the first plan is then made with what production
+    serves, and a first step's gain has a window before it to be measured against. Never
+    raises on missing data: the outcome's note says why nothing was judged."""
     paths = learnt_paths(state_dir, cluster, engine)
     learnt = str(paths["model"]) if paths["model"].exists() else None
     track = load_track(paths["track"])
@@ -501,7 +505,8 @@ def learn_from_production(
                             model=more.pop("model", learnt), **more)
 
     found = _window_to_judge(state_dir, cluster, engine, track, now=now,
-                             settle_seconds=settle_seconds, window_seconds=window_seconds)
+                             settle_seconds=settle_seconds, window_seconds=window_seconds,
+                             current=current)
     if isinstance(found, str):
         return outcome(found)
     plan_path, step_id, start, config = found
@@ -514,11 +519,12 @@ def learn_from_production(
     except ValidationError as exc:
         return outcome(f"not judged: {exc}")
     source = learnt or model
-    current = load_model(source) if source else prior_model(engine)
-    judgement = judge(window, current, config, step_id=step_id, plan=plan_path)
+    judged_by = load_model(source) if source else prior_model(engine)
+    judgement = judge(window, judged_by, config, step_id=step_id, plan=plan_path)
     append_judgement(paths["track"], judgement)
     track.append(json.loads(json.dumps(asdict(judgement), default=str)))  # as the file has it
-    what = "the current configuration" if step_id == CURRENT else f"step {step_id}"
+    what = (f"step {step_id}" if step_id != CURRENT else "the current configuration"
+            if plan_path else "the declared current configuration (no plan in force yet)")
     note = (f"{what}: served {judgement.served_ops_per_s:.0f} ops/s "
             f"({judgement.kind}; the model predicts {judgement.predicted_ops_per_s:.0f}, "
             f"error {judgement.error:+.0%})")
@@ -531,9 +537,11 @@ def learn_from_production(
 
 def _window_to_judge(
     state_dir: str, cluster: str, engine: str, track: Sequence[Mapping[str, Any]], *,
-    now: float, settle_seconds: float, window_seconds: float,
+    now: float, settle_seconds: float, window_seconds: float, current: str | None = None,
 ) -> tuple[str, str, float, dict[str, Any]] | str:
-    """``(plan, step, window start, configuration in force)``, or why there is none."""
+    """``(plan, step, window start, configuration in force)``, or why there is none.
+    Before any plan (``plan`` is then ``""``): the last ``window_seconds`` against the
+    declared ``current`` file, from the last such judgement's end at the earliest."""
     from datetime import datetime
 
     from planner.autopilot import decisions as ap
@@ -548,7 +556,8 @@ def _window_to_judge(
     autopilot = ap.load_autopilot_state(ap.state_path(state_dir, cluster, engine))
     plan_path = autopilot.get("plan")
     if not plan_path or not Path(plan_path).exists():
-        return "no plan in force"
+        return _declared_window(engine, track, now=now, window_seconds=window_seconds,
+                                current=current)
     plan = load_plan(plan_path)
     rollout_state = load_state(state_path_for(plan_path))
     index = applied_index(plan, rollout_state)
@@ -572,6 +581,26 @@ def _window_to_judge(
         return (f"{what}'s window is not over ({max(now - start, 0):.0f} of "
                 f"{window_seconds:.0f} s)")
     return plan_path, step_id, start, config
+
+
+def _declared_window(
+    engine: str, track: Sequence[Mapping[str, Any]], *, now: float, window_seconds: float,
+    current: str | None,
+) -> tuple[str, str, float, dict[str, Any]] | str:
+    """The window before any plan: the configuration the operator declares (no settling:
+    nothing Kairos did changed it), each stretch judged once."""
+    if not current:
+        return "no plan in force, and no current configuration declared to judge"
+    from planner.model.spaces import get_space, load_config
+
+    config = get_space(engine).complete(load_config(current, engine=engine))
+    judged = [float(j["end"]) for j in track
+              if not j.get("plan") and j.get("step_id") == CURRENT and j.get("config") == config]
+    start = max([now - window_seconds, *judged])
+    if now - start < window_seconds:
+        return (f"no plan in force; the declared current configuration's window is not over "
+                f"({max(now - start, 0):.0f} of {window_seconds:.0f} s)")
+    return "", CURRENT, start, config
 
 
 def _learn_offset(

@@ -139,7 +139,8 @@ def _learn(inp: TickInputs, now: datetime) -> dict[str, Any]:
         outcome = learn_from_production(
             state_dir=inp.state_dir, cluster=inp.cluster, engine=inp.engine, store=inp.store,
             model=inp.model, now=now.timestamp(), step_seconds=inp.step_seconds,
-            settle_seconds=inp.learn_settle_seconds, window_seconds=inp.learn_window_seconds)
+            settle_seconds=inp.learn_settle_seconds, window_seconds=inp.learn_window_seconds,
+            current=inp.current)
     except KairosError as exc:
         return {"note": f"not learnt: {exc}"}
     except (OSError, ValueError, sqlite3.Error) as exc:  # an unreadable store or file

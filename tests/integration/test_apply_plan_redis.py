@@ -182,9 +182,15 @@ def test_live_only_change_restarts_nothing_and_file_matches(
     assert {h: c for h, c in again.recap().items() if h != "localhost"} == {}
 
 
-def test_restart_change_under_load_fails_over_every_primary(
+def test_restart_change_under_load_fails_over_every_primary_and_keeps_live_changes(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
+    # A live change first (CONFIG SET, written into each conf file): the restarts below must
+    # keep it, since a restarted node reads only its conf file.
+    hz = current_of(["hz"])
+    live = {"hz": 13 if hz["hz"] != 13 else 14}
+    set_live = apply(write_plan(tmp_path / "live.yml", current=hz, target=live))
+    assert set_live.rc == 0, set_live.output[-4000:]
     current = current_of(["io-threads"])
     target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
     topo = assert_healthy()
@@ -227,6 +233,7 @@ def test_restart_change_under_load_fails_over_every_primary(
     for host, port in PORTS.items():
         assert running(port, "io-threads") == str(target["io-threads"]), host
         assert in_file(LAB, host, port)["io-threads"] == str(target["io-threads"]), host
+        assert running(port, "hz") == str(live["hz"]), f"{host} lost the live change at restart"
     # Every old primary was failed over before its restart, and is a replica now.
     timings = state(plan)["steps"]["s1"]["nodes"]
     print(json.dumps(timings))

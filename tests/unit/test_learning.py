@@ -438,6 +438,46 @@ def test_before_any_step_the_current_configuration_is_judged_from_the_adoption_o
     assert len(load_track(learnt_paths(tmp_path, "lab", "cassandra")["track"])) == 2
 
 
+def test_before_any_plan_the_declared_current_configuration_is_judged_once_per_window(
+    tmp_path: Path,
+) -> None:
+    """No plan in force yet: the last window is judged against the configuration the
+    operator declares (the tick's current file), so that the first plan already knows what
+    production serves and its first step has a window before it. Without the file nothing
+    is judged; a window is judged once; a bad file is refused naming it."""
+    from planner.autopilot.learning import CURRENT, learn_from_production, learnt_paths
+
+    cassandra_store(tmp_path / "k.db", rounds=11, per_node_rate=150.0, read_share=0.9,
+                    pending_from=0).close()
+    current = tmp_path / "current.yml"
+    current.write_text("concurrent_reads: 64\n")
+
+    def tick(now: float, declared: str | None) -> Any:
+        return learn_from_production(
+            state_dir=str(tmp_path), cluster="lab", engine="cassandra",
+            store=str(tmp_path / "k.db"), model=None, now=now, step_seconds=STEP,
+            settle_seconds=10.0, window_seconds=60.0, current=declared)
+
+    assert "no current configuration declared" in tick(1100.0, None).note
+    first = tick(1100.0, str(current))
+    assert first.judgement is not None and first.judgement["step_id"] == CURRENT
+    assert first.judgement["plan"] == ""
+    assert (first.judgement["start"], first.judgement["end"]) == (1040.0, 1100.0)
+    assert first.judgement["config"]["concurrent_reads"] == 64  # the declared value
+    assert first.judgement["config"]["compaction"] == "SizeTieredCompactionStrategy"  # default
+    assert first.judgement["kind"] == "capacity"  # pending tasks: saturated
+    assert first.judgement["served_ops_per_s"] == pytest.approx(450.0, rel=0.01)
+    assert first.note.startswith("the declared current configuration (no plan in force yet): "
+                                 "served 450 ops/s (capacity")
+    assert first.refit is not None  # learnt from it, before any plan
+    assert "window is not over (30 of 60 s)" in tick(1130.0, str(current)).note
+    track = load_track(learnt_paths(tmp_path, "lab", "cassandra")["track"])
+    assert len(track) == 1
+    current.write_text("concurrent_reads: many\n")
+    with pytest.raises(ValidationError, match=f"{current}: concurrent_reads: 'many' is not"):
+        tick(1200.0, str(current))  # the tick keeps the refusal as its learning note (_learn)
+
+
 def test_an_unreadable_learning_file_is_a_note_and_never_fails_the_tick(tmp_path: Path) -> None:
     from dataclasses import replace as with_fields
     from datetime import UTC, datetime
