@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # `make test`: lint, unit tests, both Molecule scenarios, integration tests on the lab.
 # Runs every stage, reports each, and stops every process it started even on failure.
+# Each stage's output is also kept in .kairos/test-logs/; a failed stage's decisive lines
+# are printed again at the very end, where a truncated CI log still shows them.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" ANSIBLE_FORCE_COLOR=0 NO_COLOR=1
+LOGS="$PWD/.kairos/test-logs"
+rm -rf "$LOGS" && mkdir -p "$LOGS"
 
 cleanup() {
   ansible-playbook playbooks/lab_down.yml >/dev/null 2>&1 || true
@@ -14,14 +18,23 @@ trap cleanup EXIT
 failed=()
 stage() {
   local name=$1; shift
-  local began=$SECONDS
+  local began=$SECONDS log
+  log="$LOGS/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9' '_').log"
   echo "=== $name"
-  if "$@"; then
+  if "$@" 2>&1 | tee "$log"; then
     echo "=== $name: ok ($((SECONDS - began)) s)"
   else
     echo "=== $name: FAILED ($((SECONDS - began)) s)"
     failed+=("$name")
   fi
+}
+
+# What decided a failed stage: pytest's failures, Ansible's fatal and failed tasks,
+# Molecule's idempotence verdict with the tasks it names and what the auth setup changed.
+digest() {
+  sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -E -A12 \
+    'Idempotence test failed|^FAILED |^ERROR |^E  |fatal: |failed: \[|CRITICAL|authentication setup changed|error:' \
+    | tail -n 120
 }
 
 stage "lint: ruff" ruff check planner library module_utils tests bench
@@ -30,9 +43,13 @@ stage "lint: ansible-lint (production profile)" ansible-lint
 stage "unit tests" pytest tests/unit -q -n 2  # pytest-xdist: both cores (no test shares state)
 stage "molecule: redis" molecule test -s redis
 stage "molecule: cassandra" molecule test -s cassandra
-stage "integration tests (lab)" pytest tests/integration -q --durations=25
+stage "integration tests (lab)" pytest tests/integration -q --durations=40
 
 if [ ${#failed[@]} -gt 0 ]; then
+  for name in "${failed[@]}"; do
+    echo "=== what failed in: $name (whole log: .kairos/test-logs/)"
+    digest "$LOGS/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9' '_').log"
+  done
   echo "make test: FAILED stages: ${failed[*]}"
   exit 1
 fi
