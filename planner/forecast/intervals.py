@@ -5,8 +5,9 @@ forecast (log load; class fractions of the mix). This module turns them into ban
 
 * :func:`conformal_bands` -- finite-sample split-conformal quantiles per horizon step,
   pooled with the neighbouring steps and only widening with lead time;
-* :func:`phase_scale` -- the residuals' spread per 3-hour bin of the day (locally weighted
-  conformal: a bursty night is less predictable than a busy afternoon);
+* :func:`phase_scale` -- the residuals' spread per bin of the day (locally weighted
+  conformal: a bursty night is less predictable than a busy afternoon): 3-hour bins and
+  the median for the load, hours and the band's level quantile for a mix class;
 * :func:`load_bands`, :func:`mix_bands` -- the bands of one forecast and their coverage
   checked out of sample.
 """
@@ -83,53 +84,108 @@ def independent_horizons(origins: np.ndarray, h: int) -> float:
     return max(1.0, float(origins[-1] + h - origins[0]) / h) if origins.size else 1.0
 
 
-PHASE_BINS = 8  # 3-hour bins of the day for the interval scale
+PHASE_BINS = 8  # 3-hour bins of the day for the load's interval scale
 #: A mix class gets its own spread per bin of the day from this many residuals on (5-minute
-#: steps: ~600 a bin; hourly: few, where one spread fits better).
+#: steps: ~200 an hourly bin; hourly steps: few, where one spread fits better).
 MIX_BIN_SAMPLES = 100
+#: The mix's bins of the day: hours when each holds :data:`MIX_BIN_SAMPLES` residuals on
+#: average (5-minute steps), else 3-hour bins (hourly steps). A class fraction jumps at a
+#: given hour (a nightly batch window starts, a rush hour's mix sets in); a 3-hour bin
+#: averaged that hour with two quiet ones and the band missed it (issue 45: `ops-saas`' read
+#: share 85.1 % at a nominal 90).
+MIX_PHASE_BINS = 24
 
 
-def phase_bins(times: np.ndarray, day: int | None) -> np.ndarray:
+@dataclass(frozen=True)
+class Scaling:
+    """How the residuals' spread is taken per bin of the day (locally weighted conformal)."""
+
+    bins: int = PHASE_BINS  # bins of the day
+    min_samples: int = 20  # residuals a bin needs for a spread of its own
+    #: the spread: the median of the absolute residuals (None) or this quantile of them
+    quantile: float | None = None
+
+
+#: The load: 3-hour bins, the median absolute residual.
+LOAD_SCALING = Scaling()
+
+
+def mix_scaling(level: float, residuals: int | None = None) -> Scaling:
+    """A mix class: hourly bins, the spread at the band's own level (issue 45).
+
+    With ``residuals`` (how many there are) too few for :data:`MIX_BIN_SAMPLES` an hour on
+    average, 3-hour bins (:data:`PHASE_BINS`).
+
+    The median absolute residual of a bin says how noisy its typical step is; a class
+    fraction's band is set by its jumps (bursts, a batch window), which a median does not
+    see when they touch a third of the bin. The ``level`` quantile of the absolute residuals
+    is the spread the band is about.
+    """
+    bins = MIX_PHASE_BINS
+    if residuals is not None and residuals < MIX_BIN_SAMPLES * MIX_PHASE_BINS:
+        bins = PHASE_BINS
+    return Scaling(bins=bins, min_samples=MIX_BIN_SAMPLES, quantile=level)
+
+
+def phase_bins(times: np.ndarray, day: int | None, n_bins: int = PHASE_BINS) -> np.ndarray:
     """The bin of the day each time index falls in (all 0 without a daily season)."""
     if not day:
         return np.zeros(times.shape, dtype=int)
-    return np.asarray((times % day) * PHASE_BINS // day, dtype=int)
+    return np.asarray((times % day) * n_bins // day, dtype=int)
 
 
-def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20) -> np.ndarray:
+def _spread(a: np.ndarray, quantile: float | None) -> float:
+    return float(np.median(a) if quantile is None else np.quantile(a, quantile))
+
+
+def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20, *,
+                n_bins: int = PHASE_BINS, quantile: float | None = None) -> np.ndarray:
     """Spread of the residuals per bin relative to all of them (locally weighted conformal).
 
     Night-time residuals of a low, bursty load are larger in log terms than daytime ones;
     one width for every hour would over-cover the day and under-cover the night. A bin with
-    fewer than ``min_samples`` residuals keeps the overall spread.
+    fewer than ``min_samples`` residuals keeps the overall spread. The spread is the median
+    absolute residual, or its ``quantile`` (see :func:`mix_scaling`).
     """
-    overall = float(np.median(np.abs(resid))) or 1.0
-    scale = np.ones(PHASE_BINS)
-    for b in range(PHASE_BINS):
+    overall = _spread(np.abs(resid), quantile) or 1.0
+    scale = np.ones(n_bins)
+    for b in range(n_bins):
         sel = np.abs(resid[bins == b])
         if sel.size >= min_samples:
             # shrink towards 1 with few samples; never below a third of the overall spread
             w = sel.size / (sel.size + 50.0)
-            scale[b] = max(1 / 3, w * float(np.median(sel)) / overall + (1 - w))
+            scale[b] = max(1 / 3, w * _spread(sel, quantile) / overall + (1 - w))
     return scale
 
 
 def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
-                     min_samples: int = 20, n_eff: float | None = None) -> float:
+                     min_samples: int = 20, n_eff: float | None = None, *,
+                     scaling: Scaling | None = None) -> float:
     """Calibrate on the older half of the rows, return the coverage on the newer half.
 
     ``n_eff`` is the independent samples of all the rows; the older half holds half.
+    ``scaling`` (default: the load's, with ``min_samples``) takes the spread per bin.
     """
+    sc = scaling or Scaling(min_samples=min_samples)
     half = resid.shape[0] // 2
     if half < 4:
         return math.nan
-    scale = phase_scale(resid[:half], bins[:half], min_samples)
+    scale = phase_scale(resid[:half], bins[:half], sc.min_samples, n_bins=sc.bins,
+                        quantile=sc.quantile)
     lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level, row_weights(half),
                              n_eff=None if n_eff is None else n_eff / 2)
     later = resid[half:] / scale[bins[half:]]
     return float(np.mean((later >= lo[None] - 1e-12) & (later <= hi[None] + 1e-12)))
 
 
+def normalised(resid: np.ndarray, origins: np.ndarray, n: int, *, day: int | None,
+               scaling: Scaling) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Residuals over their bin's spread, the bins, and the spread of the forecast's steps."""
+    h = resid.shape[1]
+    bins = phase_bins(_times(origins, h), day, scaling.bins)
+    scale = phase_scale(resid, bins, scaling.min_samples, n_bins=scaling.bins,
+                        quantile=scaling.quantile)
+    return resid / scale[bins], bins, scale[phase_bins(n + np.arange(h), day, scaling.bins)]
 
 
 #: Count the residuals' independent samples as the non-overlapping horizons of the backtest
@@ -156,26 +212,25 @@ def load_bands(resid: np.ndarray, origins: np.ndarray, n: int, *, day: int | Non
 
     ``resid`` is (origins, h): actual minus the cross-fitted ensemble forecast of log load.
     """
-    return _bands(resid, origins, n, day=day, level=level, min_samples=20)
+    return _bands(resid, origins, n, day=day, level=level, scaling=LOAD_SCALING)
 
 
 def mix_bands(resid: np.ndarray, origins: np.ndarray, n: int, *, day: int | None,
               level: float) -> Bands:
     """One class's bands (fractions) for a forecast from ``n``, from its residuals at ``origins``.
 
-    A bin of the day gets its own spread only from :data:`MIX_BIN_SAMPLES` residuals on.
+    Scaled per hour of the day by the residuals' ``level`` quantile (:func:`mix_scaling`); a
+    bin gets its own spread only from :data:`MIX_BIN_SAMPLES` residuals on.
     """
-    return _bands(resid, origins, n, day=day, level=level, min_samples=MIX_BIN_SAMPLES)
+    return _bands(resid, origins, n, day=day, level=level,
+                  scaling=mix_scaling(level, resid.size))
 
 
 def _bands(resid: np.ndarray, origins: np.ndarray, n: int, *, day: int | None, level: float,
-           min_samples: int) -> Bands:
+           scaling: Scaling) -> Bands:
     h = resid.shape[1]
-    bins = phase_bins(_times(origins, h), day)
-    scale = phase_scale(resid, bins, min_samples)
+    normed, bins, final_scale = normalised(resid, origins, n, day=day, scaling=scaling)
     n_eff = independent_horizons(origins, h) if DEPENDENCE_CORRECTION else None
-    lo, hi = conformal_bands(resid / scale[bins], level, row_weights(resid.shape[0]),
-                             n_eff=n_eff)
-    final_scale = scale[phase_bins(n + np.arange(h), day)]
-    coverage = checked_coverage(resid, bins, level, min_samples, n_eff)
+    lo, hi = conformal_bands(normed, level, row_weights(resid.shape[0]), n_eff=n_eff)
+    coverage = checked_coverage(resid, bins, level, n_eff=n_eff, scaling=scaling)
     return Bands(lower=lo * final_scale, upper=hi * final_scale, coverage_check=coverage)

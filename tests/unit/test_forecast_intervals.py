@@ -140,3 +140,52 @@ def test_bench_reads_the_peer_cache_version_without_statsforecast(tmp_path: Path
     assert bench.cached_version(path) is None
     path.write_text('{"statsforecast": "2.1.1", "forecasts": {}}')
     assert bench.cached_version(path) == "2.1.1"
+
+
+def _jumpy_hour_residuals(rng: np.random.Generator, targets: np.ndarray) -> np.ndarray:
+    """Class-fraction residuals: small noise, and in the hour 01:00-02:00 (5-minute steps) a
+    jump (s.d. 0.04) a third of the time, as when a nightly batch window starts with its own
+    mix."""
+    resid = rng.normal(0.0, 0.005, targets.shape)
+    jumpy = (targets % 288) // 12 == 1
+    jumps = rng.normal(0.0, 0.04, targets.shape) * (rng.random(targets.shape) < 1 / 3)
+    return np.asarray(resid + jumpy * jumps)
+
+
+def test_mix_bands_cover_a_class_that_jumps_at_one_hour_of_the_day() -> None:
+    """Issue 45: a mix class whose fraction jumps in one hour of the day (ops-saas' batch
+    window) was scaled per 3-hour bin by the median residual, which the jumps in a third of
+    the bin do not move: the band there covered far less than nominal (the read share of
+    ops-saas 85.1 % at a nominal 90 over all hours). Hourly bins scaled by the residuals'
+    90th percentile cover that hour nearly as nominal (the spread of a bin is shrunk towards
+    the overall one), and stay narrow in the quiet ones."""
+    rng = np.random.default_rng(45)
+    origins = np.arange(2000, 2000 + 2016, 5)  # a week of backtest origins, 5 steps apart
+    resid = _jumpy_hour_residuals(rng, origins[:, None] + np.arange(12)[None, :])
+    n = 14 * 288 + 12  # the forecast starts at 01:00: all 12 steps in the jumpy hour
+    b = fint.mix_bands(resid, origins, n, day=288, level=0.9)
+    fresh = _jumpy_hour_residuals(rng, n + np.zeros((4000, 12), dtype=int) + np.arange(12))
+    inside = (fresh >= b.lower) & (fresh <= b.upper)
+    assert np.mean(inside) >= 0.85  # 3-hour bins and the median: about 0.70
+    quiet = fint.mix_bands(resid, origins, n + 6 * 12, day=288, level=0.9)  # 07:00
+    assert np.all(quiet.upper < 0.5 * b.upper)
+    assert np.all(quiet.upper >= 1.5 * 0.005)  # about the quiet hours' noise at 90 %
+
+
+def test_mix_scaling_is_hourly_at_the_band_level_and_the_load_keeps_its_own() -> None:
+    assert fint.mix_scaling(0.9) == fint.Scaling(bins=24, min_samples=fint.MIX_BIN_SAMPLES,
+                                                 quantile=0.9)
+    assert fint.Scaling(bins=8, min_samples=20, quantile=None) == fint.LOAD_SCALING
+    # hourly steps: too few residuals for an hour each, 3-hour bins
+    assert fint.mix_scaling(0.9, 169 * 12).bins == 8
+    assert fint.mix_scaling(0.9, 400 * 12).bins == 24
+    times = np.arange(0, 288, 12)
+    np.testing.assert_array_equal(fint.phase_bins(times, 288, 24), np.arange(24))
+    np.testing.assert_array_equal(fint.phase_bins(times, 288), np.arange(24) // 3)
+    # a bin whose tail is wide but whose median is not: only the quantile sees it
+    rng = np.random.default_rng(7)
+    resid = rng.normal(0, 1, 2400)
+    bins = np.repeat(np.arange(24), 100)
+    resid[bins == 5] *= np.where(rng.random(100) < 0.3, 8.0, 1.0)
+    assert fint.phase_scale(resid, bins, 20, n_bins=24)[5] < 1.5
+    assert fint.phase_scale(resid, bins, 20, n_bins=24, quantile=0.9)[5] > 2.0
