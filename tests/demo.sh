@@ -42,8 +42,7 @@ DEMO_NAME=demo
 . tests/demo_lib.sh
 
 wait_for_rollouts
-say "lab up (idempotent: a running lab is left as it is)"
-make -s lab-up
+lab_up
 # The lab runs CQL authentication: the kairos commands log in through the environment.
 export KAIROS_CASSANDRA_USERNAME=kairos
 KAIROS_CASSANDRA_PASSWORD="$(cat .lab/secrets/cassandra-cql-password)"

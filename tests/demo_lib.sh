@@ -14,6 +14,17 @@ cleanup() {
 trap cleanup EXIT
 
 # A rollout in progress (someone else's) holds the cluster's lock: wait for it, do not break it.
+# lab_up: `make lab-up` (idempotent, ~40 s on a running lab), unless KAIROS_DEMO_LAB_UP=0 says
+# the caller has just started it (the integration test's lab fixture).
+lab_up() {
+  if [ "${KAIROS_DEMO_LAB_UP:-1}" = 0 ]; then
+    say "lab up (started by the caller: KAIROS_DEMO_LAB_UP=0)"
+  else
+    say "lab up (idempotent: a running lab is left as it is)"
+    make -s lab-up
+  fi
+}
+
 wait_for_rollouts() {
   for _ in $(seq 1 90); do
     ls .kairos/*-"$ENGINE".lock >/dev/null 2>&1 || return 0

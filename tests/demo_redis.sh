@@ -51,8 +51,7 @@ EOF
 }
 
 wait_for_rollouts
-say "lab up (idempotent: a running lab is left as it is)"
-make -s lab-up
+lab_up
 # Kairos' own ACL login reads the nodes and drives the executor; the loads log in as the
 # lab's application user; every connection is TLS (bench/lab_env.sh, docs/security.md).
 # shellcheck source=bench/lab_env.sh

@@ -102,7 +102,10 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
     result.replan_blocked = first["replan_blocked"]
     result.decision = first
     new_plan = new_forecast = None
-    if first["replan"] and trace:
+    too_short = _too_short_to_forecast(inp, trace) if first["replan"] and trace else None
+    if too_short:
+        result.decision["message"] += f"; cannot re-plan: {too_short}"
+    elif first["replan"] and trace:
         result.stage = "replan"
         _write(result, out)
         new_plan, new_forecast, result.plan_text = _replan(inp, now, trace, first,
@@ -169,6 +172,21 @@ def _pick_trace(inp: TickInputs) -> tuple[str | None, str]:
         return None, f"no trace: {exc}"
     return str(path), (f"wrote {path}: {len(series)} point(s) of {inp.engine}/{inp.cluster}, "
                        f"mean {float(series.load.mean()):.1f} ops/s")
+
+
+def _too_short_to_forecast(inp: TickInputs, trace: str) -> str | None:
+    """Why the trace cannot be forecast yet (too few points for the tick's forecast model), or
+    None: young history is a reason to wait for the next tick, not a failed run."""
+    from planner.forecast.forecaster import min_history
+    from planner.workload.series import load_trace
+
+    points, need = len(load_trace(trace)), min_history(inp.forecast_model, inp.horizon)
+    if points >= need:
+        return None
+    source = (f"the trace file {inp.trace}" if inp.trace else
+              f"the store's last {inp.history} at one point per {inp.step_seconds:g} s")
+    return (f"{points} point(s) of history ({source}); forecasting {inp.horizon} steps with "
+            f"the {inp.forecast_model} model needs at least {need}: waiting for more")
 
 
 def _decide(inp: TickInputs, now: datetime, trace: str | None, *, plan: str | None,

@@ -236,6 +236,12 @@ def _min_train(model: str, season: int | None, horizon: int = 1) -> int:
     return 10
 
 
+def min_history(model: str, horizon: int) -> int:
+    """The fewest points :func:`forecast` takes for ``model`` ("auto": the ensemble's), before
+    any season is found: a seasonal model on a season found later may need more."""
+    return _min_train("ensemble" if model == "auto" else model, None, horizon)
+
+
 def _check_args(*, horizon: int, level: float) -> None:
     if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
         raise ValidationError(f"horizon: must be a positive integer, got {horizon!r}")

@@ -20,8 +20,6 @@ from ansible.module_utils import kairos_cgroup as cgroup
 from ansible.module_utils.kairos_nodetool import parse_concurrency, parse_status
 
 from planner.loadgen import BackgroundLoad, LoadResult
-from planner.topology.batching import safe_batches
-from planner.topology.ring import Ring
 
 from .conftest import APP_TABLE, REPO, PlaybookRun, cql_cluster, ensure_app_table, run_playbook
 from .lab_plans import (
@@ -227,43 +225,6 @@ def test_check_mode_shows_every_change_and_restarts_nothing(tmp_path: Path) -> N
     assert pids() == before
     assert all(yaml_setting(h, "memtable_flush_writers") != writers for h in HOSTS)
     assert not plan.with_name(plan.name + ".state.json").exists()
-
-
-def test_restart_change_under_load_loses_nothing(tmp_path: Path) -> None:
-    # QUORUM here; two nodes at once at ONE: test_spaces_on_lab.py, under load.
-    cl, expected_batches = "QUORUM", 3
-    ring = Ring.simple(hosts=list(HOSTS), rf=3)
-    batches = [list(b) for b in safe_batches(ring, consistency_level=cl).batches]
-    assert len(batches) == expected_batches
-    plan, writers = flush_writers_plan(tmp_path / f"restart-{cl}.yml", batches, cl=cl)
-    before = pids()
-    envelope_before = {h: node_envelope(h) for h in HOSTS}
-    timeline = Timeline()
-    with load(cl, timeline) as background:
-        time.sleep(3)
-        began = time.monotonic()
-        run = apply(plan)
-    result = background.result()
-    report(f"{cl} rollout in {len(batches)} batches", result, run, timeline, began)
-    assert run.rc == 0, run.output[-4000:]
-    assert result.ops > 0
-    assert dict(result.failures) == {}
-    assert result.acknowledged_writes > 0
-    assert result.lost_acknowledged_writes == 0 and result.verified
-    after = pids()
-    assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
-    for host in HOSTS:  # each restarted node is back inside its envelope, limits unchanged
-        held = node_envelope(host)
-        assert held is None or (held["pids"] == [after[host]]
-                                and held["limits"] == envelope_before[host]["limits"]), held
-    assert all(yaml_setting(h, "memtable_flush_writers") == writers for h in HOSTS)
-    timings = state(plan)["steps"]["s1"]["nodes"]
-    assert set(timings) == set(HOSTS)
-    for host, phases in timings.items():
-        print(f"  {host}: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
-        assert phases["total"] > 0
-    for host in HOSTS:
-        assert up_normal(host) == set(HOSTS.values())
 
 
 @pytest.mark.skipif(

@@ -2,9 +2,11 @@
 
 Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through the role's
 templates) with every cassandra.yaml parameter at a non-default value, then each node's
-system_views.settings must report them; a second restart puts the defaults back. The first
-runs under load at ONE: two of the three nodes go down at once, and the client must see no
-failure and lose no acknowledged write. The row cache turned on sets the load table's caching
+system_views.settings must report them; a second rolling restart, at QUORUM, puts the
+defaults back. Both run under load: at ONE two of the three nodes go down at once, at QUORUM
+one at a time in three batches; the client must see no failure and lose no acknowledged
+write, and in the restore every node restarts exactly once, back inside its envelope, with
+its timings recorded. The row cache turned on sets the load table's caching
 (rows_per_partition ALL) and the nodes then hold its rows in the cache; the restore turns
 it back to NONE. The heap (JVM option) is exercised by the rollback
 test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a real node with
@@ -22,8 +24,9 @@ import redis
 
 from planner.model.spaces import get_space, render_settings
 
-from .conftest import PlaybookRun, cql_cluster, cql_node_cluster, redis_client, run_playbook
-from .test_apply_plan import Timeline, load, report
+from .conftest import REPO, PlaybookRun, cql_cluster, cql_node_cluster, redis_client, run_playbook
+from .lab_plans import HOSTS, pids
+from .test_apply_plan import Timeline, load, node_envelope, report, up_normal
 
 pytestmark = pytest.mark.lab
 
@@ -81,6 +84,14 @@ def running_setting(address: str, name: str) -> str:
     return str(row.value)
 
 
+def change_settings(settings: dict[str, Any], cl: str) -> PlaybookRun:
+    return run_playbook(
+        "playbooks/change_settings.yml", "-e",
+        json.dumps({"settings": settings, "cl": cl, "kairos_tables": [LOAD_TABLE]}),
+        timeout=900,
+    )
+
+
 def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: PlaybookRun) -> None:
     space = get_space("cassandra")
     in_yaml = {k for k, p in space.parameters.items() if p.location == "cassandra.yaml"}
@@ -98,13 +109,7 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
         with load("ONE", timeline) as background:
             time.sleep(3)
             began = time.monotonic()
-            run = run_playbook(
-                "playbooks/change_settings.yml",
-                "-e",
-                json.dumps({"settings": CASSANDRA_VALUES, "cl": "ONE",
-                            "kairos_tables": [LOAD_TABLE]}),
-                timeout=900,
-            )
+            run = change_settings(CASSANDRA_VALUES, "ONE")
         result = background.result()
         report("change_settings.yml (every parameter) at ONE", result, run, timeline, began)
         assert run.rc == 0, run.output[-4000:]
@@ -129,14 +134,45 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
         # The load read its table after the restarts: the rows are in the nodes' row caches.
         print(f"row cache entries after the load: {cached_rows}")
         assert cached_rows > 0
-    finally:
-        restored = run_playbook(
-            "playbooks/change_settings.yml", "-e",
-            json.dumps({"settings": defaults, "cl": "ONE", "kairos_tables": [LOAD_TABLE]}),
-            timeout=900,
-        )
-    assert restored.rc == 0, restored.output[-4000:]
+    except BaseException:
+        change_settings(defaults, "ONE")  # the defaults back; the first failure is the one told
+        raise
+    restore_defaults_under_quorum_load(defaults)
+
+
+def restore_defaults_under_quorum_load(defaults: dict[str, Any]) -> None:
+    """The defaults back, one node at a time at QUORUM under load: nothing fails, nothing
+    acknowledged is lost, each node restarts once into its envelope, its timings recorded."""
+    before = pids()
+    envelope_before = {h: node_envelope(h) for h in HOSTS}
+    timeline = Timeline()
+    with load("QUORUM", timeline) as background:
+        time.sleep(3)
+        began = time.monotonic()
+        run = change_settings(defaults, "QUORUM")
+    result = background.result()
+    report("QUORUM rollout in 3 batches (the defaults back)", result, run, timeline, began)
+    assert run.rc == 0, run.output[-4000:]
+    assert "in 3 batch(es) at QUORUM" in run.output
     assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "NONE"}
+    assert result.ops > 0 and dict(result.failures) == {}
+    assert result.acknowledged_writes > 0
+    assert result.lost_acknowledged_writes == 0 and result.verified
+    after = pids()
+    assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
+    for host in HOSTS:  # each restarted node is back inside its envelope, limits unchanged
+        held = node_envelope(host)
+        assert held is None or (held["pids"] == [after[host]]
+                                and held["limits"] == envelope_before[host]["limits"]), held
+    steps = json.loads((REPO / ".kairos" / "adhoc-lab-cassandra.state.json").read_text())["steps"]
+    last = steps[max(steps, key=lambda s: steps[s].get("finished_at") or "")]
+    assert last["status"] == "applied", last
+    assert set(last["nodes"]) == set(HOSTS)
+    for host, phases in last["nodes"].items():
+        print(f"  {host}: " + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()))
+        assert phases["total"] > 0
+    for host in HOSTS:
+        assert up_normal(host) == set(HOSTS.values())
 
 
 def _value_for(param: Any, default: Any) -> Any:

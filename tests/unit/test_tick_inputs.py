@@ -155,3 +155,44 @@ def test_a_tick_that_refused_its_inputs_is_recorded_as_failing_to_decide(
     tick.parent.mkdir(parents=True)
     tick.with_name("autopilot-1-cassandra.inputs.json").write_text("{}")
     assert load_tick(tick)["stage"] == "decide"
+
+
+def test_a_trace_too_short_to_forecast_waits_for_the_next_tick_rather_than_failing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A young store (9 points; naive needs 10) is a reason to wait, said in the decision:
+    the run does not fail, no plan is made, and one more point lets the tick re-plan."""
+    import time
+
+    import numpy as np
+
+    from planner.workload.series import WorkloadSeries, save_trace
+
+    def trace(n: int) -> Path:
+        step = 10.0
+        path = tmp_path / f"trace-{n}.csv"
+        save_trace(WorkloadSeries(
+            engine="cassandra", timestamps=time.time() - step * (n - np.arange(n)),
+            load=np.full(n, 300.0), mix={"read": np.full(n, 0.9), "update": np.full(n, 0.1),
+                                         "insert": np.zeros(n), "scan": np.zeros(n)},
+            step_seconds=step), path)
+        return path
+
+    def run(n: int, name: str) -> dict[str, Any]:
+        doc = changed(state_dir=str(tmp_path / name), run=name,
+                      history={"trace": str(trace(n)), "store": "", "step_seconds": 10},
+                      forecast={"horizon": 6, "model": "naive"},
+                      ring={"live": False, "file": "", "read": False},
+                      plan={"options": {"method": "dp"}})
+        assert main(["autopilot", "tick", "--inputs", str(write(tmp_path, doc))]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    young = run(9, "young")
+    assert young["outcome"] == "nothing-to-do" and not young["replanned"], young
+    assert ("cannot re-plan: 9 point(s) of history (the trace file "
+            f"{tmp_path / 'trace-9.csv'}); forecasting 6 steps with the naive model needs "
+            "at least 10: waiting for more") in young["decision"]["message"], young["decision"]
+    assert not (tmp_path / "young" / "plans").exists()
+
+    enough = run(10, "enough")
+    assert enough["replanned"], enough
