@@ -451,9 +451,8 @@ def ops_like(
         raise ValidationError(f"profile: unknown {profile!r}; known: {', '.join(OPS_PROFILES)}")
     p = OPS_PROFILES[profile]
     rng = np.random.default_rng(seed)
-    ts = start + step_seconds * np.arange(steps, dtype=float)
+    ts, hour = _times(steps, step_seconds, start)
     day = ((ts - start) // 86400).astype(int)
-    hour = (ts % 86400.0) / 3600.0
     weekend = ((day + int(((start // 86400) + 3) % 7)) % 7) >= 5  # 1970-01-01 was a Thursday
     holiday = rng.integers(7, max(8, day.max() - 1))
     weekend |= (day == holiday) & ~weekend
