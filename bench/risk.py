@@ -43,7 +43,7 @@ CASES = (
     ("bus", {"steps": 288 * 5, "step_seconds": 300.0}, 288 * 4 + 60, 48, "seasonal_naive"),
     ("hpc", {"steps": 600, "step_seconds": 60.0}, 400, 120, "markov1"),
 )
-RISKS = ("mean", "quantile", "endure")
+RISKS = ("mean", "quantile", "endure", "endure-kl")
 
 
 def _truth_value(req: PlanRequest, result, series, cut: int, horizon: int, rng) -> float:  # type: ignore[no-untyped-def]

@@ -162,8 +162,9 @@ def _add_decision_arguments(p: Any) -> None:
                    f"(default {DEFAULT_SCENARIOS})")
     p.add_argument("--risk", choices=RISK_MODES, default="mean",
                    help="what the optimiser maximises: the expected value (mean, default), "
-                   "the 1 - confidence quantile of each candidate's gain (quantile), or the "
-                   "worst mix in the forecast's interval (endure)")
+                   "the 1 - confidence quantile of each candidate's gain (quantile), the "
+                   "worst mix in the forecast's interval (endure), or the worst mix within "
+                   "the KL radius the forecast's backtest errors stayed in (endure-kl)")
     _add_share(p, "--capacity-margin", DEFAULT_MARGIN, closed=False,
                note="; docs/capacity-advice.md",
                help="capacity advice: the share of capacity kept free at the forecast's "

@@ -41,7 +41,9 @@ from planner.forecast.results import (
     Forecast,
     ForecastError,
     check_forecast_units,
+    kl_radius,
     load_forecast,
+    mix_kl,
     save_forecast,
 )
 from planner.workload.series import WorkloadSeries
@@ -185,7 +187,7 @@ def backtest(
         )
     start = time.perf_counter()
     load, mixm = series.load, series.mix_matrix()
-    errs, sq, sm, mae, tv, inside = [], [], [], [], [], []
+    errs, sq, sm, mae, tv, kl, inside = [], [], [], [], [], [], []
     for k, o in enumerate(origins):
         raw = _raw(model, load[:o], mixm[:o], horizon, season_length, level, seed + k, step,
                    float(series.timestamps[0]))
@@ -196,6 +198,7 @@ def backtest(
         sm.append(smape(a_load, raw.load_mean))
         mae.append(np.abs(raw.mix_mean - a_mix).mean(axis=1))
         tv.append(0.5 * np.abs(raw.mix_mean - a_mix).sum(axis=1))
+        kl.append(mix_kl(a_mix, raw.mix_mean))
         inside.append((a_load >= raw.load_lower - 1e-9) & (a_load <= raw.load_upper + 1e-9))
     load_smape = np.mean(sm, axis=0)
     mix_tv = np.mean(tv, axis=0)
@@ -211,6 +214,7 @@ def backtest(
         load_coverage=float(np.mean(inside)),
         score=float(0.5 * np.mean(load_smape) / 2 + 0.5 * np.mean(mix_tv)),
         seconds=time.perf_counter() - start,
+        mix_kl_radius=kl_radius(np.asarray(kl), level),
     )
 
 
@@ -334,7 +338,8 @@ def forecast(
             season=season, budget_seconds=budget_seconds, progress=progress,
             start=float(series.timestamps[0]),
         )
-        chosen, results = "ensemble", _ensemble_backtests(series, parts, newer, horizon, ens)
+        chosen, results = "ensemble", _ensemble_backtests(series, parts, newer, horizon, ens,
+                                                          level)
         info.update(selection="ensemble", ensemble=ens, notes=ens["load"]["skipped"])
     else:
         chosen, results, notes = _single_model(
@@ -438,26 +443,30 @@ def _single_model(
 def _scored(
     name: str, horizon: int, origins: np.ndarray, a_load: np.ndarray, p_load: np.ndarray,
     a_mix: np.ndarray, p_mix: np.ndarray | None, coverage: float, seconds: float = 0.0,
+    level: float = 0.9,
 ) -> BacktestResult:
     """A BacktestResult from forecasts at many origins (rows) against the actuals."""
     diff = p_load - a_load
     load_smape = np.mean(smape(a_load, p_load), axis=0)
+    radius = math.nan
     if p_mix is None:  # a load-only candidate: the mix comes from the mix ensemble
         mix_mae = mix_tv = np.full(horizon, np.nan)
     else:
         mix_mae = np.mean(np.abs(p_mix - a_mix).mean(axis=-1), axis=0)
         mix_tv = np.mean(0.5 * np.abs(p_mix - a_mix).sum(axis=-1), axis=0)
+        radius = kl_radius(mix_kl(a_mix, p_mix), level)
     return BacktestResult(
         model=name, horizon=horizon, origins=tuple(int(o) for o in origins),
         load_mae=np.mean(np.abs(diff), axis=0), load_rmse=np.sqrt(np.mean(diff**2, axis=0)),
         load_smape=load_smape, mix_mae=mix_mae, mix_tv=mix_tv, load_coverage=coverage,
         score=float(0.5 * np.mean(load_smape) / 2 + 0.5 * np.mean(mix_tv)), seconds=seconds,
+        mix_kl_radius=radius,
     )
 
 
 def _ensemble_backtests(
     series: WorkloadSeries, parts: dict[str, Part], newer: np.ndarray, horizon: int,
-    info: dict[str, Any],
+    info: dict[str, Any], level: float,
 ) -> list[BacktestResult]:
     """The ensemble's and each load candidate's errors on the newer half of the origins."""
     targets = newer[:, None] + np.arange(horizon)[None, :]
@@ -465,11 +474,11 @@ def _ensemble_backtests(
     coverage = info["load"]["interval_coverage_check"]
     out = [_scored("ensemble", horizon, newer, a_load, parts["load"].eval_pred, a_mix,
                    parts["mix"].eval_pred, math.nan if coverage is None else coverage,
-                   info["seconds"])]
+                   info["seconds"], level)]
     naive_mix = np.repeat(series.mix_matrix()[newer - 1][:, None, :], horizon, axis=1)
     for name, pred in parts["load"].candidate_preds.items():
         out.append(_scored(name, horizon, newer, a_load, pred, a_mix,
-                           naive_mix if name == "naive" else None, math.nan))
+                           naive_mix if name == "naive" else None, math.nan, level=level))
     return out
 
 

@@ -50,6 +50,11 @@ class BacktestResult:
         Total-variation distance between forecast and actual mix per step, in [0, 1].
     load_coverage : float
         Share of actual loads inside the forecast interval.
+    mix_kl_radius : float
+        The backtest's ``level`` quantile of KL(actual mix || forecast mix) over every origin
+        and step (:func:`mix_kl`): the radius of the workload neighbourhood the forecast's
+        mix errors stayed in (ENDURE's rho, learnt from the history). NaN for a load-only
+        candidate.
     score : float
         Selection score (lower is better), see the module docstring.
     seconds : float
@@ -70,6 +75,7 @@ class BacktestResult:
     score: float
     seconds: float = 0.0
     error: str | None = None
+    mix_kl_radius: float = math.nan
 
     @property
     def ok(self) -> bool:
@@ -98,6 +104,7 @@ class BacktestResult:
             "mix_mae": _tolist(self.mix_mae),
             "mix_tv": _tolist(self.mix_tv),
             "load_coverage": _nan_to_none(self.load_coverage),
+            "mix_kl_radius": _nan_to_none(self.mix_kl_radius),
             "score": _nan_to_none(self.score),
             "seconds": self.seconds,
             "error": self.error,
@@ -115,10 +122,39 @@ class BacktestResult:
             mix_mae=_fromlist(data["mix_mae"]),
             mix_tv=_fromlist(data["mix_tv"]),
             load_coverage=_none_to_nan(data.get("load_coverage")),
+            mix_kl_radius=_none_to_nan(data.get("mix_kl_radius")),
             score=_none_to_nan(data.get("score")),
             seconds=float(data.get("seconds", 0.0)),
             error=data.get("error"),
         )
+
+
+#: Mass every class keeps in a forecast mix before a KL divergence is taken: a class the
+#: forecast puts at 0 (a naive forecast after a quiet step) would make any actual use of it
+#: infinitely far; smoothed, it is merely far. The worst case over the ball uses the same.
+MIX_KL_SMOOTHING = 1e-3
+
+
+def smoothed_mix(mix: np.ndarray) -> np.ndarray:
+    """Class fractions (last axis) with :data:`MIX_KL_SMOOTHING` added, summing to 1."""
+    m = np.clip(np.asarray(mix, dtype=float), 0.0, None) + MIX_KL_SMOOTHING
+    return m / m.sum(axis=-1, keepdims=True)
+
+
+def mix_kl(actual: np.ndarray, forecast: np.ndarray) -> np.ndarray:
+    """KL(actual || forecast) over the classes (last axis), in nats: ENDURE's distance from
+    the expected workload to the one that came (seeds/003)."""
+    a = np.clip(np.asarray(actual, dtype=float), 0.0, None)
+    a = a / np.maximum(a.sum(axis=-1, keepdims=True), 1e-12)
+    ratio = np.where(a > 0, a / smoothed_mix(forecast), 1.0)
+    return np.maximum(np.sum(a * np.log(ratio), axis=-1), 0.0)
+
+
+def kl_radius(kl: np.ndarray, level: float) -> float:
+    """The ``level`` quantile of backtest KL divergences (NaN without any)."""
+    values = np.asarray(kl, dtype=float).ravel()
+    values = values[np.isfinite(values)]
+    return float(np.quantile(values, level)) if values.size else math.nan
 
 
 def _tolist(a: np.ndarray) -> list[float | None]:

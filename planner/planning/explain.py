@@ -146,6 +146,8 @@ def _decision_lines(prov: Any) -> list[str]:
         lines.append(
             f"Uncertainty: optimiser maximises the {unc.get('risk')} objective"
             + (f" (quantile {unc['quantile']:g})" if "quantile" in unc else "")
+            + (f" (the worst mix within KL {unc['kl_radius']:.3g} nats of the forecast's, the"
+               " radius its backtest errors stayed in)" if "kl_radius" in unc else "")
             + f"; a step is kept when P(gain > cost) >= {unc.get('confidence')} over "
             f"{unc.get('scenarios')} scenarios ({unc.get('model_uncertainty')})"
         )

@@ -557,8 +557,9 @@ class PlanRequest:
     risk
         What the optimiser maximises: ``"mean"`` (the expected/point value), ``"quantile"``
         (each candidate at the ``1 - confidence`` quantile of its capacity relative to the
-        running one, under the model's uncertainty) or ``"endure"``
-        (the worst mix in the forecast's interval box).
+        running one, under the model's uncertainty), ``"endure"`` (the worst mix in the
+        forecast's interval box) or ``"endure-kl"`` (the worst mix within the KL radius the
+        forecast's backtest errors stayed in, ENDURE's neighbourhood).
     horizon
         Decision intervals (>= 2); a shorter forecast shortens it.
     samples
@@ -1089,8 +1090,10 @@ def _target_problem(
             load=None if req.served == "capacity" else load, served=req.served,
             headroom_weight=req.headroom_weight, **latency,
         )
-    if req.risk == "endure":
-        worst = rk.worst_case_capacity(perf, fc, candidates, horizon)
+    if req.risk in ("endure", "endure-kl"):
+        worst = (rk.worst_case_capacity(perf, fc, candidates, horizon) if req.risk == "endure"
+                 else rk.kl_worst_case_capacity(perf, fc, candidates, horizon,
+                                                rk.forecast_kl_radius(fc)))
         return rk.endure_problem(
             base, capacity=worst, load_lower=None if req.served == "capacity" else lower,
             served=req.served, headroom_weight=req.headroom_weight, **latency,
@@ -1321,12 +1324,15 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
     pcap, pload = (cap.mean(axis=0), loads.mean(axis=0)) if cap.ndim == 3 else (cap, loads)
+    uncertainty = _uncertainty(request, decision, perf=perf, engine=request.engine,
+                               candidates=candidates, start=start, step=step)
+    if request.risk == "endure-kl":  # the neighbourhood's size, as the backtest learnt it
+        uncertainty["kl_radius"] = round(rk.forecast_kl_radius(fc), 6)
     prov = _provenance(
         request, fc=fc, source=source, perf=perf, model_file=model_file,
         decision=decision, n_batches=len(batches), restarts=restarts, impact=impact, floor=floor,
-        uncertainty=_uncertainty(request, decision, perf=perf, engine=request.engine,
-                                 candidates=candidates, start=start, step=step),
-        utilisation=pload / pcap[:, 0], batching=batching, p99=p99, change_costs=change_costs,
+        uncertainty=uncertainty, utilisation=pload / pcap[:, 0], batching=batching, p99=p99,
+        change_costs=change_costs,
     )
     prov["capacity_advice"] = cap_advice.advise(
         timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],

@@ -18,8 +18,10 @@ From them:
   a sum over intervals: :func:`quantile_problem` (each candidate at the lower quantile of
   its capacity relative to the running one, under the model's uncertainty) and
   :func:`endure_problem` (ENDURE's robust tuning, seeds/003: the credit under the worst
-  mix in the forecast's own interval box, the neighbourhood of the expected mix, with the
-  load at its lower bound).
+  mix in a neighbourhood of the expected mix, with the load at its lower bound). The
+  neighbourhood is the forecast's own interval box (``endure``, :func:`worst_case_capacity`)
+  or, as ENDURE defines it, the KL-divergence ball of radius rho the history's own forecast
+  errors stayed in (``endure-kl``, :func:`kl_worst_case_capacity`).
 
 docs/planning.md ("Uncertainty") argues the choice with bench/risk.py's comparison.
 """
@@ -54,6 +56,9 @@ __all__ = [
     "Scenarios",
     "endure_problem",
     "enforce_confidence",
+    "forecast_kl_radius",
+    "kl_worst_case_capacity",
+    "kl_worst_mix",
     "make_scenarios",
     "quantile_problem",
     "sample_world",
@@ -62,8 +67,8 @@ __all__ = [
     "worst_case_capacity",
 ]
 
-Risk = Literal["mean", "quantile", "endure"]
-RISK_MODES: tuple[str, ...] = ("mean", "quantile", "endure")
+Risk = Literal["mean", "quantile", "endure", "endure-kl"]
+RISK_MODES: tuple[str, ...] = ("mean", "quantile", "endure", "endure-kl")
 #: The issue's default: a step must pay in 9 scenarios out of 10.
 DEFAULT_CONFIDENCE = 0.9
 #: Joint scenarios: P(gain > cost) near 0.9 is then known to about +-0.02.
@@ -375,6 +380,78 @@ def worst_case_capacity(
         mix /= mix.sum(axis=1, keepdims=True)
         out[:, k] = np.exp(mix @ beta[:, k])
     return out
+
+
+def forecast_kl_radius(forecast: Any) -> float:
+    """The KL radius learnt by the forecast's own backtest (its chosen model's
+    :attr:`~planner.forecast.results.BacktestResult.mix_kl_radius`); refused without one."""
+    import math
+
+    chosen = [b for b in (forecast.backtest or ()) if b.model == forecast.model and b.ok]
+    radius = chosen[0].mix_kl_radius if chosen else math.nan
+    if not math.isfinite(radius):
+        raise ValidationError(
+            f"risk endure-kl: the forecast (model {forecast.model}) has no backtest of its mix "
+            "to learn the KL radius from; forecast the trace again with this version of "
+            "kairos forecast, or use --risk endure (the forecast's interval box)")
+    return float(radius)
+
+
+def kl_worst_mix(expected: np.ndarray, log_rate: np.ndarray, radius: float) -> np.ndarray:
+    """The mix in KL(q || expected) <= ``radius`` that minimises ``q . log_rate``.
+
+    ``expected`` is (..., C) class fractions, ``log_rate`` (..., C) each class's log ops/s
+    under one configuration. The minimiser is the exponential tilt
+    ``q ~ expected * exp(-theta * log_rate)`` whose KL is exactly the radius (KL grows with
+    theta), or, when the whole ball reaches past it, all the mass on the slowest classes.
+    The expected mix is smoothed as the radius was measured
+    (:func:`planner.forecast.results.smoothed_mix`).
+    """
+    from planner.forecast.results import smoothed_mix
+
+    p = smoothed_mix(expected)
+    b = np.asarray(log_rate, dtype=float)
+    p, b = np.broadcast_arrays(p, b)
+    spread = b.max(axis=-1, keepdims=True) - b.min(axis=-1, keepdims=True)
+    # theta in units of 1/spread: past 60 the tilt is all on the slowest classes
+    scale = np.where(spread > 0, 1.0 / np.maximum(spread, 1e-300), 0.0)
+
+    def tilt(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        z = -theta[..., None] * scale * (b - b.min(axis=-1, keepdims=True))
+        q = p * np.exp(z)
+        q /= q.sum(axis=-1, keepdims=True)
+        return q, np.sum(q * np.log(np.maximum(q, 1e-300) / p), axis=-1)
+
+    lo = np.zeros(p.shape[:-1])
+    hi = np.full(p.shape[:-1], 60.0)
+    _, kl_hi = tilt(hi)
+    inside = kl_hi <= radius  # the ball holds even the extreme tilt
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        _, kl = tilt(mid)
+        over = kl > radius
+        hi = np.where(over, mid, hi)
+        lo = np.where(over, lo, mid)
+    q, _ = tilt(np.where(inside, hi, lo))
+    return q
+
+
+def kl_worst_case_capacity(
+    model: Any, forecast: Any, candidates: Sequence[Mapping[str, Any]], horizon: int,
+    radius: float,
+) -> np.ndarray:
+    """``(T, K)`` capacity under the worst mix within KL ``radius`` of the expected one
+    (ENDURE's neighbourhood, seeds/003; :func:`kl_worst_mix`): the model is log-linear in
+    the mix, so the worst case is a tilt of the expected mix towards each configuration's
+    slowest classes."""
+    if not radius >= 0:
+        raise ValidationError(f"risk endure-kl: the KL radius must be >= 0, got {radius!r}")
+    classes = list(model.classes)
+    mean = np.stack([np.asarray(forecast.mix_mean[c], dtype=float)[:horizon] for c in classes],
+                    1)  # (T, C)
+    beta = model.coef @ model.config_matrix(list(candidates)).T  # (C, K) log ops/s per class
+    q = kl_worst_mix(mean[:, None, :], beta.T[None, :, :], radius)  # (T, K, C)
+    return np.exp(np.einsum("tkc,ck->tk", q, beta))
 
 
 def endure_problem(
