@@ -1171,11 +1171,11 @@ def _step_details(
 
 
 def _uncertainty(
-    req: PlanRequest, decision: _Decision, *, perf: Any, engine: str,
+    req: PlanRequest, decision: _Decision, *, perf: Any, fc: Forecast,
     candidates: Sequence[Mapping[str, Any]], start: datetime, step: float,
 ) -> dict[str, Any]:
     """The provenance of the risk objective and the confidence rule (dropped steps named)."""
-    space = get_space(engine)
+    space = get_space(req.engine)
     out: dict[str, Any] = {
         "risk": req.risk, "confidence": req.confidence, "scenarios": req.scenarios,
         "model_uncertainty": "coefficient draws from the "
@@ -1183,6 +1183,8 @@ def _uncertainty(
     }
     if decision.quantile is not None:
         out["quantile"] = decision.quantile
+    if req.risk == "endure-kl":  # the neighbourhood's size, as the backtest learnt it
+        out["kl_radius"] = round(rk.forecast_kl_radius(fc), 6)
     if decision.dropped:
         out["dropped"] = [
             {"due": (start + timedelta(seconds=d.t * step)).isoformat(),
@@ -1324,15 +1326,12 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                        cap=cap, loads=loads, horizon=horizon, say=say)
     start = datetime.fromtimestamp(float(fc.timestamps[0]), tz=UTC)
     pcap, pload = (cap.mean(axis=0), loads.mean(axis=0)) if cap.ndim == 3 else (cap, loads)
-    uncertainty = _uncertainty(request, decision, perf=perf, engine=request.engine,
-                               candidates=candidates, start=start, step=step)
-    if request.risk == "endure-kl":  # the neighbourhood's size, as the backtest learnt it
-        uncertainty["kl_radius"] = round(rk.forecast_kl_radius(fc), 6)
     prov = _provenance(
         request, fc=fc, source=source, perf=perf, model_file=model_file,
         decision=decision, n_batches=len(batches), restarts=restarts, impact=impact, floor=floor,
-        uncertainty=uncertainty, utilisation=pload / pcap[:, 0], batching=batching, p99=p99,
-        change_costs=change_costs,
+        uncertainty=_uncertainty(request, decision, perf=perf, fc=fc, candidates=candidates,
+                                 start=start, step=step),
+        utilisation=pload / pcap[:, 0], batching=batching, p99=p99, change_costs=change_costs,
     )
     prov["capacity_advice"] = cap_advice.advise(
         timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],
