@@ -10,6 +10,8 @@ per ``--risk`` objective. Each plan is then valued out of sample:
 * on the *truth*: the trace's real continuation, valued with a "true" model drawn once
   from the prior (the planner never sees it).
 
+``endure-kl`` rows also print the KL radius the forecast's backtest learnt.
+
 Prints one JSON line per (case, risk) and a summary table (run from the repository root)::
 
     .venv/bin/python bench/risk.py            # ~1-2 min on 2 busy cores
@@ -98,6 +100,7 @@ def run_case(name: str, kwargs: dict, cut: int, horizon: int, fmodel: str, seed:
             "oos_p_loss": round(float(np.mean(gain < 0)), 3),
             "truth_mean_net": round(float(np.mean(truth))),
             "truth_worst_net": round(float(np.min(truth))),
+            "kl_radius": res.plan.provenance["uncertainty"].get("kl_radius"),
         })
     return rows
 
@@ -121,7 +124,8 @@ def main() -> None:
         print(f"| {r['case']} | {r['trace_seed']} | {r['risk']} | {r['steps']} ({r['restarts']}) "
               f"| {r['oos_mean_net'] / 1e6:.2f}M | {r['oos_q10_net'] / 1e6:.2f}M "
               f"| {r['oos_p_loss']:.3f} | {r['truth_mean_net'] / 1e6:.2f}M "
-              f"| {r['truth_worst_net'] / 1e6:.2f}M |")
+              f"| {r['truth_worst_net'] / 1e6:.2f}M |"
+              + (f" KL radius {r['kl_radius']:.3f}" if r["kl_radius"] is not None else ""))
 
 
 if __name__ == "__main__":
