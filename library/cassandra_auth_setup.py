@@ -327,6 +327,11 @@ class _Setup:
         self.params = module.params
         self.cluster, self.session, self.logged_in_as = cluster, session, logged_in_as
         self.actions = []
+        # Once this run has changed system_auth's replication, the rows written before are
+        # only on the old replicas until the repair after the module: a QUORUM of the new
+        # ones may not hold them (the built-in superuser read as absent, left enabled, and
+        # disabled only by the next run). Roles are then read from every replica.
+        self.read_every_replica = False
 
     def run(self, statement, action):
         self.actions.append(action)
@@ -350,6 +355,7 @@ class _Setup:
                 f"{{'class': 'NetworkTopologyStrategy', {options}}}",
                 f"system_auth replication {current_dcs or current.get('class')} -> {wanted}",
             )
+            self.read_every_replica = not self.module.check_mode
         return wanted, repair_needed
 
     def ring_hosts(self):
@@ -369,9 +375,12 @@ class _Setup:
         return hosts
 
     def _role(self, name):
-        return self.session.execute(
-            "SELECT can_login, is_superuser FROM system_auth.roles WHERE role = %s", (name,)
-        ).one()
+        from cassandra.query import SimpleStatement
+
+        query = SimpleStatement(
+            "SELECT can_login, is_superuser FROM system_auth.roles WHERE role = %s",
+            consistency_level=ConsistencyLevel.ALL if self.read_every_replica else None)
+        return self.session.execute(query, (name,)).one()
 
     def ensure_login_role(self, user, password, superuser):
         """``user`` exists, can log in with ``password``, and is a superuser or not."""

@@ -25,7 +25,7 @@ from unittest import mock
 import cassandra_auth_setup
 import pytest
 from ansible.module_utils import kairos_cql
-from cassandra import AuthenticationFailed
+from cassandra import AuthenticationFailed, ConsistencyLevel
 from cassandra.metadata import Murmur3Token
 from cassandra.policies import SimpleConvictionPolicy
 from cassandra.pool import Host
@@ -384,8 +384,10 @@ class FakeSession:
     def get_pool_state(self) -> dict[Any, Any]:
         return {h: {} for h in self.cluster.metadata.all_hosts()}
 
-    def execute(self, query: str, params: Any = None, timeout: Any = None) -> Rows:
+    def execute(self, query: Any, params: Any = None, timeout: Any = None) -> Rows:
         db = self.cluster.db
+        db.consistency = getattr(query, "consistency_level", None)  # a statement's own CL
+        query = getattr(query, "query_string", query)
         db.statements.append((query, params))
         if db.error_on and query.startswith(db.error_on):
             # A server error may quote the statement it refused.
@@ -451,6 +453,10 @@ class FakeDatabase:
         self.permissions: dict[str, set[tuple[str, str]]] = {}
         self.tables = {"kairos_app.events"}
         self.error_on = ""
+        # Roles written before system_auth's replication changed: until a repair, a read of
+        # them at less than ALL may ask only new replicas, which do not hold them yet.
+        self.unrepaired: set[str] = set()
+        self.consistency: Any = None
         self.statements: list[tuple[str, Any]] = []
         self.logins: list[dict[str, Any]] = []
         self.joining: list[Host] = []  # hosts the driver sees only after a refresh
@@ -509,6 +515,8 @@ class FakeDatabase:
                     for p, r in sorted(self.permissions.get(match[1], set()))]
         if query.startswith("SELECT can_login, is_superuser FROM system_auth.roles"):
             role = self.roles.get(params[0])
+            if params[0] in self.unrepaired and self.consistency != ConsistencyLevel.ALL:
+                role = None
             return [row(can_login=role["can_login"], is_superuser=role["is_superuser"])
                     ] if role else []
         raise AssertionError(f"unexpected statement {query!r}")
@@ -526,6 +534,7 @@ class FakeDatabase:
         elif query.startswith("ALTER KEYSPACE system_auth"):
             dcs = dict(re.findall(r"'(datacenter\d)': (\d+)", query))
             self.replication["system_auth"] = {"class": NTS, **dcs}
+            self.unrepaired = set(self.roles)
         elif match := re.match(r'(?:CREATE|ALTER) ROLE "(\w+)" WITH (.*)$', query):
             role = self.roles.setdefault(match[1], {})
             if password := re.search(r"PASSWORD = '((?:[^']|'')*)'", match[2]):
@@ -909,6 +918,23 @@ def test_auth_setup_applies_then_a_second_run_changes_nothing(auth_db: Any) -> N
     assert again["logged_in_as"] == "kairos_admin"
     # Kairos' password was proven by logging in as it, not set again.
     assert auth_db.logins[-1]["password"] == KAIROS_SECRET
+
+
+def test_auth_setup_reads_the_roles_from_every_replica_once_it_changed_the_replication(
+    auth_db: Any,
+) -> None:
+    """Molecule's idempotence failure (CI stops 55 and 56, reproduced here): after the
+    ALTER of system_auth, the built-in superuser's row is only on its old replica; read at
+    QUORUM it looked absent, stayed enabled, and only the next run disabled it."""
+    first = run_module("cassandra_auth_setup", auth_args())
+    assert "disabled login and superuser of the built-in cassandra role" in first["actions"]
+    assert auth_db.roles["cassandra"] == {"password": "cassandra", "can_login": False,
+                                          "is_superuser": False}
+    auth_db.unrepaired.clear()  # the role's repair of system_auth
+    again = run_module("cassandra_auth_setup", auth_args())
+    assert again["changed"] is False and again["actions"] == []
+    # Without a change of replication the session's QUORUM reads serve.
+    assert auth_db.consistency is None
 
 
 def test_auth_setup_decides_the_replication_once_every_expected_node_is_in_the_ring(
