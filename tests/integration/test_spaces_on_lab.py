@@ -92,6 +92,24 @@ def change_settings(settings: dict[str, Any], cl: str) -> PlaybookRun:
     )
 
 
+def change_settings_under_load(settings: dict[str, Any], cl: str, batches: int,
+                               label: str) -> None:
+    """change_settings.yml at ``cl`` under a load at ``cl``: it rolls through ``batches``
+    batches, and the client sees no failure and loses no acknowledged write."""
+    timeline = Timeline()
+    with load(cl, timeline) as background:
+        time.sleep(3)
+        began = time.monotonic()
+        run = change_settings(settings, cl)
+    result = background.result()
+    report(label, result, run, timeline, began)
+    assert run.rc == 0, run.output[-4000:]
+    assert f"in {batches} batch(es) at {cl}" in run.output
+    assert result.ops > 0 and dict(result.failures) == {}
+    assert result.acknowledged_writes > 0
+    assert result.lost_acknowledged_writes == 0 and result.verified
+
+
 def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: PlaybookRun) -> None:
     space = get_space("cassandra")
     in_yaml = {k for k, p in space.parameters.items() if p.location == "cassandra.yaml"}
@@ -105,18 +123,8 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     # 51MiB is for 1G): put back what the nodes ran.
     defaults["key_cache_size"] = running_setting("127.0.0.1", "key_cache_size")
     try:
-        timeline = Timeline()
-        with load("ONE", timeline) as background:
-            time.sleep(3)
-            began = time.monotonic()
-            run = change_settings(CASSANDRA_VALUES, "ONE")
-        result = background.result()
-        report("change_settings.yml (every parameter) at ONE", result, run, timeline, began)
-        assert run.rc == 0, run.output[-4000:]
-        assert "in 2 batch(es) at ONE" in run.output
-        assert result.ops > 0 and dict(result.failures) == {}
-        assert result.acknowledged_writes > 0
-        assert result.lost_acknowledged_writes == 0 and result.verified
+        change_settings_under_load(CASSANDRA_VALUES, "ONE", 2,
+                                   "change_settings.yml (every parameter) at ONE")
         assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "ALL"}
         cached_rows = 0
         for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
@@ -145,19 +153,9 @@ def restore_defaults_under_quorum_load(defaults: dict[str, Any]) -> None:
     acknowledged is lost, each node restarts once into its envelope, its timings recorded."""
     before = pids()
     envelope_before = {h: node_envelope(h) for h in HOSTS}
-    timeline = Timeline()
-    with load("QUORUM", timeline) as background:
-        time.sleep(3)
-        began = time.monotonic()
-        run = change_settings(defaults, "QUORUM")
-    result = background.result()
-    report("QUORUM rollout in 3 batches (the defaults back)", result, run, timeline, began)
-    assert run.rc == 0, run.output[-4000:]
-    assert "in 3 batch(es) at QUORUM" in run.output
+    change_settings_under_load(defaults, "QUORUM", 3,
+                               "QUORUM rollout in 3 batches (the defaults back)")
     assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "NONE"}
-    assert result.ops > 0 and dict(result.failures) == {}
-    assert result.acknowledged_writes > 0
-    assert result.lost_acknowledged_writes == 0 and result.verified
     after = pids()
     assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
     for host in HOSTS:  # each restarted node is back inside its envelope, limits unchanged
