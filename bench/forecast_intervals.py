@@ -147,8 +147,7 @@ def class_factor(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: 
     scaling = fint.mix_scaling(kw["level"], resid[:half].size)
     old, _, _ = fint.normalised(resid[:half], origins[:half], n, day=kw["day"], scaling=scaling)
     bins = fint.phase_bins(origins[:, None] + np.arange(h)[None, :], kw["day"], scaling.bins)
-    scale = fint.phase_scale(resid[:half], bins[:half], scaling.min_samples,
-                             n_bins=scaling.bins, quantile=scaling.quantile)
+    scale = scaling.spread(resid[:half], bins[:half])
     l0, h0 = fint.conformal_bands(old, kw["level"],
                                   n_eff=fint.independent_horizons(origins[:half], h))
     later = resid[half:] / scale[bins[half:]]

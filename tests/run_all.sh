@@ -15,13 +15,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+log_of() {  # log_of STAGE: where that stage's output is kept
+  echo "$LOGS/$(printf '%s' "$1" | tr -c 'a-zA-Z0-9' '_').log"
+}
+
 failed=()
 stage() {
   local name=$1; shift
-  local began=$SECONDS log
-  log="$LOGS/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9' '_').log"
+  local began=$SECONDS
   echo "=== $name"
-  if "$@" 2>&1 | tee "$log"; then
+  if "$@" 2>&1 | tee "$(log_of "$name")"; then
     echo "=== $name: ok ($((SECONDS - began)) s)"
   else
     echo "=== $name: FAILED ($((SECONDS - began)) s)"
@@ -48,7 +51,7 @@ stage "integration tests (lab)" pytest tests/integration -q --durations=40
 if [ ${#failed[@]} -gt 0 ]; then
   for name in "${failed[@]}"; do
     echo "=== what failed in: $name (whole log: .kairos/test-logs/)"
-    digest "$LOGS/$(printf '%s' "$name" | tr -c 'a-zA-Z0-9' '_').log"
+    digest "$(log_of "$name")"
   done
   echo "make test: FAILED stages: ${failed[*]}"
   exit 1

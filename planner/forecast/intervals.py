@@ -105,6 +105,11 @@ class Scaling:
     #: the spread: the median of the absolute residuals (None) or this quantile of them
     quantile: float | None = None
 
+    def spread(self, resid: np.ndarray, bins: np.ndarray) -> np.ndarray:
+        """:func:`phase_scale` of ``resid`` in ``bins`` taken this way."""
+        return phase_scale(resid, bins, self.min_samples, n_bins=self.bins,
+                           quantile=self.quantile)
+
 
 #: The load: 3-hour bins, the median absolute residual.
 LOAD_SCALING = Scaling()
@@ -159,19 +164,16 @@ def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20, *,
 
 
 def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
-                     min_samples: int = 20, n_eff: float | None = None, *,
-                     scaling: Scaling | None = None) -> float:
+                     n_eff: float | None = None, *, scaling: Scaling = LOAD_SCALING) -> float:
     """Calibrate on the older half of the rows, return the coverage on the newer half.
 
     ``n_eff`` is the independent samples of all the rows; the older half holds half.
-    ``scaling`` (default: the load's, with ``min_samples``) takes the spread per bin.
+    ``scaling`` takes the spread per bin.
     """
-    sc = scaling or Scaling(min_samples=min_samples)
     half = resid.shape[0] // 2
     if half < 4:
         return math.nan
-    scale = phase_scale(resid[:half], bins[:half], sc.min_samples, n_bins=sc.bins,
-                        quantile=sc.quantile)
+    scale = scaling.spread(resid[:half], bins[:half])
     lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level, row_weights(half),
                              n_eff=None if n_eff is None else n_eff / 2)
     later = resid[half:] / scale[bins[half:]]
@@ -183,8 +185,7 @@ def normalised(resid: np.ndarray, origins: np.ndarray, n: int, *, day: int | Non
     """Residuals over their bin's spread, the bins, and the spread of the forecast's steps."""
     h = resid.shape[1]
     bins = phase_bins(_times(origins, h), day, scaling.bins)
-    scale = phase_scale(resid, bins, scaling.min_samples, n_bins=scaling.bins,
-                        quantile=scaling.quantile)
+    scale = scaling.spread(resid, bins)
     return resid / scale[bins], bins, scale[phase_bins(n + np.arange(h), day, scaling.bins)]
 
 

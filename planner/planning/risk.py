@@ -412,13 +412,13 @@ def kl_worst_mix(expected: np.ndarray, log_rate: np.ndarray, radius: float) -> n
     p = smoothed_mix(expected)
     b = np.asarray(log_rate, dtype=float)
     p, b = np.broadcast_arrays(p, b)
-    spread = b.max(axis=-1, keepdims=True) - b.min(axis=-1, keepdims=True)
+    above = b - b.min(axis=-1, keepdims=True)  # how much faster than the slowest class
+    spread = above.max(axis=-1, keepdims=True)
     # theta in units of 1/spread: past 60 the tilt is all on the slowest classes
-    scale = np.where(spread > 0, 1.0 / np.maximum(spread, 1e-300), 0.0)
+    slope = np.where(spread > 0, above / np.maximum(spread, 1e-300), 0.0)
 
     def tilt(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        z = -theta[..., None] * scale * (b - b.min(axis=-1, keepdims=True))
-        q = p * np.exp(z)
+        q = p * np.exp(-theta[..., None] * slope)
         q /= q.sum(axis=-1, keepdims=True)
         return q, np.sum(q * np.log(np.maximum(q, 1e-300) / p), axis=-1)
 
