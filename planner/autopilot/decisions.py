@@ -193,8 +193,12 @@ def deviation(band: Band, observed: Observation, policy: Policy) -> str | None:
 
 
 def due_step(plan: PlanView, now: datetime) -> str | None:
-    """The latest step whose due time has come (what ``kairos rollout prepare`` picks)."""
-    due = [sid for sid, when in plan.step_dues if when <= now]
+    """The latest step that has come due (:func:`planner.plan.has_come_due`; what ``kairos
+    rollout prepare`` picks)."""
+    from planner.plan import has_come_due
+
+    due = [sid for sid, when in plan.step_dues
+           if has_come_due(when, start=plan.start, step_seconds=plan.step_seconds, now=now)]
     return due[-1] if due else None
 
 

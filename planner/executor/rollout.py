@@ -38,7 +38,7 @@ from planner import inputs
 from planner.engines import get_engine
 from planner.errors import KairosError, ValidationError
 from planner.model.spaces import change_kind, changes_tables, get_space, table_caching
-from planner.plan import Plan, Step, check_tables, load_plan
+from planner.plan import Plan, Step, check_tables, has_come_due, load_plan
 from planner.topology.ring import Ring, check_batch, replica_neighbours
 
 STATE_VERSION = 1
@@ -599,14 +599,16 @@ def fingerprint(engine: str, target: Composition, tables: Iterable[str] = ()) ->
 def _chosen_index(
     plan: Plan, step_id: str | None, now: datetime, plan_path: str | Path
 ) -> int | None:
-    """The step asked for, else the latest whose due time has come (None: none yet)."""
+    """The step asked for, else the latest that has come due (None: none yet)."""
     if step_id is not None:
         for i, s in enumerate(plan.steps):
             if s.id == step_id:
                 return i
         known = ", ".join(s.id for s in plan.steps) or "none"
         raise ValidationError(f"step: no step {step_id!r} in {plan_path} (steps: {known})")
-    due = [i for i, s in enumerate(plan.steps) if s.due <= now]
+    h = plan.horizon
+    due = [i for i, s in enumerate(plan.steps)
+           if has_come_due(s.due, start=h.start, step_seconds=h.step_seconds, now=now)]
     return due[-1] if due else None
 
 

@@ -328,3 +328,19 @@ def test_the_tick_summary_says_what_a_dry_run_would_do() -> None:
     assert tick.summary == "cassandra: dry run: would apply step s2 (trace t.csv)"
     tick.dry_run = False
     assert tick.summary == "cassandra: apply step s2 (trace t.csv)"
+
+
+def test_a_step_due_at_the_plans_start_is_due_in_the_bin_the_plan_was_made_in() -> None:
+    """A plan starts at the end of the bin its trace ended in: a step at its start is its
+    "change now", applied by the tick that made the plan, not one tick period late (CI stop
+    57: the Redis demo's tick 1 ran 2 s before the boundary and left its step to tick 2)."""
+    fresh = plan(dues=(0, 5))
+    early = ap.decide(now=at(-19), policy=POLICY, plan=fresh, rollout_state={},
+                      autopilot_state={"replanned_at": at(-19).isoformat()})
+    assert early.apply and early.step == "s1", early.message
+    before = ap.decide(now=at(-21), policy=POLICY, plan=fresh, rollout_state={},
+                       autopilot_state={"replanned_at": at(-21).isoformat()})
+    assert not before.apply and before.message == "no step is due yet"
+    later = ap.decide(now=at(5 * 20 - 1), policy=POLICY, plan=fresh, rollout_state={},
+                      autopilot_state={"replanned_at": at(0).isoformat()})
+    assert later.step == "s1", "a later step is not due before its time"

@@ -851,3 +851,14 @@ def test_a_phase_measured_in_parts_is_recorded_as_their_sum() -> None:
     assert timings == {"cass1": {"drain": 7.0, "stop": 1.5, "total": 8.5}}
     with pytest.raises(ValidationError, match="not a duration"):
         normalise_timings({"cass1": {"drain": ["0:00:01", "soon"]}})
+
+
+def test_prepare_picks_a_step_due_at_the_plans_start_from_the_bin_before(tmp_path: Path) -> None:
+    """What the autopilot decides (planner.plan.has_come_due): a step at the horizon's start
+    is due from one step before it; a later step only at its own time."""
+    doc = plan_doc([step("s1", 0, {"concurrent_reads": 64}, live=["concurrent_reads"]),
+                    step("s2", 10, {"concurrent_reads": 96}, live=["concurrent_reads"])])
+    path = write(tmp_path, doc)
+    assert prepare(path, hosts=HOSTS, now=at(-0.5)).step_id == "s1"
+    assert prepare(path, hosts=HOSTS, now=at(-1.5)).status == "nothing-due"
+    assert prepare(path, hosts=HOSTS, now=at(9.5)).step_id == "s1"
