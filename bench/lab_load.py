@@ -34,8 +34,8 @@ def add_load_arguments(p: argparse.ArgumentParser, *, mix: str, keys: int, concu
 
 
 def lab_login() -> None:
-    """The lab's CQL logins and TLS files, through the environment as for ``kairos load``
-    (never argv),
+    """The lab's CQL and Redis logins and TLS files, through the environment as for
+    ``kairos load`` (never argv),
     unless the environment already names them: Kairos' own role, and the application's that
     the loads use (docs/security.md)."""
     secrets = REPO / ".lab" / "secrets"
@@ -43,7 +43,11 @@ def lab_login() -> None:
             ("KAIROS_CASSANDRA_USERNAME", "KAIROS_CASSANDRA_PASSWORD", "kairos",
              "cassandra-cql-password"),
             ("KAIROS_LOAD_CASSANDRA_USERNAME", "KAIROS_LOAD_CASSANDRA_PASSWORD", "app",
-             "cassandra-app-password")):
+             "cassandra-app-password"),
+            ("KAIROS_REDIS_USERNAME", "KAIROS_REDIS_PASSWORD", "kairos",
+             "redis-kairos-password"),
+            ("KAIROS_LOAD_REDIS_USERNAME", "KAIROS_LOAD_REDIS_PASSWORD", "app",
+             "redis-app-password")):
         secret = secrets / name
         if user_env not in os.environ and secret.exists():
             os.environ[user_env] = user

@@ -115,6 +115,10 @@ def _redis_options(p: Any) -> None:
                      help="a named workload shape that makes Redis' configuration matter: "
                      "cache-hot, cache-scan, hash-read, hash-write, evict-burst "
                      "(docs/load-generator.md); default: plain GET / SET+WAIT / EVAL")
+    red.add_argument("--miss-penalty-ms", type=inputs.bounded_float(0, 10_000), default=0.0,
+                     help="with --shape: milliseconds the client waits on each miss before it "
+                     "fills the key, as a cache-aside application fetches from its backing "
+                     "store (default 0)")
     red.add_argument("--wait-replicas", type=inputs.bounded_int(0, 64), default=1,
                      help="replicas WAIT must report for a write to count as acknowledged")
     red.add_argument("--wait-timeout-ms", type=inputs.bounded_int(0, 3_600_000),
@@ -126,6 +130,7 @@ _PASSED_AS_IS = (
     "engine", "port", "cl", "verify_cl", "keyspace", "table", "replication_class", "local_dc",
     "prefix", "mix", "distribution", "max_keys", "scan_length", "rate",
     "max_requests", "processes", "preload", "wait_replicas", "wait_timeout_ms", "seed", "shape",
+    "miss_penalty_ms",
 )
 
 

@@ -473,6 +473,7 @@ class _RedisWorker:
                          scan_length=config.scan_length)
             for w in self.writers] if config.shape else []
         self.hashes = config.shape is not None and SHAPES[config.shape].hashes
+        self.miss_penalty = config.miss_penalty_ms / 1000.0
         self.began = time.monotonic()
         self.evicted_before: int | None = None
 
@@ -604,6 +605,8 @@ class _RedisWorker:
         for key in missed:
             began = time.perf_counter()
             try:
+                if self.miss_penalty:  # the application fetches from its backing store
+                    time.sleep(self.miss_penalty)
                 self._fill(t, key)
             except Exception as exc:
                 stats.failure("write", exc, step)

@@ -70,6 +70,10 @@ class LoadConfig:
         Redis only: a named workload shape (:data:`planner.loadgen.shapes.SHAPES`) that
         gives the mix's classes their commands; its mix is the default mix. None = the
         plain GET / SET+WAIT / EVAL load.
+    miss_penalty_ms : float
+        Redis shapes only: what a cache-aside application pays its backing store on each
+        miss before it fills the key (the client waits this long, counted in the fill's
+        latency). 0 (the default): a miss costs only the fill.
     password : str or None
         Redis password; None reads ``KAIROS_REDIS_PASSWORD`` then ``REDISCLI_AUTH`` in the
         workers. Never shown in ``repr``.
@@ -106,6 +110,7 @@ class LoadConfig:
     wait_timeout_ms: int = 1000
     seed: int | None = None
     shape: str | None = None
+    miss_penalty_ms: float = 0.0
     password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -163,6 +168,11 @@ class LoadConfig:
             raise ValidationError(f"max_requests: must be >= 1, got {self.max_requests}")
         if not math.isfinite(self.request_timeout) or self.request_timeout <= 0:
             raise ValidationError(f"request_timeout: must be positive, got {self.request_timeout}")
+        if not math.isfinite(self.miss_penalty_ms) or not 0 <= self.miss_penalty_ms <= 10_000:
+            raise ValidationError(f"miss_penalty_ms: must be in [0, 10000], got "
+                                  f"{self.miss_penalty_ms!r}")
+        if self.miss_penalty_ms and self.shape is None:
+            raise ValidationError("miss_penalty_ms: only a Redis shape fills a miss (--shape)")
         if self.wait_replicas < 0 or self.wait_timeout_ms < 0:
             raise ValidationError("wait_replicas, wait_timeout_ms: must be >= 0")
         if self.trace is not None:

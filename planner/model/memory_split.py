@@ -71,6 +71,7 @@ __all__ = [
     "CassandraMemoryModels",
     "MemoryBudget",
     "MemorySplit",
+    "MissCost",
     "MissRatioCurve",
     "PressureCost",
     "RedisMemoryModels",
@@ -79,6 +80,7 @@ __all__ = [
     "brute_force_split",
     "config_bytes",
     "evaluate_split",
+    "fit_miss_cost",
     "gap_errors",
     "held_out_error",
     "optimise_split",
@@ -959,6 +961,66 @@ def held_out_error(
     """Mean absolute error of the curve's hit ratio against ``truth`` at ``sizes_bytes``."""
     s = np.asarray(sizes_bytes, dtype=float)
     return float(np.mean(np.abs(curve.predict(s) - truth(s))))
+
+
+@dataclass(frozen=True)
+class MissCost:
+    """What a cache miss costs, fitted to measured windows: ``1 / ops = base + slope x miss``.
+
+    Under a closed loop, the cluster's seconds per operation (``1 / ops``) are what the
+    operations spend; a miss ratio that rises by ``d`` adds ``slope x d``. ``miss_seconds``
+    is the slope per operation *reaching the cache* (divided by the share of the mix the
+    cache serves): the :class:`CacheEffect` the split weighs by that share again.
+    """
+
+    base_seconds: float
+    slope_seconds: float
+    share: float
+    windows: int
+    r_squared: float | None
+
+    @property
+    def miss_seconds(self) -> float:
+        return self.slope_seconds / self.share
+
+    def ops_per_second(self, hit_ratio: float) -> float:
+        """The throughput the fit predicts at ``hit_ratio``."""
+        return 1.0 / (self.base_seconds + self.slope_seconds * (1.0 - hit_ratio))
+
+
+def fit_miss_cost(*, hit_ratios: Sequence[float], ops_per_second: Sequence[float],
+                  share: float) -> MissCost:
+    """Least squares of ``1 / ops`` on the miss ratio over measured windows (at least two,
+    at different hit ratios). A slope below zero (more misses, more served: noise, or a
+    miss that costs nothing) is clipped to 0, so the split buys no cache for it.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``hit_ratios``, ``ops_per_second`` or ``share``.
+    """
+    hits = np.asarray(hit_ratios, dtype=float)
+    ops = np.asarray(ops_per_second, dtype=float)
+    if hits.shape != ops.shape or hits.ndim != 1:
+        raise ValidationError(f"ops_per_second: {ops.size} value(s) for {hits.size} hit "
+                              "ratio(s)")
+    if not (np.isfinite(hits).all() and ((hits >= 0) & (hits <= 1)).all()):
+        raise ValidationError("hit_ratios: every value must be in [0, 1]")
+    if not (np.isfinite(ops).all() and (ops > 0).all()):
+        raise ValidationError("ops_per_second: every value must be a finite number > 0")
+    finite_at_least("share", share, 0.0)
+    if not 0 < share <= 1:
+        raise ValidationError(f"share: must be in (0, 1], got {share!r}")
+    miss, y = 1.0 - hits, 1.0 / ops
+    if np.unique(miss).size < 2:
+        raise ValidationError("hit_ratios: need windows at two different hit ratios at least")
+    slope, base = np.polyfit(miss, y, 1)
+    if slope < 0:
+        slope, base = 0.0, float(y.mean())
+    residual = y - (base + slope * miss)
+    total = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((residual ** 2).sum()) / total if total > 0 else None
+    return MissCost(float(base), float(slope), float(share), int(hits.size), r2)
 
 
 def synthetic_hit_curve(*, seed: int, max_bytes: float) -> Callable[[SizeArray], SizeArray]:

@@ -74,6 +74,32 @@ def redis_client(port: int, *, user: str = "operator", host: str = "127.0.0.1",
                        **kwargs)
 
 
+LAB_REDIS_PORTS = range(7001, 7007)
+
+
+def redis_running(key: str) -> dict[int, str]:
+    """CONFIG GET ``key`` on every lab node, as Kairos' ACL user reads it."""
+    out = {}
+    for port in LAB_REDIS_PORTS:
+        client = redis_client(port, user="kairos", decode_responses=True)
+        try:
+            out[port] = str(client.config_get(key)[key])
+        finally:
+            client.close()
+    return out
+
+
+def redis_conf(key: str) -> dict[int, str]:
+    """``key`` in every lab node's rendered conf file (the role's source of truth)."""
+    out = {}
+    for port in LAB_REDIS_PORTS:
+        conf = REPO / ".lab" / "redis" / f"redis{port - 7000}" / f"{port}.conf"
+        values = [line.split(None, 1)[1] for line in conf.read_text().splitlines()
+                  if line.startswith(key + " ")]
+        out[port] = values[-1] if values else ""
+    return out
+
+
 def cql_auth(app: bool = False) -> Any:
     """The driver's login for the lab (PasswordAuthenticator): Kairos' role, or the app's."""
     from cassandra.auth import PlainTextAuthProvider

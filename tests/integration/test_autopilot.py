@@ -348,7 +348,7 @@ def test_the_redis_demo_plans_and_applies_a_live_step_under_a_shifting_load(
     original = {k: next(iter(redis_running(k))) for k in keep}
     demo = tmp_path / "demo"
     env = dict(os.environ, KAIROS_DEMO_DIR=str(demo), KAIROS_DEMO_DAY="20", KAIROS_DEMO_LAB_UP="0",
-               KAIROS_DEMO_SETTLE="40", KAIROS_DEMO_WINDOW="50")
+               KAIROS_DEMO_SETTLE="30", KAIROS_DEMO_WINDOW="40")
     try:
         run = subprocess.run(["bash", "tests/demo_redis.sh"], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=1200)

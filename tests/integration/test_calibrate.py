@@ -23,7 +23,7 @@ import yaml
 
 from planner.model.performance import load_model
 
-from .conftest import REPO, PlaybookRun, assert_no_secret, redis_client
+from .conftest import REPO, PlaybookRun, assert_no_secret, redis_conf, redis_running
 
 pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
@@ -115,32 +115,6 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert "run budget reached (3 configurations); 2 sweeps measured" in again.stderr
     state2 = json.loads((tmp_path / "cal" / "state.json").read_text())
     assert state2["measurements"] == state["measurements"]
-
-
-REDIS_PORTS = range(7001, 7007)
-
-
-def redis_running(key: str) -> dict[int, str]:
-    """CONFIG GET ``key`` on every lab node, as Kairos' ACL user reads it."""
-    out = {}
-    for port in REDIS_PORTS:
-        client = redis_client(port, user="kairos", decode_responses=True)
-        try:
-            out[port] = str(client.config_get(key)[key])
-        finally:
-            client.close()
-    return out
-
-
-def redis_conf(key: str) -> dict[int, str]:
-    """``key`` in every lab node's rendered conf file (the role's source of truth)."""
-    out = {}
-    for port in REDIS_PORTS:
-        conf = REPO / ".lab" / "redis" / f"redis{port - 7000}" / f"{port}.conf"
-        values = [line.split(None, 1)[1] for line in conf.read_text().splitlines()
-                  if line.startswith(key + " ")]
-        out[port] = values[-1] if values else ""
-    return out
 
 
 def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(

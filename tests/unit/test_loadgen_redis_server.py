@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from planner.errors import ValidationError
 from planner.lab.scratch_redis import ScratchRedisError, scratch_redis
 from planner.loadgen import LoadConfig, hash_fields, run_load
 
@@ -80,3 +81,24 @@ def test_hash_shapes_build_hashes_on_both_sides_of_the_listpack_threshold(server
         if client.hlen(name) == hash_fields(key) + 1:  # a whole hash (filled) and its marker
             seen[client.hlen(name) <= entries] = client.object("encoding", name)
     assert seen == {True: "listpack", False: "hashtable"}
+
+
+def test_a_miss_penalty_is_waited_on_every_fill_and_counted_in_its_latency(server: Any) -> None:
+    """--miss-penalty-ms: the backing store a cache-aside application reads on a miss. A fill
+    waits it (counted in the write class, beside the write-through SETs that do not); the
+    reads do not, and the two threads' time bounds how many misses a run can fill."""
+    port, client = server
+    client.flushall()
+    result = _run(port, "cache-hot", keys=400, value_size=200, seconds=3, miss_penalty_ms=20)
+    misses = result.misses_by_class["read"]
+    assert result.ok and misses > 0 and result.hits_by_class["read"] > 0
+    assert result.latency_ms_by_class["write"]["max"] >= 20.0, result.latency_ms_by_class
+    assert result.latency_ms_by_class["read"]["p99"] < 20.0, result.latency_ms_by_class
+    assert misses * 0.020 <= 2 * result.seconds * 1.05, (misses, result.seconds)
+
+
+def test_a_miss_penalty_needs_a_shape_and_a_sane_value() -> None:
+    with pytest.raises(ValidationError, match="miss_penalty_ms: only a Redis shape"):
+        LoadConfig(engine="redis", miss_penalty_ms=2)
+    with pytest.raises(ValidationError, match=r"miss_penalty_ms: must be in \[0, 10000\]"):
+        LoadConfig(engine="redis", shape="cache-hot", miss_penalty_ms=-1)

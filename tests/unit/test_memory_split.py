@@ -24,6 +24,7 @@ from planner.model.memory_split import (
     brute_force_split,
     config_bytes,
     evaluate_split,
+    fit_miss_cost,
     gap_errors,
     held_out_error,
     optimise_split,
@@ -456,3 +457,29 @@ def test_the_synthetic_truth_is_a_hit_ratio_curve() -> None:
         values = truth(np.linspace(0, MAX, 500))
         assert values[0] == pytest.approx(0.0, abs=1e-12)
         assert np.all(np.diff(values) >= 0) and values[-1] < 1
+
+
+def test_the_miss_cost_fit_recovers_a_linear_cost_and_clips_a_negative_one() -> None:
+    """1/ops = base + slope x miss: recovered from windows at three hit ratios; the slope per
+    operation reaching the cache is slope / share; a negative slope (noise) buys no cache."""
+    hits = [0.5, 0.8, 0.95]
+    ops = [1.0 / (1e-4 + 2e-4 * (1 - h)) for h in hits]
+    cost = fit_miss_cost(hit_ratios=hits, ops_per_second=ops, share=0.9)
+    assert cost.base_seconds == pytest.approx(1e-4) and cost.slope_seconds == pytest.approx(2e-4)
+    assert cost.miss_seconds == pytest.approx(2e-4 / 0.9) and cost.r_squared == pytest.approx(1)
+    assert cost.ops_per_second(0.8) == pytest.approx(ops[1])
+    flat = fit_miss_cost(hit_ratios=hits, ops_per_second=[900.0, 800.0, 700.0], share=0.9)
+    assert flat.slope_seconds == 0.0 and flat.miss_seconds == 0.0
+    assert flat.base_seconds == pytest.approx(np.mean([1 / 900, 1 / 800, 1 / 700]))
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"hit_ratios": [0.5, 0.9], "ops_per_second": [1.0]}, "ops_per_second"),
+    ({"hit_ratios": [0.5, 1.5], "ops_per_second": [1.0, 2.0]}, "hit_ratios"),
+    ({"hit_ratios": [0.5, 0.9], "ops_per_second": [1.0, 0.0]}, "ops_per_second"),
+    ({"hit_ratios": [0.5, 0.5], "ops_per_second": [1.0, 2.0]}, "hit_ratios"),
+    ({"hit_ratios": [0.5, 0.9], "ops_per_second": [1.0, 2.0], "share": 0.0}, "share"),
+])
+def test_a_bad_miss_cost_input_names_its_field(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError, match=f"^{field}: "):
+        fit_miss_cost(**{"share": 0.9, **kwargs})

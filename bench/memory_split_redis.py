@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""The memory split on the lab's Redis: a measured hit-ratio curve decides maxmemory, applied
+live under load (issue 43; a script that owns the lab while it runs, not a test).
+
+Under a running cache-aside load (``kairos load`` shape cache-hot: zipfian GETs, a miss filled
+with SET + WAIT, every acknowledged write verified at the end):
+
+1. the nodes start from ``--start`` (through the executor, playbooks/change_settings_redis.yml:
+   the configuration an operator runs, in every conf file);
+2. seeds/004's error-driven refinement (planner.model.memory_split.refine) picks
+   ``--measurements`` sizes on the grid ``--grid-mib``, the two ends first, then where the
+   fitted curve may be most wrong; at each, maxmemory is set on every node (CONFIG SET, read
+   back with CONFIG GET) and, once the hit ratio has settled, a window measures the primaries'
+   read hit ratio (INFO keyspace_hits/misses) and the served operations;
+3. the fit: the hit-ratio curve (MissRatioCurve), what a miss costs (fit_miss_cost: ``1/ops``
+   against the miss ratio over the windows), and the node's budget: its envelope's memory as
+   the kernel holds it, less the overhead INFO memory shows (the process beyond its data, the
+   replication backlog, the clients' buffers), with a fork's copy-on-write room (the largest
+   data set measured) left to the OS;
+4. optimise_split decides maxmemory; the window at ``--start`` is measured again (the
+   "before"), the executor applies the split live and reads it back on every node, and after
+   it settles the "after" window is measured beside the prediction;
+5. the load stops: its failures and lost acknowledged writes are counted.
+
+It prints each step and one JSON document (``--out`` writes it too). The nodes are left
+running the split (or, when the run stops before it, ``--start`` through the executor again);
+the load's keys are unlinked.
+
+    make lab-up && .venv/bin/python bench/memory_split_redis.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
+
+import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+from lab_load import lab_login  # noqa: E402
+
+from planner import loadgen  # noqa: E402
+from planner.calibrate.bench import ExecutorBench  # noqa: E402
+from planner.calibrate.redis_bench import read_running_redis  # noqa: E402
+from planner.errors import KairosError, ValidationError  # noqa: E402
+from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
+from planner.model import memory_split as ms  # noqa: E402
+from planner.workload import collect  # noqa: E402
+
+#: Every node of the lab's Redis Cluster (the primaries take the reads; the replicas follow).
+NODES = {f"redis{i}": f"127.0.0.1:{7000 + i}" for i in range(1, 7)}
+#: Where the load connects (it discovers the cluster from them).
+CONTACT = ("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
+PREFIX = "kairos_split"
+MIX = {"read": 0.9, "write": 0.1}
+#: A settle window: the hit ratio has settled when it moves less than this between two.
+SETTLE_STEP_SECONDS = 5.0
+SETTLE_TOLERANCE = 0.02
+
+
+def say(msg: str) -> None:
+    print(f"[memory-split {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--keys", type=int, default=60_000, help="the cache's keys (default 60000)")
+    p.add_argument("--value-size", type=int, default=1000)
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (one process)")
+    p.add_argument("--miss-penalty-ms", type=float, default=2.0,
+                   help="what the application's backing store costs a miss before the fill "
+                   "(kairos load --miss-penalty-ms; default 2)")
+    p.add_argument("--start", default="8mb", help="maxmemory the nodes run first (default 8mb)")
+    p.add_argument("--grid-mib", default="4:48:4",
+                   help="the sizes that may be measured, LOW:HIGH:STEP MiB (default 4:48:4)")
+    p.add_argument("--unit-mib", type=int, default=2, help="the split's grid (default 2 MiB)")
+    p.add_argument("--measurements", type=int, default=5,
+                   help="sizes the refinement measures (default 5)")
+    p.add_argument("--window", type=float, default=20.0, help="seconds a window measures")
+    p.add_argument("--settle-max", type=float, default=60.0,
+                   help="most seconds to wait for the hit ratio to settle after a change")
+    p.add_argument("--out", type=Path, help="also write the JSON result here")
+    args = p.parse_args(argv)
+    try:
+        low, high, step = (float(v) for v in args.grid_mib.split(":"))
+    except ValueError:
+        p.error(f"--grid-mib: expected LOW:HIGH:STEP in MiB, got {args.grid_mib!r}")
+    if not 0 < low < high or step <= 0:
+        p.error(f"--grid-mib: need 0 < LOW < HIGH and STEP > 0, got {args.grid_mib!r}")
+    args.grid = [int(v * ms.MIB) for v in _arange(low, high, step)]
+    return args
+
+
+def _arange(low: float, high: float, step: float) -> list[float]:
+    out, v = [], low
+    while v <= high + 1e-9:
+        out.append(v)
+        v += step
+    return out
+
+
+# ----------------------------------------------------------------------- the nodes
+def node_info() -> dict[str, dict[str, Any]]:
+    """INFO of every node, with Kairos' login."""
+    user, password = collect.redis_login()
+    out = {}
+    for name, address in NODES.items():
+        target = collect.parse_targets([f"{name}={address}"], default_port=6379)[0]
+        text, _ = collect.read_redis_info(target, password=password, username=user, timeout=10)
+        out[name] = collect.parse_info(text)
+    return out
+
+
+def primaries_counters() -> tuple[int, int]:
+    """(keyspace hits, keyspace misses) summed over the primaries (the replicas take no reads)."""
+    hits = misses = 0
+    for info in node_info().values():
+        if info.get("role") == "master":
+            hits += int(info.get("keyspace_hits", 0))
+            misses += int(info.get("keyspace_misses", 0))
+    return hits, misses
+
+
+def set_maxmemory(size_bytes: int) -> None:
+    """A probe: CONFIG SET maxmemory on every node, read back with CONFIG GET (not written to
+    the conf files: the run ends with the executor, which writes and reads back)."""
+    import redis
+
+    user, password = collect.redis_login()
+    for name, address in NODES.items():
+        host, port = address.rsplit(":", 1)
+        conn = redis.Redis(host=host, port=int(port), username=user, password=password,
+                           socket_timeout=10, **collect.redis_tls_kwargs())
+        try:
+            conn.config_set("maxmemory", size_bytes)
+            got = int(conn.config_get("maxmemory")["maxmemory"])
+        finally:
+            conn.close()
+        if got != size_bytes:
+            raise KairosError(f"{name}: maxmemory reads back {got}, not {size_bytes}")
+
+
+def budget_figures(infos: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The node's envelope as the kernel holds it, and what INFO memory shows outside the
+    data set, the largest over the nodes."""
+    kind, folders = kairos_cgroup.layout()
+    limits = [((kairos_cgroup.read(kind, folders, f"lab-{n}") or {}).get("limits") or {})
+              .get("memory") for n in NODES] if kind else []
+    if not limits or any(not m for m in limits):
+        raise ValidationError("the Redis nodes have no memory envelope to split (make lab-up "
+                              "sets one: docs/envelopes.md)")
+
+    def beyond(info: dict[str, Any]) -> int:
+        data = int(info.get("used_memory_dataset", 0))
+        return max(int(info.get("used_memory_rss", 0)) - data, int(info.get("used_memory", 0))
+                   - data)
+
+    return {
+        "envelope_bytes": int(min(limits)),
+        "overhead_bytes": max(beyond(i) for i in infos.values()),
+        "dataset_bytes": max(int(i.get("used_memory_dataset", 0)) for i in infos.values()),
+    }
+
+
+# ----------------------------------------------------------------------- measuring
+class Meter:
+    """Windows of the running load: served operations from its progress, hits from INFO."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, int]] = []
+
+    def progress(self, _elapsed: float, ops: int, failures: int) -> None:
+        self.points.append((time.monotonic(), ops - failures))
+
+    def window(self, seconds: float) -> dict[str, float]:
+        h0, m0 = primaries_counters()
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        h1, m1 = primaries_counters()
+        t1 = time.monotonic()
+        inside = [(t, n) for t, n in self.points if t0 <= t <= t1]
+        if len(inside) < 2 or h1 + m1 <= h0 + m0:
+            raise KairosError(f"a {seconds:.0f}-s window saw no load (is it running?)")
+        (ta, na), (tb, nb) = inside[0], inside[-1]
+        # The application's reads the primaries served (a miss's fill is the application's
+        # second command for one read, so the client's ops/s count a miss twice).
+        return {"hit_ratio": (h1 - h0) / ((h1 - h0) + (m1 - m0)),
+                "reads_per_s": ((h1 - h0) + (m1 - m0)) / (t1 - t0),
+                "ops_per_s": (nb - na) / (tb - ta)}
+
+    def settled(self, seconds_max: float) -> float:
+        """Wait until two settle windows' hit ratios agree; the seconds waited."""
+        start = time.monotonic()
+        last = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
+        while time.monotonic() - start < seconds_max:
+            now = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
+            if abs(now - last) < SETTLE_TOLERANCE:
+                break
+            last = now
+        return time.monotonic() - start
+
+
+def measure_at(meter: Meter, size: int, args: argparse.Namespace,
+               windows: list[dict[str, Any]]) -> float:
+    set_maxmemory(size)
+    waited = meter.settled(args.settle_max)
+    w = {"maxmemory_mib": size / ms.MIB, **meter.window(args.window),
+         "settled_seconds": round(waited), "memory": budget_figures(node_info())}
+    windows.append(w)
+    say(f"maxmemory {size / ms.MIB:g} MiB: read hit ratio {w['hit_ratio']:.1%}, "
+        f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; settled after "
+        f"{waited:.0f} s)")
+    return float(w["hit_ratio"])
+
+
+# ----------------------------------------------------------------------- the decision
+def decide(windows: list[dict[str, Any]], refinement: ms.Refinement, figures: dict[str, int],
+           args: argparse.Namespace, start_bytes: int) -> tuple[ms.MemorySplit, ms.MissCost,
+                                                                ms.MemoryBudget]:
+    cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
+                            ops_per_second=[w["reads_per_s"] for w in windows],
+                            share=MIX["read"])
+    unit = args.unit_mib * ms.MIB
+    overhead = -(-figures["overhead_bytes"] // unit) * unit  # up to the grid
+    budget = ms.MemoryBudget("redis", total_bytes=figures["envelope_bytes"],
+                             overhead_bytes=overhead, unit_bytes=unit)
+    models = ms.RedisMemoryModels(
+        maxmemory=ms.CacheEffect(refinement.curve, cost.miss_seconds),
+        # A fork (a replica's full sync, BGSAVE) may copy every page of the data set. What
+        # the OS room costs beyond that is not measured: a small figure that only keeps the
+        # room (1 % of an operation's base time at twice the need).
+        os=ms.PressureCost(need_bytes=max(figures["dataset_bytes"], ms.MIB),
+                           seconds_at_double=0.01 * cost.base_seconds))
+    split = ms.optimise_split(budget=budget, models=models, mix=MIX,
+                              current={"maxmemory": f"{start_bytes // ms.MIB}mb"})
+    return split, cost, budget
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    lab_login()
+    envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))  # this script: the control host
+    running, version = read_running_redis(["maxmemory"], hosts=list(NODES.values()))
+    say(f"Redis {version}; the nodes run maxmemory {running['maxmemory']}")
+    config = LoadConfig(engine="redis", contact_points=CONTACT, prefix=PREFIX, shape="cache-hot",
+                        mix=MIX, keys=args.keys, max_keys=args.keys,
+                        value_size=args.value_size, distribution="zipfian",
+                        concurrency=args.concurrency, processes=1, seconds=3600, seed=43,
+                        miss_penalty_ms=args.miss_penalty_ms)
+    executor = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,
+                             playbook=REPO / "playbooks" / "change_settings_redis.yml",
+                             inventory=REPO / "inventories" / "local" / "hosts.yml",
+                             rollout_cl="ONE", log_path=REPO / ".kairos" / "memory-split.log",
+                             log=say)
+    start_bytes = _size_bytes(args.start)
+    say(f"the nodes to maxmemory {args.start} (the executor)")
+    executor.apply({"maxmemory": args.start})
+    loadgen.unlink_load_keys(config)
+    meter = Meter()
+    load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
+                          on_progress=meter.progress)
+    result: dict[str, Any] = {"command": "bench/memory_split_redis.py " + " ".join(argv or
+                                                                                  sys.argv[1:]),
+                              "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    applied = False
+    try:
+        load.start()
+        say(f"cache-hot load running: {args.keys} keys of {args.value_size} B, zipfian, "
+            f"{args.concurrency} in flight, {args.miss_penalty_ms:g} ms of backing store a miss")
+        windows: list[dict[str, Any]] = []
+        refinement = ms.refine(lambda s: measure_at(meter, int(s), args, windows),
+                               grid_bytes=args.grid, budget=args.measurements)
+        # The most each figure reached in any window: the fork copies the largest data set.
+        figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
+        split, cost, budget = decide(windows, refinement, figures, args, start_bytes)
+        chosen = split.config()["maxmemory"]
+        predicted_hit = float(refinement.curve.predict(split.sizes_bytes["maxmemory"]))
+        say(f"split: maxmemory {chosen} of {budget.total_bytes / ms.MIB:g} MiB (overhead "
+            f"{budget.overhead_bytes / ms.MIB:g} MiB, fork room "
+            f"{figures['dataset_bytes'] / ms.MIB:.0f} MiB); predicted read hit ratio "
+            f"{predicted_hit:.1%}, "
+            f"{cost.ops_per_second(predicted_hit):.0f} reads/s")
+        say(f"before: the nodes back at {args.start}")
+        before = measure_window(meter, start_bytes, args)
+        say(f"applying maxmemory {chosen} through the executor, under load")
+        if split.needs_rollout:
+            raise KairosError(f"the split needs a rollout ({split.changed}): not a live step")
+        executor.apply({"maxmemory": chosen})
+        applied = True
+        waited = meter.settled(args.settle_max)
+        after = {**meter.window(args.window), "settled_seconds": round(waited)}
+        say(f"after: read hit ratio {after['hit_ratio']:.1%}, {after['reads_per_s']:.0f} reads/s "
+            f"(settled after {waited:.0f} s)")
+        result.update(
+            windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
+            figures=figures, split=split.to_dict(),
+            miss_cost={"base_seconds": cost.base_seconds, "slope_seconds": cost.slope_seconds,
+                       "miss_seconds": cost.miss_seconds, "r_squared": cost.r_squared},
+            start=args.start, chosen=chosen, before=before, after=after,
+            predicted={"hit_ratio": predicted_hit,
+                       "reads_per_s": cost.ops_per_second(predicted_hit),
+                       "reads_per_s_before": cost.ops_per_second(before["hit_ratio"])},
+            environment=kairos_cgroup.held([f"lab-{n}" for n in NODES]))
+    except (KairosError, ValidationError) as exc:
+        say(f"stopped: {exc}")
+        result["error"] = str(exc)
+    finally:
+        outcome = load.stop()
+        if not applied:
+            say(f"back to {args.start} through the executor (the probes set it by hand)")
+            executor.apply({"maxmemory": args.start})
+        loadgen.unlink_load_keys(config)
+    result["load"] = {"ops": outcome.ops, "failed": outcome.failed,
+                      "failures": dict(outcome.failures),
+                      "acknowledged_writes": outcome.acknowledged_writes,
+                      "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
+                      "verified": outcome.verified}
+    report(result)
+    text = json.dumps(result, indent=1, sort_keys=True)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    ok = ("error" not in result and outcome.failed == 0
+          and outcome.lost_acknowledged_writes == 0 and outcome.verified)
+    return 0 if ok else 1
+
+
+def measure_window(meter: Meter, size: int, args: argparse.Namespace) -> dict[str, Any]:
+    set_maxmemory(size)
+    waited = meter.settled(args.settle_max)
+    w = {**meter.window(args.window), "settled_seconds": round(waited)}
+    say(f"before: read hit ratio {w['hit_ratio']:.1%}, {w['reads_per_s']:.0f} reads/s")
+    return w
+
+
+def report(result: dict[str, Any]) -> None:
+    load = result["load"]
+    say(f"load: {load['ops']} operations, {load['failed']} failed, "
+        f"{load['acknowledged_writes']} acknowledged writes, "
+        f"{load['lost_acknowledged_writes']} lost")
+    if "after" not in result:
+        return
+    b, a, p = result["before"], result["after"], result["predicted"]
+    say(f"maxmemory {result['start']} -> {result['chosen']}: read hit ratio "
+        f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
+        f"reads served {b['reads_per_s']:.0f} -> {a['reads_per_s']:.0f}/s, "
+        f"{a['reads_per_s'] / b['reads_per_s'] - 1:+.0%} (predicted "
+        f"{p['reads_per_s_before']:.0f} -> {p['reads_per_s']:.0f}, "
+        f"{p['reads_per_s'] / p['reads_per_s_before'] - 1:+.0%}); misses sent to the "
+        f"backing store {b['reads_per_s'] * (1 - b['hit_ratio']):.0f} -> "
+        f"{a['reads_per_s'] * (1 - a['hit_ratio']):.0f}/s")
+
+
+def _size_bytes(text: str) -> int:
+    return ms.config_bytes("redis", {"maxmemory": text})["maxmemory"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
