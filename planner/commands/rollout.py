@@ -77,6 +77,9 @@ def _register_adhoc(actions: Any) -> None:
     adhoc.add_argument(
         "--tables", default="", help="comma-separated keyspace.table a table setting applies to"
     )
+    adhoc.add_argument("--durability-floor", metavar="MAPPING|FILE",
+                       help="Redis: refuse a setting below this floor (the inventory's "
+                       "kairos_redis_durability_floor; as rollout prepare's option)")
     adhoc.add_argument("--out", help="also write the rollout (JSON) to this file")
     adhoc.set_defaults(func=run_adhoc)
 
@@ -201,6 +204,7 @@ def _emit(step: Any, out: str | None) -> int:
 def run_adhoc(args: argparse.Namespace) -> int:
     import yaml
 
+    from planner.commands.plan import durability_floor_arg
     from planner.errors import ValidationError
     from planner.executor.rollout import adhoc
     from planner.topology.ring import load_ring
@@ -222,6 +226,7 @@ def run_adhoc(args: argparse.Namespace) -> int:
         restart_all=args.restart_all,
         state_path=args.state,
         tables=_hosts(args.tables),
+        durability_floor=durability_floor_arg(args.durability_floor),
     )
     return _emit(step, args.out)
 

@@ -624,6 +624,16 @@ def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path)
                               "the floor (kairos plan --durability-floor)")
 
 
+def _check_change_floor(config: Mapping[str, Any], declared: Mapping[str, Any]) -> None:
+    from planner.model.durability import change_violations, parse_floor
+
+    floor = parse_floor(declared, where="--durability-floor",
+                        source="the inventory's kairos_redis_durability_floor")
+    for field_path, problem in change_violations(floor, config):
+        raise ValidationError(f"{field_path}: {problem}; lower the floor in the inventory "
+                              "first if this is meant")
+
+
 def _check_engine(plan: Plan, engine: str | None, plan_path: str | Path) -> None:
     if engine is not None and plan.engine != engine:
         raise ValidationError(
@@ -878,6 +888,7 @@ def adhoc(
     tolerated_failures: int = 0,
     tables: Sequence[str] = (),
     now: datetime | None = None,
+    durability_floor: Mapping[str, Any] | None = None,
 ) -> RolloutStep:
     """A one-step rollout without a plan: "change these settings safely" or a rolling restart.
 
@@ -885,11 +896,15 @@ def adhoc(
     parameters by it; the batches come from the live ring at the given consistency level
     (every host restarts when ``restart_all`` or any restart parameter is set). ``tables``
     (``keyspace.table``) are the tables a table-level change applies to.
+    ``durability_floor`` (Redis: the inventory's ``kairos_redis_durability_floor``) refuses a
+    setting below it, as a plan below it is refused
+    (:func:`planner.model.durability.change_violations`).
 
     Raises
     ------
     ValidationError
-        An unknown parameter or a value outside its range; a host not in the ring.
+        An unknown parameter or a value outside its range; a setting below the durability
+        floor; a host not in the ring.
     KairosError
         No safe batching exists for the consistency level (e.g. RF = CL).
     """
@@ -899,6 +914,8 @@ def adhoc(
     space.validate(config)
     if not config and not restart_all:
         raise ValidationError("settings: give at least one key=value, or ask for a rolling restart")
+    if durability_floor and get_engine(engine).durability_floor:
+        _check_change_floor(config, durability_floor)
     table_names = check_tables(list(tables), "tables")
     table = {k: v for k, v in config.items() if space.parameters[k].location == "table"}
     restart = {k: v for k, v in config.items() if space.parameters[k].change == "restart"}

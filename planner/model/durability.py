@@ -269,6 +269,24 @@ def floor_of(config: Mapping[str, Any], *, source: str = "the running configurat
     return DurabilityFloor(appendonly=aof, appendfsync=fsync, save=save, source=source)
 
 
+def change_violations(floor: DurabilityFloor, settings: Mapping[str, Any],
+                      ) -> Iterator[tuple[str, str]]:
+    """``(field, problem)`` for every setting of a partial change (``kairos rollout adhoc``)
+    that runs below ``floor``. What the nodes run is not known there, and a change cannot
+    lower what it leaves alone: the keys it does not set are taken at the floor, so only
+    what it sets is judged (``appendfsync no`` alone is below ``appendonly yes, appendfsync
+    everysec``; ``hz 20`` is not)."""
+    at_floor: dict[str, Any] = {}
+    if floor.appendonly:
+        at_floor["appendonly"] = "yes"
+    if floor.appendfsync is not None:
+        at_floor["appendfsync"] = floor.appendfsync
+    if floor.save:
+        at_floor["save"] = _save_text(floor.save)
+    for v in floor.violations({**at_floor, **settings}):
+        yield f"settings.{v.field}", v.problem
+
+
 def plan_violations(floor: DurabilityFloor, current: Mapping[str, Any], steps: Sequence[Any],
                     ) -> Iterator[tuple[str, str]]:
     """``(field, problem)`` for every place a plan runs below ``floor``, in order: its

@@ -126,6 +126,9 @@ class Parameter:
         if self.type == "bool":
             return self._coerce_bool(value)
         if self.type == "enum":
+            if isinstance(value, bool) and ("yes" if value else "no") in (self.choices or ()):
+                # YAML 1.1 reads a bare no/yes as a boolean (--set appendfsync=no): the choice
+                value = "yes" if value else "no"
             if value not in self.choices:  # type: ignore[operator]
                 allowed = ", ".join(map(str, self.choices or ()))
                 raise ValidationError(f"{self.name}: {value!r} is not one of {allowed}")

@@ -328,3 +328,42 @@ def test_an_engine_without_a_floor_has_none_to_check(tmp_path: Path) -> None:
     got = prepare(plan, hosts=["cass1"], engine="cassandra",
                   durability_floor={"appendonly": "yes", "appendfsync": "everysec"})
     assert got.status == "nothing-due" and got.engine == "cassandra"
+
+
+def test_a_change_without_a_plan_is_held_to_the_inventorys_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """change_settings_redis.yml's `kairos rollout adhoc`: a setting below the floor is
+    refused before any node is touched; what it leaves alone is not judged, so a change of
+    another directive passes whatever the nodes run."""
+    out = tmp_path / "rollout.json"
+    adhoc = ["rollout", "adhoc", "--engine", "redis", "--hosts", ",".join(HOSTS), "--state",
+             str(tmp_path / "s.json"), "--out", str(out),
+             "--durability-floor", "{appendonly: yes, appendfsync: everysec, save: 900 1}"]
+    for setting, field in (("appendfsync=no", "appendfsync"), ("appendonly=no", "appendonly")):
+        assert main([*adhoc, f"--set={setting}"]) == 2, setting
+        err = capsys.readouterr().err
+        assert f"settings.{field}: " in err and "below the durability floor" in err, err
+        assert "Traceback" not in err and not out.exists()
+    assert main([*adhoc, "--set=hz=20", "--set=appendfsync=always"]) == 0 and out.exists()
+    assert main([*adhoc[:-2], "--set=appendfsync=no"]) == 0  # no floor declared
+
+
+def test_change_settings_redis_passes_the_inventorys_floor() -> None:
+    import json
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    play = yaml.safe_load((REPO / "playbooks/change_settings_redis.yml").read_text())
+    tasks = [t for p in play for t in p.get("tasks", [])]
+    block = next(t for t in tasks if t.get("name") == "Validate the settings")
+    task = next(t for t in block["block"] if t["name"] == "Ask the planner for a one-step rollout")
+    floor = {"appendonly": "yes", "appendfsync": "everysec"}
+    for declared, want in ((floor, ["--durability-floor", json.dumps(floor)]), ({}, [])):
+        templar = Templar(loader=DataLoader(), variables={
+            "kairos_redis_durability_floor": declared, "settings": {"hz": 20}})
+        expr = task["vars"]["__floor_argv"]
+        assert [str(a) for a in templar.template(trust_as_template(expr))] == [
+            w if i == 0 else str(templar.template(trust_as_template(
+                "{{ kairos_redis_durability_floor | to_json }}"))) for i, w in enumerate(want)]
