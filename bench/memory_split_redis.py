@@ -51,6 +51,7 @@ from planner.calibrate.bench import ExecutorBench  # noqa: E402
 from planner.calibrate.redis_bench import read_running_redis  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
+from planner.model import memory_curve  # noqa: E402
 from planner.model import memory_split as ms  # noqa: E402
 from planner.workload import collect  # noqa: E402
 
@@ -87,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--settle-max", type=float, default=60.0,
                    help="most seconds to wait for the hit ratio to settle after a change")
     p.add_argument("--out", type=Path, help="also write the JSON result here")
+    p.add_argument("--curve-out", type=Path,
+                   help="write the measured curve here (kairos plan --memory-curve)")
     args = p.parse_args(argv)
     try:
         low, high, step = (float(v) for v in args.grid_mib.split(":"))
@@ -221,26 +224,24 @@ def measure_at(meter: Meter, size: int, args: argparse.Namespace,
 
 
 # ----------------------------------------------------------------------- the decision
-def decide(windows: list[dict[str, Any]], refinement: ms.Refinement, figures: dict[str, int],
-           args: argparse.Namespace, start_bytes: int) -> tuple[ms.MemorySplit, ms.MissCost,
-                                                                ms.MemoryBudget]:
+def measured_curve(windows: list[dict[str, Any]], figures: dict[str, int],
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """The memory curve file of the windows (planner.model.memory_curve): what a miss costs,
+    fitted over them, and the budget; the overhead rounded up to the split's grid."""
     cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
                             ops_per_second=[w["reads_per_s"] for w in windows],
                             share=MIX["read"])
-    unit = args.unit_mib * ms.MIB
-    overhead = -(-figures["overhead_bytes"] // unit) * unit  # up to the grid
-    budget = ms.MemoryBudget("redis", total_bytes=figures["envelope_bytes"],
-                             overhead_bytes=overhead, unit_bytes=unit)
-    models = ms.RedisMemoryModels(
-        maxmemory=ms.CacheEffect(refinement.curve, cost.miss_seconds),
-        # A fork (a replica's full sync, BGSAVE) may copy every page of the data set. What
-        # the OS room costs beyond that is not measured: a small figure that only keeps the
-        # room (1 % of an operation's base time at twice the need).
-        os=ms.PressureCost(need_bytes=max(figures["dataset_bytes"], ms.MIB),
-                           seconds_at_double=0.01 * cost.base_seconds))
-    split = ms.optimise_split(budget=budget, models=models, mix=MIX,
-                              current={"maxmemory": f"{start_bytes // ms.MIB}mb"})
-    return split, cost, budget
+    say(f"a miss costs {cost.miss_seconds * 1e6:.0f} us of the cluster's time per read "
+        f"(1/reads = {cost.base_seconds * 1e6:.0f} us + {cost.slope_seconds * 1e6:.0f} us x "
+        f"miss ratio, R2 {cost.r_squared if cost.r_squared is not None else float('nan'):.2f})")
+    return memory_curve.curve_document(
+        engine="redis", parameter="maxmemory",
+        points=[{"size_mib": w["maxmemory_mib"], **w} for w in windows], cost=cost,
+        envelope_mib=figures["envelope_bytes"] // ms.MIB,
+        overhead_mib=-(-figures["overhead_bytes"] // (args.unit_mib * ms.MIB)) * args.unit_mib,
+        fork_room_mib=figures["dataset_bytes"] / ms.MIB, unit_mib=args.unit_mib,
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command="bench/memory_split_redis.py " + " ".join(sys.argv[1:]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,19 +280,21 @@ def main(argv: list[str] | None = None) -> int:
                                grid_bytes=args.grid, budget=args.measurements)
         # The most each figure reached in any window: the fork copies the largest data set.
         figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
-        split, cost, budget = decide(windows, refinement, figures, args, start_bytes)
-        chosen = split.config()["maxmemory"]
-        predicted_hit = float(refinement.curve.predict(split.sizes_bytes["maxmemory"]))
-        say(f"split: maxmemory {chosen} of {budget.total_bytes / ms.MIB:g} MiB (overhead "
-            f"{budget.overhead_bytes / ms.MIB:g} MiB, fork room "
-            f"{figures['dataset_bytes'] / ms.MIB:.0f} MiB); predicted read hit ratio "
-            f"{predicted_hit:.1%}, "
-            f"{cost.ops_per_second(predicted_hit):.0f} reads/s")
+        doc = measured_curve(windows, figures, args)
+        if args.curve_out:
+            args.curve_out.parent.mkdir(parents=True, exist_ok=True)
+            args.curve_out.write_text(json.dumps(doc, indent=1) + "\n")
+            say(f"wrote {args.curve_out} (kairos plan --memory-curve)")
+        curve = memory_curve.parse_curve(doc, "the measured windows")
+        advice = memory_curve.advise(curve, current={"maxmemory": args.start}, mix=MIX)
+        say(memory_curve.advice_line(advice))
+        chosen, predicted = advice["advised"], advice["predicted"]
         say(f"before: the nodes back at {args.start}")
         before = measure_window(meter, start_bytes, args)
+        if advice["change"] != "live" or not advice["changed"]:
+            raise KairosError(f"the split advises {chosen} [{advice['change']}]: not a live "
+                              f"change from {args.start}")
         say(f"applying maxmemory {chosen} through the executor, under load")
-        if split.needs_rollout:
-            raise KairosError(f"the split needs a rollout ({split.changed}): not a live step")
         executor.apply({"maxmemory": chosen})
         applied = True
         waited = meter.settled(args.settle_max)
@@ -300,13 +303,11 @@ def main(argv: list[str] | None = None) -> int:
             f"(settled after {waited:.0f} s)")
         result.update(
             windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
-            figures=figures, split=split.to_dict(),
-            miss_cost={"base_seconds": cost.base_seconds, "slope_seconds": cost.slope_seconds,
-                       "miss_seconds": cost.miss_seconds, "r_squared": cost.r_squared},
-            start=args.start, chosen=chosen, before=before, after=after,
-            predicted={"hit_ratio": predicted_hit,
-                       "reads_per_s": cost.ops_per_second(predicted_hit),
-                       "reads_per_s_before": cost.ops_per_second(before["hit_ratio"])},
+            figures=figures, curve=doc, advice=advice, start=args.start, chosen=chosen,
+            before=before, after=after,
+            predicted={"hit_ratio": predicted["hit_ratio"],
+                       "reads_per_s": predicted["reads_per_s"],
+                       "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
             environment=kairos_cgroup.held([f"lab-{n}" for n in NODES]))
     except (KairosError, ValidationError) as exc:
         say(f"stopped: {exc}")

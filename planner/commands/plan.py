@@ -173,6 +173,9 @@ def _add_decision_arguments(p: Any) -> None:
                    default=DEFAULT_SCALE_IN_AFTER_SECONDS / 3600,
                    help="capacity advice: the shortest horizon a scale-in advice rests on "
                    f"(default {DEFAULT_SCALE_IN_AFTER_SECONDS / 3600:g} h)")
+    p.add_argument("--memory-curve", metavar="FILE",
+                   help="a measured memory curve (bench/memory_split_redis.py --curve-out): "
+                   "the plan carries the memory split it advises (docs/memory-split.md)")
     p.add_argument("--hold-restarts", metavar="WHY",
                    help="propose no restart step, for this reason (the autopilot's hold while "
                    "the performance model's recent error is high): only live changes")
@@ -197,7 +200,7 @@ def request_from_args(args: argparse.Namespace) -> Any:
               "compaction_seconds", "served", "restart_seconds_from", "restart_costs",
               "change_costs", "headroom_weight", "latency_weight", "confidence", "scenarios",
               "risk", "horizon", "forecast_model", "season_length", "samples",
-              "hold_restarts", "capacity_margin", *OPTIMISER_FIELDS)
+              "hold_restarts", "capacity_margin", "memory_curve", *OPTIMISER_FIELDS)
     return plan_request(
         **{name: getattr(args, name) for name in fields},
         hosts=tuple(parse_hosts(args.hosts) or ()),
@@ -248,4 +251,8 @@ def run(args: argparse.Namespace) -> int:
     path = save_plan(result.plan, args.output, known_hosts=result.hosts)
     print(f"wrote {path}: {result.summary()} in {time.perf_counter() - t0:.1f}s")
     print(advice_line(result.plan.provenance["capacity_advice"]))
+    if "memory_split" in result.plan.provenance:
+        from planner.model.memory_curve import advice_line as split_line
+
+        print(split_line(result.plan.provenance["memory_split"]))
     return 0

@@ -163,6 +163,11 @@ def _decision_lines(prov: Any) -> list[str]:
         from planner.planning.capacity import advice_line
 
         lines.append(advice_line(advice))
+    split = prov.get("memory_split")
+    if isinstance(split, dict):  # a plan made with --memory-curve
+        from planner.model.memory_curve import advice_line as split_line
+
+        lines.append(split_line(split))
     return lines
 
 

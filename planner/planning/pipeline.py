@@ -29,6 +29,7 @@ import numpy as np
 
 from planner.engines import get_engine
 from planner.errors import ValidationError
+from planner.model import memory_curve as memory_advice
 from planner.model.change_cost import ChangeCosts, load_change_costs
 from planner.model.durability import DurabilityFloor, floor_of, parse_floor
 from planner.model.restart_impact import RestartImpact, load_restart_impact
@@ -583,6 +584,10 @@ class PlanRequest:
         :class:`planner.model.durability.DurabilityFloor`; None (or an empty mapping): the
         running configuration's durability. Candidates below it are not searched, and the
         plan's ``provenance.durability_floor`` records it and how many it excluded.
+    memory_curve
+        A memory curve file (:mod:`planner.model.memory_curve`, measured by
+        bench/memory_split_redis.py): the plan's ``provenance.memory_split`` carries the split
+        it advises from the running configuration under the forecast's mean mix.
     """
 
     forecast: Forecast | PathLike | None = None
@@ -620,6 +625,7 @@ class PlanRequest:
     capacity_margin: float = cap_advice.DEFAULT_MARGIN
     scale_in_after_seconds: float = cap_advice.DEFAULT_SCALE_IN_AFTER_SECONDS
     durability_floor: Mapping[str, Any] | DurabilityFloor | None = None
+    memory_curve: PathLike | None = None
 
 
 #: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
@@ -1272,6 +1278,17 @@ def _plan_document(
     }
 
 
+def _memory_curve(request: PlanRequest) -> memory_advice.MeasuredCurve | None:
+    if request.memory_curve is None:
+        return None
+    curve = memory_advice.load_curve(request.memory_curve)
+    if curve.engine != request.engine:
+        raise ValidationError(f"--memory-curve: {request.memory_curve} measures "
+                              f"{curve.engine}'s {curve.parameter}; the plan is for "
+                              f"{request.engine}")
+    return curve
+
+
 def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> PlanResult:
     """Make a plan: forecast -> performance model -> cost/benefit -> optimiser -> plan.
 
@@ -1310,6 +1327,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     """
     say: Progress = progress or (lambda _msg: None)
     tables = _check_request(request)
+    curve = _memory_curve(request)  # read before anything is planned
     current = _current(request)
     perf, model_file = _model(request)
     candidates, floor = _search_space(request, current, tables, perf, say)
@@ -1339,6 +1357,9 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         step_seconds=step, margin=request.capacity_margin,
         scale_in_after_seconds=request.scale_in_after_seconds,
     ).to_dict()
+    if curve is not None:
+        prov["memory_split"] = memory_advice.advise(curve, current=current, mix={
+            c: float(np.mean(v[:horizon])) for c, v in fc.mix_mean.items()})
     steps = steps_from_evaluation(
         engine=request.engine, evaluation=decision.evaluation, candidates=candidates,
         batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,

@@ -163,6 +163,12 @@ FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("kairos_capacity_peak_need_ratio", "gauge",
      "The horizon's peak need (upper band plus margin) over the best reachable capacity."),
     ("kairos_capacity_margin_ratio", "gauge", "The safety margin the advice used."),
+    ("kairos_memory_split_advised_bytes", "gauge",
+     "The size the plan's memory split advises for a cache parameter (docs/memory-split.md)."),
+    ("kairos_memory_split_running_bytes", "gauge",
+     "The size the plan's running configuration gives that parameter (absent: no limit)."),
+    ("kairos_memory_split_predicted_hit_ratio", "gauge",
+     "The measured curve's read hit ratio at the running (at=now) and advised size."),
     ("kairos_drift_values", "gauge",
      "Values the node runs that differ from what Kairos recorded applied (kairos drift); "
      "a node that could not be read counts every value it should hold."),
@@ -526,6 +532,7 @@ def _plan(out: Collected, path: Path, plan: Plan, *, now: datetime, rollout: Any
     out["kairos_plan_steps"].add(len(plan.steps), **labels)
     out["kairos_plan_expected_net_operations"].add(plan.expected_net_ops, **labels)
     _capacity(out, plan.provenance.get("capacity_advice"), labels)
+    _memory_split(out, plan.provenance.get("memory_split"), labels)
     state_file = state_path_for(path)
     steps_state: Mapping[str, Any] = {}
     with out.source("plan_state", state_file, **labels):
@@ -575,6 +582,25 @@ def _capacity(out: Collected, advice: Any, labels: Mapping[str, str]) -> None:
     _number(out["kairos_capacity_peak_need_ratio"], figures.get("peak_need_over_capacity"),
             labels)
     _number(out["kairos_capacity_margin_ratio"], figures.get("margin"), labels)
+
+
+def _memory_split(out: Collected, advice: Any, labels: Mapping[str, str]) -> None:
+    """The plan's memory split advice (planner.model.memory_curve; a plan made with
+    ``--memory-curve`` only)."""
+    if not isinstance(advice, Mapping):
+        return
+    from planner.model.memory_split import config_bytes
+
+    engine, param = str(advice.get("engine")), str(advice.get("parameter"))
+    sl = {**labels, "parameter": param}
+    for name, value in (("kairos_memory_split_advised_bytes", advice.get("advised")),
+                        ("kairos_memory_split_running_bytes", advice.get("now"))):
+        if value is not None:
+            _number(out[name], config_bytes(engine, {param: value})[param], sl)
+    predicted = advice.get("predicted") or {}
+    for at, key in (("now", "hit_ratio_now"), ("advised", "hit_ratio")):
+        _number(out["kairos_memory_split_predicted_hit_ratio"], predicted.get(key),
+                {**sl, "at": at})
 
 
 def _timestamp(fam: Family, value: Any, labels: Mapping[str, str]) -> None:

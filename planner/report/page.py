@@ -922,6 +922,13 @@ def _cards(inputs: ReportInputs) -> str:
                   if advice.get("by") else "")
             cards.append(("capacity", str(advice["action"]),
                           f"{advice.get('nodes_now')} → {advice.get('nodes_advised')} nodes{by}"))
+    split = plan.provenance.get("memory_split") if plan is not None else None
+    if isinstance(split, dict):  # a plan made with --memory-curve
+        hit_now, hit = (split.get("predicted") or {}).get("hit_ratio_now"), \
+            (split.get("predicted") or {}).get("hit_ratio", 0.0)
+        cards.append(("memory split", f"{split.get('parameter')} {split.get('advised')}",
+                      f"now {split.get('now') or 'no limit'}; predicted read hits "
+                      + (f"{hit_now:.0%} → " if hit_now is not None else "") + f"{hit:.0%}"))
     steps = (state or {}).get("steps") or {}
     kinds = [step_outcome(plan, state, sid)[0] for sid in steps]
     applied = kinds.count("applied")

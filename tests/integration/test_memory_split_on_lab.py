@@ -21,11 +21,12 @@ def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
     original = redis_running("maxmemory")
-    out = tmp_path / "split.json"
+    out, curve = tmp_path / "split.json", tmp_path / "curve.json"
     try:
         run = subprocess.run(
             [sys.executable, "bench/memory_split_redis.py", "--measurements", "4",
-             "--window", "10", "--settle-max", "40", "--out", str(out)],
+             "--window", "10", "--settle-max", "40", "--out", str(out),
+             "--curve-out", str(curve)],
             cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
         output = run.stdout + run.stderr
         print(output[-5000:])
@@ -39,12 +40,14 @@ def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(
         # The refinement measured the grid's ends first, then where its curve was least sure.
         sizes = got["refinement_sizes_mib"]
         assert len(sizes) == 4 and sizes[:2] == [4.0, 48.0], sizes
-        # The decision: a larger cache than the undersized start, inside the node's envelope.
-        split = got["split"]
-        chosen = int(split["sizes_mib"]["maxmemory"])
-        assert got["start"] == "8mb" and chosen > 8 and split["changed"] == ["maxmemory"]
-        assert split["classes"]["maxmemory"] == "live" and not split["needs_rollout"]
-        assert sum(split["sizes_mib"].values()) == got["figures"]["envelope_bytes"] / 2**20
+        # The decision: a larger cache than the undersized start, inside the node's envelope,
+        # from the curve file kairos plan --memory-curve reads.
+        advice = got["advice"]
+        chosen = int(advice["split_mib"]["maxmemory"])
+        assert got["start"] == "8mb" and chosen > 8 and advice["changed"], advice
+        assert advice["change"] == "live" and advice["now"] == "8mb"
+        assert sum(advice["split_mib"].values()) == got["figures"]["envelope_bytes"] / 2**20
+        assert json.loads(curve.read_text()) == got["curve"]
         # Applied live by the executor: every node runs it and has it in its conf file.
         assert set(redis_running("maxmemory").values()) == {str(chosen * 2**20)}
         assert set(redis_conf("maxmemory").values()) == {got["chosen"]}

@@ -340,7 +340,30 @@ def test_scale_out_advice_is_exported_with_its_figures(state_dir: Path) -> None:
 
 def test_a_plan_without_advice_exports_none_of_it(state_dir: Path) -> None:
     got = export(state_dir, engines=("cassandra",))
-    assert not [k for k in got if k.startswith("kairos_capacity_")]
+    assert not [k for k in got if k.startswith(("kairos_capacity_", "kairos_memory_split_"))]
+
+
+def _with_split(state_dir: Path) -> None:
+    """The fixture plan with the memory split the lab's measured curve advises from 8mb."""
+    from planner.model.memory_curve import advise, load_curve
+
+    curve = load_curve(FIXTURES.parent / "memory" / "redis-maxmemory-curve.json")
+    path = state_dir / "plans" / PLAN
+    doc = yaml.safe_load(path.read_text())
+    doc["provenance"]["memory_split"] = advise(curve, current={"maxmemory": "8mb"},
+                                               mix={"read": 0.9, "write": 0.1})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_the_memory_split_advice_is_exported(state_dir: Path) -> None:
+    _with_split(state_dir)
+    got = export(state_dir, engines=("cassandra",))
+    labels = 'cluster="lab",engine="cassandra",parameter="maxmemory"'
+    assert got[f"kairos_memory_split_advised_bytes{{{labels}}}"] == 24 * 2**20
+    assert got[f"kairos_memory_split_running_bytes{{{labels}}}"] == 8 * 2**20
+    for at, hit in (("now", 0.796), ("advised", 0.972)):
+        assert got[f'kairos_memory_split_predicted_hit_ratio{{at="{at}",{labels}}}'] == \
+            pytest.approx(hit, abs=1e-3)
 
 
 # ------------------------------------------------------------------- robustness
@@ -428,12 +451,14 @@ def test_cli_apply_state_dir_holds_the_executors_files(state_dir: Path, tmp_path
 
 @needs_promtool
 def test_promtool_accepts_the_exposition(state_dir: Path, tmp_path: Path) -> None:
-    """Every family, from the lab's files plus a held lock and a scale-out advice."""
+    """Every family, from the lab's files plus a held lock, a scale-out advice and a memory
+    split."""
     (state_dir / "lab-autopilot.lock").write_text(
         json.dumps(lock_record(os.getpid(), socket.gethostname())))
     _with_advice(state_dir, capacity.advise(
         timestamps=[1_795_792_790.0, 1_795_792_800.0], load_upper=[900.0, 900.0],
         best_capacity=[700.0, 700.0], nodes=3, min_nodes=3, step_seconds=10.0))
+    _with_split(state_dir)
     (state_dir / "drift-lab-cassandra.json").write_text(json.dumps({  # kairos drift --report
         "version": 1, "cluster": "lab", "engine": "cassandra", "applied_through": "s1",
         "checked_at": "2026-11-28T00:10:00+00:00", "drift": [],

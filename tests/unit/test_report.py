@@ -555,3 +555,18 @@ def test_the_capacity_advice_shows_as_a_card() -> None:
     assert "no change of node count advised" in page(flat)
     assert ">capacity<" not in render(ReportInputs(plan=plan_from_dict(
         synthetic_plan_dict(), known_hosts=HOSTS)))
+
+
+def test_the_memory_split_advice_shows_as_a_card() -> None:
+    from planner.model.memory_curve import advise, load_curve
+
+    curve = load_curve(Path(__file__).parent / "fixtures" / "memory" /
+                       "redis-maxmemory-curve.json")
+    doc = synthetic_plan_dict()
+    doc["provenance"]["memory_split"] = advise(curve, current={"maxmemory": "8mb"},
+                                               mix={"read": 0.9, "write": 0.1})
+    html = render(ReportInputs(plan=plan_from_dict(doc, known_hosts=HOSTS)))
+    assert ">memory split<" in html and ">maxmemory 24mb<" in html
+    assert "now 8mb; predicted read hits 80% → 97%" in html
+    assert ">memory split<" not in render(ReportInputs(plan=plan_from_dict(
+        synthetic_plan_dict(), known_hosts=HOSTS)))

@@ -1,0 +1,101 @@
+"""The measured memory curve (planner.model.memory_curve): the file's checks, the split it
+advises, and a plan that carries it through kairos plan, explain and the metrics. The
+fixture is the curve bench/memory_split_redis.py measured on the lab (docs/memory-split.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from planner.cli import main
+from planner.errors import ValidationError
+from planner.model.memory_curve import advice_line, advise, load_curve
+from planner.workload.series import WorkloadSeries, save_trace
+
+CURVE = Path(__file__).parent / "fixtures" / "memory" / "redis-maxmemory-curve.json"
+HOSTS = ("redis1", "redis2", "redis3")
+
+
+def test_the_lab_curve_advises_a_live_24mb_from_an_undersized_8mb() -> None:
+    curve = load_curve(CURVE)
+    assert curve.sizes_mib == (4.0, 48.0, 24.0, 12.0, 8.0) and curve.envelope_mib == 256
+    got = advise(curve, current={"maxmemory": "8mb"}, mix={"read": 0.9, "write": 0.1})
+    assert got["now"] == "8mb" and got["advised"] == "24mb" and got["changed"]
+    assert got["change"] == "live"
+    assert got["split_mib"] == {"maxmemory": 24.0, "os": 206.0, "overhead": 26.0}
+    p = got["predicted"]
+    assert p["hit_ratio_now"] == pytest.approx(0.796, abs=1e-3)  # measured at 8 MiB: 79.6 %
+    assert p["hit_ratio"] == pytest.approx(0.972, abs=1e-3)
+    assert p["reads_per_s"] > p["reads_per_s_now"]
+    kept = advise(curve, current={"maxmemory": "24mb"}, mix={"read": 0.9, "write": 0.1})
+    assert not kept["changed"] and "keep maxmemory 24mb" in advice_line(kept)
+    # With no read weighing on the cache, a bigger one buys nothing: the OS keeps the room.
+    idle = advise(curve, current={"maxmemory": "24mb"}, mix={"write": 1.0})
+    assert idle["split_mib"]["maxmemory"] < 24
+
+
+def _bad(tmp_path: Path, change: Any) -> Path:
+    doc = json.loads(CURVE.read_text())
+    change(doc)
+    path = tmp_path / "curve.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d.update(kind="x"), "kind"),
+    (lambda d: d.update(parameter="hz"), "parameter"),
+    (lambda d: d.update(points=d["points"][:1]), "points"),
+    (lambda d: d["points"][1].update(hit_ratio=1.5), "points[1].hit_ratio"),
+    (lambda d: d["miss_cost"].pop("share"), "miss_cost.share"),
+    (lambda d: d["budget"].update(overhead_mib=300), "budget.overhead_mib"),
+    (lambda d: d["budget"].update(unit_mib=1.5), "budget.unit_mib"),
+])
+def test_a_bad_curve_file_names_the_file_and_the_field(tmp_path: Path, change: Any,
+                                                       field: str) -> None:
+    path = _bad(tmp_path, change)
+    with pytest.raises(ValidationError, match="^" + re.escape(f"{path}: {field}")):
+        load_curve(path)
+    missing = tmp_path / "absent.json"
+    with pytest.raises(ValidationError, match=f"^{missing}: cannot read"):
+        load_curve(missing)
+
+
+@pytest.fixture
+def forecast(tmp_path: Path) -> Path:
+    n = 16
+    save_trace(WorkloadSeries(
+        engine="redis", timestamps=1.7e9 + 20 * np.arange(n), load=np.full(n, 5e3),
+        mix={"read": np.full(n, 0.9), "write": np.full(n, 0.1), "other": np.zeros(n)},
+        step_seconds=20.0), tmp_path / "trace.csv")
+    out = tmp_path / "forecast.json"
+    assert main(["forecast", "--trace", str(tmp_path / "trace.csv"), "--horizon", "16",
+                 "--model", "naive", "--out", str(out)]) == 0
+    return out
+
+
+def test_a_plan_made_with_the_curve_carries_its_advice_to_explain(
+    forecast: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "current.yml").write_text("maxmemory: 8mb\n")
+    plan = tmp_path / "plan.yml"
+    argv = ["plan", "--forecast", str(forecast), "--engine", "redis", "--hosts",
+            ",".join(HOSTS), "--horizon", "16", "--method", "dp", "--confidence", "0",
+            "--scenarios", "0", "--current", str(tmp_path / "current.yml"), "-o", str(plan)]
+    assert main([*argv, "--memory-curve", str(CURVE)]) == 0
+    printed = capsys.readouterr().out
+    assert "memory split (advice; docs/memory-split.md): maxmemory 8mb -> 24mb [live]" in printed
+    advice = yaml.safe_load(plan.read_text())["provenance"]["memory_split"]
+    assert advice["figures"]["read_share"] == pytest.approx(0.9)
+    assert main(["explain", str(plan)]) == 0
+    assert "predicted read hit ratio 79.6% -> 97.2%; rests on 5 measured size(s)" in \
+        capsys.readouterr().out
+    # Bad input is refused before anything is planned: the wrong engine's curve.
+    assert main([*argv[:4], "cassandra", *argv[5:], "--memory-curve", str(CURVE)]) == 2
+    assert "--memory-curve: " in capsys.readouterr().err
