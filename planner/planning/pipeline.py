@@ -1278,6 +1278,23 @@ def _plan_document(
     }
 
 
+def _advice(request: PlanRequest, *, fc: Forecast, best_capacity: np.ndarray, nodes: int,
+            step: float, horizon: int, current: Mapping[str, Any],
+            curve: memory_advice.MeasuredCurve | None) -> dict[str, Any]:
+    """What the plan advises beside its steps: capacity (always) and, from a measured memory
+    curve, the memory split under the forecast's mean mix."""
+    out: dict[str, Any] = {"capacity_advice": cap_advice.advise(
+        timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],
+        best_capacity=best_capacity, nodes=nodes, min_nodes=min(request.rf, nodes),
+        step_seconds=step, margin=request.capacity_margin,
+        scale_in_after_seconds=request.scale_in_after_seconds,
+    ).to_dict()}
+    if curve is not None:
+        out["memory_split"] = memory_advice.advise(curve, current=current, mix={
+            c: float(np.mean(v[:horizon])) for c, v in fc.mix_mean.items()})
+    return out
+
+
 def _memory_curve(request: PlanRequest) -> memory_advice.MeasuredCurve | None:
     if request.memory_curve is None:
         return None
@@ -1351,15 +1368,8 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                                  start=start, step=step),
         utilisation=pload / pcap[:, 0], batching=batching, p99=p99, change_costs=change_costs,
     )
-    prov["capacity_advice"] = cap_advice.advise(
-        timestamps=fc.timestamps[:horizon], load_upper=fc.load_upper[:horizon],
-        best_capacity=pcap.max(axis=1), nodes=len(hosts), min_nodes=min(request.rf, len(hosts)),
-        step_seconds=step, margin=request.capacity_margin,
-        scale_in_after_seconds=request.scale_in_after_seconds,
-    ).to_dict()
-    if curve is not None:
-        prov["memory_split"] = memory_advice.advise(curve, current=current, mix={
-            c: float(np.mean(v[:horizon])) for c, v in fc.mix_mean.items()})
+    prov.update(_advice(request, fc=fc, best_capacity=pcap.max(axis=1), nodes=len(hosts),
+                        step=step, horizon=horizon, current=current, curve=curve))
     steps = steps_from_evaluation(
         engine=request.engine, evaluation=decision.evaluation, candidates=candidates,
         batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
