@@ -211,7 +211,20 @@ def _plan_options() -> dict[str, Convert]:
         "population": _bounded(inputs.POPULATION),
         "generations": _bounded(inputs.GENERATIONS), "searches": _bounded(inputs.SEARCHES),
         "workers": _bounded(inputs.PROCESSES), "durability_floor": _floor,
+        "memory_curve": _curve,
     }
+
+
+def _curve(value: Any, where: str) -> str:
+    """A measured memory curve file (planner.model.memory_curve), read and checked now."""
+    from planner.model.memory_curve import load_curve
+
+    path = _text(value, where)
+    try:
+        load_curve(path)
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {exc}") from None
+    return path
 
 
 def _floor(value: Any, where: str) -> dict[str, Any] | None:
@@ -242,9 +255,9 @@ TICK_OWNED = {
 #: The names :func:`_plan_options` checks (documented in docs/autopilot.md).
 PLAN_OPTIONS = ("aggressive", "capacity_margin", "cl", "compaction_seconds", "confidence",
                 "durability_floor", "generations", "headroom_weight", "latency_weight",
-                "method", "population", "rf", "risk", "samples", "scale_in_after_seconds",
-                "scenarios", "season_length", "searches", "seed", "served", "survivor_penalty",
-                "tolerate", "workers")
+                "memory_curve", "method", "population", "rf", "risk", "samples",
+                "scale_in_after_seconds", "scenarios", "season_length", "searches", "seed",
+                "served", "survivor_penalty", "tolerate", "workers")
 
 
 def _options(value: Any, where: str) -> dict[str, Any]:

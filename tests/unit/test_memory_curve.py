@@ -99,3 +99,25 @@ def test_a_plan_made_with_the_curve_carries_its_advice_to_explain(
     # Bad input is refused before anything is planned: the wrong engine's curve.
     assert main([*argv[:4], "cassandra", *argv[5:], "--memory-curve", str(CURVE)]) == 2
     assert "--memory-curve: " in capsys.readouterr().err
+
+
+def test_the_autopilot_takes_a_curve_as_a_plan_option_checked_when_the_tick_starts(
+    tmp_path: Path
+) -> None:
+    from planner.autopilot.tick import plan_request
+    from planner.autopilot.tick_inputs import load_tick_inputs
+    from tests.unit.test_tick_inputs import DOCUMENT
+
+    doc = json.loads(json.dumps(DOCUMENT))
+    doc["engine"] = "redis"
+    doc["plan"] |= {"tables": [], "options": {"memory_curve": str(CURVE)}}
+    path = tmp_path / "tick.inputs.json"
+    path.write_text(json.dumps(doc))
+    request = plan_request(load_tick_inputs(path), forecast=None, forecast_path="f.json",
+                           ring=None, first={}, base=tmp_path / "p")
+    assert request.memory_curve == str(CURVE)
+    doc["plan"]["options"]["memory_curve"] = str(tmp_path / "absent.json")
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match=r"tick.inputs.json: plan.options.memory_curve: "
+                                              r".*absent.json: cannot read the memory curve"):
+        load_tick_inputs(path)
