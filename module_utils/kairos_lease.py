@@ -6,7 +6,8 @@ Cassandra a row of ``kairos.leases`` changed only by lightweight transactions, w
 columns carry a TTL (the lease period) and whose ``fencing_token`` column, without one,
 grows by one at each new holder; in Redis a key taken with ``SET NX PX`` (changed after
 by compare-and-set scripts) and a token key counted with ``INCR``, both under one hash tag so
-that a Redis Cluster keeps them on one primary. A holder renews its lease at each heartbeat;
+that a Redis Cluster keeps them on one primary, and taken only once a replica holds them
+(``WAIT``). A holder renews its lease at each heartbeat;
 one that dies stops renewing, and its lease expires one period later. A holder on this host
 whose process is gone is taken over at once, as with the file lock.
 
@@ -31,6 +32,15 @@ class LeaseUnreachable(Exception):
 
 class LeaseRefused(Exception):
     """A node answered and refused the login: the run must not fall back to the file."""
+
+
+class LeaseNotReplicated(Exception):
+    """The Redis lease was written on its primary but no replica acknowledged it in time:
+    a failover then would lose it and let a second run take the lock. Not taken."""
+
+
+#: How long a Redis take waits for a replica to acknowledge the lease (WAIT), in ms.
+REDIS_WAIT_MS = 2000
 
 
 def holder_dead(holder, stale_after, now):
@@ -256,7 +266,22 @@ class RedisLease:
         else:
             applied = self.client.eval(_REDIS_SET_IF, 1, self.key, self._raw, stored,
                                        self.seconds * 1000)
+        if applied:
+            self._replicated(holder["owner"])
         return token if applied else None
+
+    def _replicated(self, owner):
+        """Wait until a replica holds the lease and its token (WAIT covers every earlier
+        write of this connection), when the primary has replicas; else give it back and
+        raise :class:`LeaseNotReplicated`: Redis replicates asynchronously, and a failover
+        before the copy would hand the lock to a second run."""
+        replicas = int(self.client.info("replication").get("connected_slaves", 0))
+        if replicas and int(self.client.wait(1, REDIS_WAIT_MS)) < 1:
+            self.release(owner)
+            raise LeaseNotReplicated(
+                f"none of the {replicas} replica(s) of the lease's primary acknowledged it "
+                f"within {REDIS_WAIT_MS} ms (WAIT); not taken, so that a failover cannot "
+                "hand the lock to a second run")
 
     def renew(self, holder):
         stored = self._stored(holder, holder.get("token"))

@@ -125,3 +125,46 @@ def test_a_heartbeat_does_not_take_over_a_lease_another_run_had_since() -> None:
     lease.row = {"holder": here("run-b", gone_pid()), "token": 6}
     outcome, holder, _ = acquire(lease, "run-a", os.getpid(), None, 10.0, take_over=False)
     assert outcome == "held" and holder["owner"] == "run-b" and lease.row["token"] == 6
+
+
+def test_a_redis_lease_is_taken_only_once_a_replica_holds_it() -> None:
+    """Two scratch redis-servers, the second a replica of the first: the lease is taken once
+    WAIT says the replica has it; with the replica stopped (SIGSTOP, a process this test
+    started) no replica acknowledges, the take is refused and the key given back, so that a
+    failover cannot hand the lock to a second run. About 3 s."""
+    import shutil
+    import signal
+
+    import pytest
+    import redis
+    from ansible.module_utils.kairos_lease import LeaseNotReplicated, RedisLease
+
+    from planner.lab.scratch_redis import ScratchRedisError, scratch_redis
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (Debian's redis-server package)")
+    try:
+        with scratch_redis(cluster=False) as primary, \
+                scratch_redis(cluster=False, ports=range(7408, 7399, -1)) as replica:
+            p, r = primary.client(), replica.client()
+            r.replicaof(primary.host, primary.port)
+            deadline = time.monotonic() + 10
+            while r.info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the scratch replica did not sync"
+                time.sleep(0.1)
+            lease = RedisLease(redis.Redis(host=primary.host, port=primary.port,
+                                           decode_responses=True), "wait-test", 60)
+            assert acquire(lease, "run-1", os.getpid(), process_start(os.getpid()),
+                           time.time())[0] == "taken"
+            assert r.get(lease.key) is not None  # the replica has it
+            assert lease.release("run-1")
+            os.kill(replica.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(LeaseNotReplicated, match="acknowledged it within"):
+                    acquire(lease, "run-2", os.getpid(), process_start(os.getpid()),
+                            time.time())
+                assert p.get(lease.key) is None  # given back, not left to expire
+            finally:
+                os.kill(replica.pid, signal.SIGCONT)
+    except ScratchRedisError as exc:
+        pytest.skip(str(exc))
