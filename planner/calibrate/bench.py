@@ -442,7 +442,8 @@ def read_running_config(
     params: Sequence[str], *, hosts: Sequence[str], port: int, keyspace: str, table: str,
     timeout: float = 30.0,
 ) -> tuple[Config, str]:
-    """The running values of ``params`` on every Cassandra node, and its release version.
+    """The running values of ``params`` on every Cassandra node (``hosts``: addresses or
+    ``address:port``, ``port`` where none is given), and its release version.
 
     cassandra.yaml parameters come from each node's ``system_views.settings`` (the caches'
     sizes from ``system_views.caches``, which a live resize changes), the compaction
@@ -466,7 +467,7 @@ def read_running_config(
     version = ""
     for host in hosts:
         try:
-            with node_session(host, port=port, timeout=timeout) as session:
+            with node_session(*address_port(host, port), timeout=timeout) as session:
                 shown = {r.name: r.value for r in session.execute(
                     "SELECT name, value FROM system_views.settings")}
                 caches = ({r.name: int(r.capacity_bytes or 0) for r in session.execute(

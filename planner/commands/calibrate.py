@@ -508,8 +508,8 @@ def _new_state(args: argparse.Namespace, run: _Run, paths: dict[str, Path]
         running.update(read)
     elif unknown:
         read, version = read_running_config(
-            unknown, hosts=[h.rpartition(":")[0] or h for h in run.load.contact_points],
-            port=args.port, keyspace=args.keyspace, table=args.table)
+            unknown, hosts=run.load.contact_points, port=args.port or 9042,
+            keyspace=args.keyspace, table=args.table)
         running.update(read)
     space = make_space(engine, run.levels, running)
     original = {k: running[k] for k in space.params}
