@@ -11,13 +11,15 @@ with SET + WAIT, every acknowledged write verified at the end):
    ``--measurements`` sizes on the grid ``--grid-mib``, the two ends first, then where the
    fitted curve may be most wrong; at each, maxmemory is set on every node (CONFIG SET, read
    back with CONFIG GET) and, once the hit ratio has settled, a window measures the primaries'
-   read hit ratio (INFO keyspace_hits/misses) and the served operations;
-3. the fit: the hit-ratio curve (MissRatioCurve), what a miss costs (fit_miss_cost: ``1/ops``
+   read hit ratio and reads served (INFO keyspace_hits/misses);
+3. the measured curve file (planner.model.memory_curve; ``--curve-out`` writes it, for
+   ``kairos plan --memory-curve``): the points, what a miss costs (fit_miss_cost: ``1/reads``
    against the miss ratio over the windows), and the node's budget: its envelope's memory as
    the kernel holds it, less the overhead INFO memory shows (the process beyond its data, the
    replication backlog, the clients' buffers), with a fork's copy-on-write room (the largest
    data set measured) left to the OS;
-4. optimise_split decides maxmemory; the window at ``--start`` is measured again (the
+4. memory_curve.advise (optimise_split) decides maxmemory; the window at ``--start`` is
+   measured again (the
    "before"), the executor applies the split live and reads it back on every node, and after
    it settles the "after" window is measured beside the prediction;
 5. the load stops: its failures and lost acknowledged writes are counted.
