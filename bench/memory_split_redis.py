@@ -19,9 +19,8 @@ with SET + WAIT, every acknowledged write verified at the end):
    replication backlog, the clients' buffers), with a fork's copy-on-write room (the largest
    data set measured) left to the OS;
 4. memory_curve.advise (optimise_split) decides maxmemory; the window at ``--start`` is
-   measured again (the
-   "before"), the executor applies the split live and reads it back on every node, and after
-   it settles the "after" window is measured beside the prediction;
+   measured again (the "before"), the executor applies the split live and reads it back on
+   every node, and after it settles the "after" window is measured beside the prediction;
 5. the load stops: its failures and lost acknowledged writes are counted.
 
 It prints each step and one JSON document (``--out`` writes it too). The nodes are left
