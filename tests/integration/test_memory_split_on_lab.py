@@ -1,6 +1,6 @@
 """The memory split on the lab's Redis (issue 43): a hit-ratio curve measured under load
 decides maxmemory, the executor applies it live, and the gain is measured beside the
-prediction. bench/memory_split_redis.py, shortened (4 sizes, 10-s windows): about 3 minutes.
+prediction. bench/memory_split_redis.py, shortened (3 sizes, 10-s windows): about 3 minutes.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(
     out, curve = tmp_path / "split.json", tmp_path / "curve.json"
     try:
         run = subprocess.run(
-            [sys.executable, "bench/memory_split_redis.py", "--measurements", "4",
+            [sys.executable, "bench/memory_split_redis.py", "--measurements", "3",
              "--window", "10", "--settle-max", "40", "--out", str(out),
              "--curve-out", str(curve)],
             cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
@@ -39,7 +39,7 @@ def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(
         assert load["verified"], load
         # The refinement measured the grid's ends first, then where its curve was least sure.
         sizes = got["refinement_sizes_mib"]
-        assert len(sizes) == 4 and sizes[:2] == [4.0, 48.0], sizes
+        assert len(sizes) == 3 and sizes[:2] == [4.0, 48.0], sizes
         # The decision: a larger cache than the undersized start, inside the node's envelope,
         # from the curve file kairos plan --memory-curve reads.
         advice = got["advice"]
