@@ -72,17 +72,16 @@ class Horizon:
         """When the horizon ends."""
         return self.start + timedelta(seconds=self.step_seconds * self.steps)
 
+    def has_come_due(self, due: datetime, now: datetime) -> bool:
+        """Whether a step of this horizon due at ``due`` is due at ``now``.
 
-def has_come_due(due: datetime, *, start: datetime, step_seconds: float, now: datetime) -> bool:
-    """Whether a step due at ``due`` of a plan whose horizon starts at ``start`` is due at ``now``.
-
-    A plan starts at the end of the bin its trace ended in, the bin in which it was made: a
-    step due at the start is the plan's "change now", due from the start of that bin. Waiting
-    for the boundary would leave it to the next tick, a whole tick period late. Any later step
-    is due when its time has come.
-    """
-    lead = timedelta(seconds=step_seconds) if due == start else timedelta(0)
-    return due <= now + lead
+        A plan starts at the end of the bin its trace ended in, the bin in which it was made:
+        a step due at the start is the plan's "change now", due from the start of that bin.
+        Waiting for the boundary would leave it to the next tick, a whole tick period late.
+        Any later step is due when its time has come.
+        """
+        lead = timedelta(seconds=self.step_seconds) if due == self.start else timedelta(0)
+        return due <= now + lead
 
 
 @dataclass(frozen=True)

@@ -193,12 +193,12 @@ def deviation(band: Band, observed: Observation, policy: Policy) -> str | None:
 
 
 def due_step(plan: PlanView, now: datetime) -> str | None:
-    """The latest step that has come due (:func:`planner.plan.has_come_due`; what ``kairos
-    rollout prepare`` picks)."""
-    from planner.plan import has_come_due
+    """The latest step that has come due (:meth:`planner.plan.Horizon.has_come_due`; what
+    ``kairos rollout prepare`` picks)."""
+    from planner.plan import Horizon
 
-    due = [sid for sid, when in plan.step_dues
-           if has_come_due(when, start=plan.start, step_seconds=plan.step_seconds, now=now)]
+    horizon = Horizon(plan.start, plan.step_seconds, plan.steps)
+    due = [sid for sid, when in plan.step_dues if horizon.has_come_due(when, now)]
     return due[-1] if due else None
 
 

@@ -37,8 +37,14 @@ from typing import Any
 from planner import inputs
 from planner.engines import get_engine
 from planner.errors import KairosError, ValidationError
+from planner.model.durability import (
+    DurabilityFloor,
+    change_violations,
+    parse_floor,
+    plan_violations,
+)
 from planner.model.spaces import change_kind, changes_tables, get_space, table_caching
-from planner.plan import Plan, Step, check_tables, has_come_due, load_plan
+from planner.plan import Plan, Step, check_tables, load_plan
 from planner.topology.ring import Ring, check_batch, replica_neighbours
 
 STATE_VERSION = 1
@@ -606,17 +612,18 @@ def _chosen_index(
                 return i
         known = ", ".join(s.id for s in plan.steps) or "none"
         raise ValidationError(f"step: no step {step_id!r} in {plan_path} (steps: {known})")
-    h = plan.horizon
-    due = [i for i, s in enumerate(plan.steps)
-           if has_come_due(s.due, start=h.start, step_seconds=h.step_seconds, now=now)]
+    due = [i for i, s in enumerate(plan.steps) if plan.horizon.has_come_due(s.due, now)]
     return due[-1] if due else None
 
 
-def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path) -> None:
-    from planner.model.durability import parse_floor, plan_violations
+def _inventory_floor(declared: Mapping[str, Any]) -> DurabilityFloor:
+    """The floor the inventory declares now (``kairos_redis_durability_floor``), checked."""
+    return parse_floor(declared, where="--durability-floor",
+                       source="the inventory's kairos_redis_durability_floor")
 
-    floor = parse_floor(declared, where="--durability-floor",
-                        source="the inventory's kairos_redis_durability_floor")
+
+def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path) -> None:
+    floor = _inventory_floor(declared)
     # Completed with the space's defaults, as the plan validator holds it (planner.plan).
     current = {**dict(get_space(plan.engine).defaults()), **plan.current_config}
     for field_path, problem in plan_violations(floor, current, plan.steps):
@@ -625,11 +632,7 @@ def _check_floor(plan: Plan, declared: Mapping[str, Any], plan_path: str | Path)
 
 
 def _check_change_floor(config: Mapping[str, Any], declared: Mapping[str, Any]) -> None:
-    from planner.model.durability import change_violations, parse_floor
-
-    floor = parse_floor(declared, where="--durability-floor",
-                        source="the inventory's kairos_redis_durability_floor")
-    for field_path, problem in change_violations(floor, config):
+    for field_path, problem in change_violations(_inventory_floor(declared), config):
         raise ValidationError(f"{field_path}: {problem}; lower the floor in the inventory "
                               "first if this is meant")
 

@@ -39,7 +39,7 @@ from typing import Any
 from planner._module_utils import kairos_proc
 from planner.engines import ENGINES
 from planner.errors import KairosError, ValidationError
-from planner.plan import Plan, has_come_due, load_plan
+from planner.plan import Plan, load_plan
 from planner.report.exposition import Family, stateset
 
 __all__ = [
@@ -542,9 +542,7 @@ def _plan(out: Collected, path: Path, plan: Plan, *, now: datetime, rollout: Any
         running_step = rollout.step_id
     for step in plan.steps:
         entry = steps_state.get(step.id, {})
-        h = plan.horizon
-        idle = ("due" if has_come_due(step.due, start=h.start, step_seconds=h.step_seconds,
-                                      now=now) else "planned")
+        idle = "due" if plan.horizon.has_come_due(step.due, now) else "planned"
         status = _entry_status(entry, _verified(entry, ""), step.id == running_step, idle)
         sl = {**labels, "step": step.id}
         stateset(out["kairos_plan_step_status"], STEP_STATUSES, status, "status", **sl)

@@ -854,7 +854,7 @@ def test_a_phase_measured_in_parts_is_recorded_as_their_sum() -> None:
 
 
 def test_prepare_picks_a_step_due_at_the_plans_start_from_the_bin_before(tmp_path: Path) -> None:
-    """What the autopilot decides (planner.plan.has_come_due): a step at the horizon's start
+    """What the autopilot decides (planner.plan.Horizon.has_come_due): a step at the horizon's start
     is due from one step before it; a later step only at its own time."""
     doc = plan_doc([step("s1", 0, {"concurrent_reads": 64}, live=["concurrent_reads"]),
                     step("s2", 10, {"concurrent_reads": 96}, live=["concurrent_reads"])])
