@@ -210,17 +210,21 @@ class Meter:
             last = now
         return time.monotonic() - start
 
+    def settled_window(self, args: argparse.Namespace) -> dict[str, Any]:
+        """Once the hit ratio has settled (at most ``--settle-max``), a ``--window``."""
+        waited = self.settled(args.settle_max)
+        return {**self.window(args.window), "settled_seconds": round(waited)}
+
 
 def measure_at(meter: Meter, size: int, args: argparse.Namespace,
                windows: list[dict[str, Any]]) -> float:
     set_maxmemory(size)
-    waited = meter.settled(args.settle_max)
-    w = {"maxmemory_mib": size / ms.MIB, **meter.window(args.window),
-         "settled_seconds": round(waited), "memory": budget_figures(node_info())}
+    w = {"maxmemory_mib": size / ms.MIB, **meter.settled_window(args),
+         "memory": budget_figures(node_info())}
     windows.append(w)
     say(f"maxmemory {size / ms.MIB:g} MiB: read hit ratio {w['hit_ratio']:.1%}, "
         f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; settled after "
-        f"{waited:.0f} s)")
+        f"{w['settled_seconds']} s)")
     return float(w["hit_ratio"])
 
 
@@ -290,18 +294,20 @@ def main(argv: list[str] | None = None) -> int:
         advice = memory_curve.advise(curve, current={"maxmemory": args.start}, mix=MIX)
         say(memory_curve.advice_line(advice))
         chosen, predicted = advice["advised"], advice["predicted"]
-        say(f"before: the nodes back at {args.start}")
-        before = measure_window(meter, start_bytes, args)
         if advice["change"] != "live" or not advice["changed"]:
             raise KairosError(f"the split advises {chosen} [{advice['change']}]: not a live "
                               f"change from {args.start}")
+        say(f"before: the nodes back at {args.start}")
+        set_maxmemory(start_bytes)
+        before = meter.settled_window(args)
+        say(f"before: read hit ratio {before['hit_ratio']:.1%}, "
+            f"{before['reads_per_s']:.0f} reads/s")
         say(f"applying maxmemory {chosen} through the executor, under load")
         executor.apply({"maxmemory": chosen})
         applied = True
-        waited = meter.settled(args.settle_max)
-        after = {**meter.window(args.window), "settled_seconds": round(waited)}
+        after = meter.settled_window(args)
         say(f"after: read hit ratio {after['hit_ratio']:.1%}, {after['reads_per_s']:.0f} reads/s "
-            f"(settled after {waited:.0f} s)")
+            f"(settled after {after['settled_seconds']} s)")
         result.update(
             windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
             figures=figures, curve=doc, advice=advice, start=args.start, chosen=chosen,
@@ -333,14 +339,6 @@ def main(argv: list[str] | None = None) -> int:
     ok = ("error" not in result and outcome.failed == 0
           and outcome.lost_acknowledged_writes == 0 and outcome.verified)
     return 0 if ok else 1
-
-
-def measure_window(meter: Meter, size: int, args: argparse.Namespace) -> dict[str, Any]:
-    set_maxmemory(size)
-    waited = meter.settled(args.settle_max)
-    w = {**meter.window(args.window), "settled_seconds": round(waited)}
-    say(f"before: read hit ratio {w['hit_ratio']:.1%}, {w['reads_per_s']:.0f} reads/s")
-    return w
 
 
 def report(result: dict[str, Any]) -> None:

@@ -924,8 +924,8 @@ def _cards(inputs: ReportInputs) -> str:
                           f"{advice.get('nodes_now')} → {advice.get('nodes_advised')} nodes{by}"))
     split = plan.provenance.get("memory_split") if plan is not None else None
     if isinstance(split, dict):  # a plan made with --memory-curve
-        hit_now, hit = (split.get("predicted") or {}).get("hit_ratio_now"), \
-            (split.get("predicted") or {}).get("hit_ratio", 0.0)
+        predicted = split.get("predicted") or {}
+        hit_now, hit = predicted.get("hit_ratio_now"), predicted.get("hit_ratio", 0.0)
         cards.append(("memory split", f"{split.get('parameter')} {split.get('advised')}",
                       f"now {split.get('now') or 'no limit'}; predicted read hits "
                       + (f"{hit_now:.0%} → " if hit_now is not None else "") + f"{hit:.0%}"))
