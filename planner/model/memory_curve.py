@@ -3,11 +3,14 @@
 A *memory curve file* records what a measurement of one cache share found on a cluster:
 the sizes it ran, the read hit ratio and the reads served at each, what a miss cost (the
 fit of :func:`planner.model.memory_split.fit_miss_cost`) and the node's budget (its
-envelope, the overhead beside the data, a fork's copy-on-write room). bench/memory_split_redis.py
-writes one for Redis's ``maxmemory`` (``--curve-out``); ``kairos plan --memory-curve FILE``
-reads it and the plan carries the split it advises (``provenance.memory_split``), shown by
-``kairos explain``, the report and the exported metrics. Kairos advises; the change is the
-operator's (a live ``change_settings_redis.yml``) until the split is among the plan's steps.
+envelope, the overhead beside the data, and per engine what bounds the share: a fork's
+copy-on-write room on Redis, the heap and its collector's measured cost on Cassandra).
+bench/memory_split_redis.py writes one for Redis's ``maxmemory``,
+bench/memory_split_cassandra.py one for Cassandra's ``key_cache_size`` (``--curve-out``);
+``kairos plan --memory-curve FILE`` reads it and the plan carries the split it advises
+(``provenance.memory_split``), shown by ``kairos explain``, the report and the exported
+metrics. Kairos advises; the change is the operator's (a live ``change_settings_redis.yml``
+or ``change_settings.yml``) until the split is among the plan's steps.
 
 Format (JSON)::
 
@@ -16,6 +19,14 @@ Format (JSON)::
      "points": [{"size_mib": 4, "hit_ratio": 0.499, "reads_per_s": 4004.0}, ...],
      "miss_cost": {"base_seconds": 1.2e-4, "slope_seconds": 2.6e-4, "share": 0.9},
      "budget": {"envelope_mib": 256, "overhead_mib": 26, "fork_room_mib": 15, "unit_mib": 2}}
+
+A Cassandra file's budget has, instead of ``fork_room_mib``, the heap the key cache lives
+on (held: a heap change is a restart) and the collector's cost measured beside it (a
+:class:`planner.model.memory_split.PressureCost`: the live set and the seconds per
+operation when the heap's free room is twice the live set)::
+
+     "budget": {"envelope_mib": 1536, "overhead_mib": 320, "unit_mib": 1, "heap_mib": 512,
+                "gc": {"live_mib": 150, "seconds_at_double": 2e-5}}
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.model import memory_split as ms
 
@@ -36,7 +48,7 @@ __all__ = ["CURVE_KIND", "MeasuredCurve", "advice_line", "advise", "curve_docume
 
 CURVE_KIND = "kairos-memory-curve"
 #: The shares a curve file may measure, per engine (the split's cache parameters).
-MEASURED = {"redis": ("maxmemory",)}
+MEASURED = {"redis": ("maxmemory",), "cassandra": ("key_cache_size",)}
 #: What the OS room costs beyond a fork's need is not measured: this fraction of a read's
 #: base time at twice the need, which only keeps the room.
 OS_ROOM_COST = 0.01
@@ -54,10 +66,15 @@ class MeasuredCurve:
     cost: ms.MissCost
     envelope_mib: int
     overhead_mib: int
-    fork_room_mib: float
     unit_mib: int
     source: str
     measured_at: str = ""
+    #: Redis: a fork's copy-on-write room.
+    fork_room_mib: float = 0.0
+    #: Cassandra: the heap (held) and its collector's cost (``PressureCost``).
+    heap_mib: int = 0
+    gc_live_mib: float = 0.0
+    gc_seconds_at_double: float = 0.0
 
     @property
     def curve(self) -> ms.MissRatioCurve:
@@ -66,10 +83,19 @@ class MeasuredCurve:
 
 
 def curve_document(*, engine: str, parameter: str, points: list[Mapping[str, float]],
-                   cost: ms.MissCost, envelope_mib: int, overhead_mib: int,
-                   fork_room_mib: float, unit_mib: int, measured_at: str,
-                   command: str) -> dict[str, Any]:
-    """The JSON document of a memory curve file."""
+                   cost: ms.MissCost, envelope_mib: int, overhead_mib: int, unit_mib: int,
+                   measured_at: str, command: str, fork_room_mib: float | None = None,
+                   heap_mib: int | None = None, gc_live_mib: float | None = None,
+                   gc_seconds_at_double: float | None = None) -> dict[str, Any]:
+    """The JSON document of a memory curve file (Redis: give ``fork_room_mib``; Cassandra:
+    ``heap_mib`` and the ``gc_*`` figures)."""
+    budget: dict[str, Any] = {"envelope_mib": envelope_mib, "overhead_mib": overhead_mib,
+                              "unit_mib": unit_mib}
+    if fork_room_mib is not None:
+        budget["fork_room_mib"] = fork_room_mib
+    if heap_mib is not None:
+        budget["heap_mib"] = heap_mib
+        budget["gc"] = {"live_mib": gc_live_mib, "seconds_at_double": gc_seconds_at_double}
     return {
         "kind": CURVE_KIND, "schema_version": 1, "engine": engine, "parameter": parameter,
         "measured_at": measured_at, "command": command,
@@ -77,8 +103,7 @@ def curve_document(*, engine: str, parameter: str, points: list[Mapping[str, flo
                     "reads_per_s": float(p["reads_per_s"])} for p in points],
         "miss_cost": {"base_seconds": cost.base_seconds, "slope_seconds": cost.slope_seconds,
                       "share": cost.share},
-        "budget": {"envelope_mib": envelope_mib, "overhead_mib": overhead_mib,
-                   "fork_room_mib": fork_room_mib, "unit_mib": unit_mib},
+        "budget": budget,
     }
 
 
@@ -154,9 +179,21 @@ def parse_curve(doc: Any, where: str) -> MeasuredCurve:
         engine=str(engine), parameter=str(parameter),
         sizes_mib=tuple(r[0] for r in rows), hit_ratios=tuple(r[1] for r in rows),
         reads_per_s=tuple(r[2] for r in rows), cost=miss, envelope_mib=envelope,
-        overhead_mib=overhead, fork_room_mib=_number(budget, "fork_room_mib", at),
-        unit_mib=int(_number(budget, "unit_mib", at, low=1, whole=True)),
-        source=where, measured_at=str(doc.get("measured_at", "")))
+        overhead_mib=overhead, unit_mib=int(_number(budget, "unit_mib", at, low=1, whole=True)),
+        source=where, measured_at=str(doc.get("measured_at", "")),
+        **_engine_budget(str(engine), budget, at, room=envelope - overhead))
+
+
+def _engine_budget(engine: str, budget: Mapping[str, Any], at: str, *, room: int
+                   ) -> dict[str, Any]:
+    """What bounds the measured share, per engine (the module's docstring)."""
+    if not get_engine(engine).jvm:
+        return {"fork_room_mib": _number(budget, "fork_room_mib", at)}
+    heap = int(_number(budget, "heap_mib", at, low=1, whole=True, high=room))
+    gc = _mapping(budget, "gc", at)
+    return {"heap_mib": heap,
+            "gc_live_mib": _number(gc, "live_mib", f"{at}.gc", low=1e-9, high=heap - 1e-9),
+            "gc_seconds_at_double": _number(gc, "seconds_at_double", f"{at}.gc")}
 
 
 def advise(curve: MeasuredCurve, *, current: Mapping[str, Any], mix: Mapping[str, float],
@@ -168,12 +205,9 @@ def advise(curve: MeasuredCurve, *, current: Mapping[str, Any], mix: Mapping[str
                              overhead_bytes=curve.overhead_mib * ms.MIB,
                              unit_bytes=curve.unit_mib * ms.MIB)
     fitted = curve.curve
-    models = ms.RedisMemoryModels(
-        maxmemory=ms.CacheEffect(fitted, curve.cost.miss_seconds),
-        os=ms.PressureCost(need_bytes=max(curve.fork_room_mib, 1.0) * ms.MIB,
-                           seconds_at_double=OS_ROOM_COST * curve.cost.base_seconds))
     now_value = current.get(curve.parameter)
-    split = ms.optimise_split(budget=budget, models=models, mix=mix,
+    models, limits = _models(curve, fitted, current)
+    split = ms.optimise_split(budget=budget, models=models, mix=mix, limits=limits,
                               current={curve.parameter: now_value} if now_value else None)
     now_bytes = ms.config_bytes(curve.engine, {curve.parameter: now_value})[curve.parameter] \
         if now_value is not None else 0
@@ -198,11 +232,38 @@ def advise(curve: MeasuredCurve, *, current: Mapping[str, Any], mix: Mapping[str
             "measured_hit_ratios": list(curve.hit_ratios),
             "miss_seconds": curve.cost.miss_seconds,
             "envelope_mib": curve.envelope_mib, "overhead_mib": curve.overhead_mib,
-            "fork_room_mib": curve.fork_room_mib, "read_share": float(mix.get("read", 0.0)),
+            "read_share": float(mix.get("read", 0.0)),
+            **({"heap_mib": curve.heap_mib, "gc_live_mib": curve.gc_live_mib,
+                "gc_seconds_at_double": curve.gc_seconds_at_double}
+               if get_engine(curve.engine).jvm else {"fork_room_mib": curve.fork_room_mib}),
         },
         "source": curve.source,
         "measured_at": curve.measured_at,
     }
+
+
+def _models(curve: MeasuredCurve, fitted: ms.MissRatioCurve, current: Mapping[str, Any]
+            ) -> tuple[ms.MemoryModels, dict[str, tuple[int, int]] | None]:
+    """The engine's share models from the curve, and the shares held where they run."""
+    if not get_engine(curve.engine).jvm:
+        return ms.RedisMemoryModels(
+            maxmemory=ms.CacheEffect(fitted, curve.cost.miss_seconds),
+            os=ms.PressureCost(need_bytes=max(curve.fork_room_mib, 1.0) * ms.MIB,
+                               seconds_at_double=OS_ROOM_COST * curve.cost.base_seconds),
+        ), None
+    # A JVM (Cassandra): the key cache is decided inside the heap it was measured on. The heap (a
+    # restart) and the row cache are held, so the page cache's share does not move either:
+    # neither needs a curve here.
+    unmeasured = ms.CacheEffect(ms.MissRatioCurve(), 0.0)
+    models = ms.CassandraMemoryModels(
+        gc=ms.PressureCost(need_bytes=curve.gc_live_mib * ms.MIB,
+                           seconds_at_double=curve.gc_seconds_at_double),
+        key_cache=ms.CacheEffect(fitted, curve.cost.miss_seconds),
+        row_cache=unmeasured, page_cache=unmeasured)
+    heap = curve.heap_mib * ms.MIB
+    row = ms.config_bytes("cassandra", {"row_cache_size": current.get("row_cache_size",
+                                                                      "0MiB")})["row_cache_size"]
+    return models, {"heap_size": (heap, heap), "row_cache_size": (row, row)}
 
 
 def advice_line(advice: Mapping[str, Any]) -> str:
@@ -215,8 +276,10 @@ def advice_line(advice: Mapping[str, Any]) -> str:
     hits = (f"{hit_now:.1%} -> {p['hit_ratio']:.1%}" if hit_now is not None
             else f"{p.get('hit_ratio', 0.0):.1%}")
     sizes = f.get("measured_sizes_mib") or []
+    bound = (f"heap {f.get('heap_mib')} MiB (live set {f.get('gc_live_mib', 0):.0f} MiB)"
+             if "heap_mib" in f else f"fork room {f.get('fork_room_mib', 0):.0f} MiB")
     return (f"memory split (advice; docs/memory-split.md): {what}; predicted read hit ratio "
             f"{hits}; rests on {len(sizes)} measured size(s) "
             f"({min(sizes, default=0):g}-{max(sizes, default=0):g} MiB), envelope "
-            f"{f.get('envelope_mib')} MiB, overhead {f.get('overhead_mib')} MiB, fork room "
-            f"{f.get('fork_room_mib', 0):.0f} MiB ({advice.get('source')})")
+            f"{f.get('envelope_mib')} MiB, overhead {f.get('overhead_mib')} MiB, {bound} "
+            f"({advice.get('source')})")

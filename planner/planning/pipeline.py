@@ -55,6 +55,7 @@ from planner.planning.costbenefit import (
     lockout_matrix,
     served_matrix,
 )
+from planner.planning.split_step import with_split_step
 from planner.topology.batching import safe_batches
 from planner.topology.ring import Ring, load_ring
 
@@ -1376,6 +1377,8 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
         details=_step_details(decision.evaluation, cap=pcap, load=pload,
                               step_seconds=step, p_gain=decision.p_gain),
     )
+    steps = with_split_step(steps, prov.get("memory_split"), start=start, step_seconds=step,
+                            horizon=horizon, capacity=pcap[:, 0], load=pload)
     doc = _plan_document(request, start=start, step=step, horizon=horizon, provenance=prov,
                          current=current, steps=steps)
     return PlanResult(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import yaml
 from planner.cli import main
 from planner.errors import ValidationError
 from planner.model.memory_curve import advice_line, advise, load_curve
+from planner.planning.split_step import with_split_step
 from planner.workload.series import WorkloadSeries, save_trace
 
 CURVE = Path(__file__).parent / "fixtures" / "memory" / "redis-maxmemory-curve.json"
@@ -91,8 +93,16 @@ def test_a_plan_made_with_the_curve_carries_its_advice_to_explain(
     assert main([*argv, "--memory-curve", str(CURVE)]) == 0
     printed = capsys.readouterr().out
     assert "memory split (advice; docs/memory-split.md): maxmemory 8mb -> 24mb [live]" in printed
-    advice = yaml.safe_load(plan.read_text())["provenance"]["memory_split"]
+    doc = yaml.safe_load(plan.read_text())
+    advice = doc["provenance"]["memory_split"]
     assert advice["figures"]["read_share"] == pytest.approx(0.9)
+    # A live split is a step: due at the horizon's start, before any step of the optimiser.
+    (split, *_rest) = doc["steps"]
+    assert split["id"] == "s1" and split["target"] == {"maxmemory": "24mb"}
+    assert split["live"] == ["maxmemory"] and split["restart"] == [] and not split["batches"]
+    assert split["due"] == doc["horizon"]["start"]
+    assert split["expected"]["cost_ops"] == 0.0 and split["expected"]["gains"] in (
+        "throughput", "headroom")
     assert main(["explain", str(plan)]) == 0
     assert "predicted read hit ratio 79.6% -> 97.2%; rests on 5 measured size(s)" in \
         capsys.readouterr().out
@@ -121,3 +131,50 @@ def test_the_autopilot_takes_a_curve_as_a_plan_option_checked_when_the_tick_star
     with pytest.raises(ValidationError, match=r"tick.inputs.json: plan.options.memory_curve: "
                                               r".*absent.json: cannot read the memory curve"):
         load_tick_inputs(path)
+
+
+# ------------------------------------------------------------------ the split as a step
+START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def _advice(**change: Any) -> dict[str, Any]:
+    return {"parameter": "key_cache_size", "advised": "24MiB", "changed": True,
+            "change": "live", "predicted": {"reads_per_s_now": 1000.0, "reads_per_s": 1500.0},
+            **change}
+
+
+def _step(sid: str, minutes: int, target: dict[str, Any]) -> dict[str, Any]:
+    return {"id": sid, "due": (START + timedelta(minutes=minutes)).isoformat(),
+            "until": (START + timedelta(minutes=10)).isoformat(), "target": target,
+            "per_node": {}, "live": list(target), "restart": [], "batches": [],
+            "expected": {"benefit_ops": 1.0, "cost_ops": 0.0, "net_ops": 1.0}}
+
+
+def test_a_live_split_is_a_step_before_the_optimiser_s_or_joins_one_due_at_the_start() -> None:
+    timing = {"start": START, "step_seconds": 60.0, "horizon": 10}
+    # Saturated at the running size (load 1,200 > capacity 1,000): the step gains what the
+    # predicted 1.5x capacity serves of the load above it, until the optimiser's step.
+    later = [_step("s1", 4, {"concurrent_reads": 64})]
+    steps = with_split_step(later, _advice(), **timing, capacity=[1000.0] * 10,
+                            load=[1200.0] * 10)
+    assert [s["id"] for s in steps] == ["s1", "s2"] and steps[1]["due"] == later[0]["due"]
+    split = steps[0]
+    assert split["target"] == {"key_cache_size": "24MiB"} and split["until"] == later[0]["due"]
+    assert split["expected"]["benefit_ops"] == pytest.approx(200.0 * 60 * 4)
+    assert split["expected"]["gains"] == "throughput"
+    # Below saturation it adds headroom, not served work.
+    quiet = with_split_step([], _advice(), **timing, capacity=[1000.0] * 10, load=[500.0] * 10)
+    assert quiet[0]["expected"]["benefit_ops"] == 0.0
+    assert quiet[0]["expected"]["gains"] == "headroom"
+    assert quiet[0]["until"] == (START + timedelta(minutes=10)).isoformat()
+    # The optimiser's step due at the start takes the split in.
+    now = [_step("s1", 0, {"concurrent_reads": 64})]
+    joined = with_split_step(now, _advice(), **timing, capacity=[1e3] * 10, load=[1e3] * 10)
+    assert len(joined) == 1 and joined[0]["target"] == {"concurrent_reads": 64,
+                                                        "key_cache_size": "24MiB"}
+    assert joined[0]["live"] == ["concurrent_reads", "key_cache_size"]
+    assert now[0]["target"] == {"concurrent_reads": 64}  # the caller's steps are not changed
+    # Advice only: no change, or a change that needs a restart.
+    for advice in (_advice(changed=False), _advice(change="restart"), None):
+        assert with_split_step(later, advice, **timing, capacity=[1e3] * 10,
+                               load=[1e3] * 10) == later

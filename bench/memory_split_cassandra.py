@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""The memory split on the lab's Cassandra: a measured key-cache curve decides
+``key_cache_size``, applied live under load (issue 43; a script that owns the lab while it
+runs, not a test).
+
+Under a running load (planner.loadgen at ``--cl``: zipfian reads and updates over
+``--keys`` partitions written first, every acknowledged write read back at the end):
+
+1. the nodes start from ``--start`` through the executor (playbooks/change_settings.yml: what
+   an operator runs, read back by nodetool); the written partitions are flushed, so that
+   reads go through the SSTables and their partition index, which the key cache skips;
+2. seeds/004's error-driven refinement (planner.model.memory_split.refine) picks
+   ``--measurements`` sizes on the grid ``--grid-mib``, the two ends first, then where the
+   fitted curve may be most wrong; at each, every node's key cache is resized (``nodetool
+   setcachecapacity``, the row and counter caches as they are; read back from
+   ``system_views.caches``) and, once the hit ratio has settled, a window measures the key
+   cache's hit ratio (``system_views.caches``), the reads served, and the disk reads the
+   envelopes count;
+3. the measured curve file (planner.model.memory_curve; ``--curve-out`` writes it, for
+   ``kairos plan --memory-curve``): the points, what a miss costs (fit_miss_cost: ``1/reads``
+   against the miss ratio over the windows), and the node's budget: its envelope's memory as
+   the kernel holds it, the JVM's resident memory beyond its heap, the heap the key cache
+   lives on, and the collector's cost beside it (``nodetool gcstats`` over the
+   refinement, the live set from the smallest heap in use ``nodetool info`` read beside the
+   key cache);
+4. memory_curve.advise (optimise_split, the heap held) decides the key cache; the window at
+   ``--start`` is measured again (the "before"), the executor applies the split live and
+   reads it back on every node, and after it settles the "after" window is measured beside
+   the prediction;
+5. the load stops: its failures and lost acknowledged writes are counted; the nodes go back
+   to the key cache they ran before the run, through the executor (``--keep`` leaves the
+   split).
+
+It prints each step and one JSON document (``--out`` writes it too).
+
+    make lab-up && .venv/bin/python bench/memory_split_cassandra.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
+
+import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+from kairos_nodetool import parse_cache_capacities  # noqa: E402
+from lab_load import lab_login  # noqa: E402
+
+from planner.calibrate.bench import ExecutorBench, cache_window, read_caches  # noqa: E402
+from planner.errors import KairosError, ValidationError  # noqa: E402
+from planner.lab.sstable_layout import LabNode, lab_nodes  # noqa: E402
+from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
+from planner.model import memory_curve  # noqa: E402
+from planner.model import memory_split as ms  # noqa: E402
+
+NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
+PORT = 9042
+KEYSPACE = "kairos_split"
+MIX = {"read": 0.9, "update": 0.1}
+#: A settle window: the hit ratio has settled when it moves less than this between two.
+SETTLE_STEP_SECONDS = 5.0
+SETTLE_TOLERANCE = 0.02
+
+
+def say(msg: str) -> None:
+    print(f"[memory-split {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--keys", type=int, default=200_000,
+                   help="partitions written first and read (default 200000)")
+    p.add_argument("--value-size", type=int, default=200, help="bytes a partition holds")
+    p.add_argument("--cl", default="QUORUM")
+    p.add_argument("--concurrency", type=int, default=64, help="requests in flight a process")
+    p.add_argument("--processes", type=int, default=2)
+    p.add_argument("--start", default="2MiB",
+                   help="key_cache_size the nodes run first (default 2MiB)")
+    p.add_argument("--grid-mib", default="1:32:1",
+                   help="the sizes that may be measured, LOW:HIGH:STEP MiB (default 1:32:1)")
+    p.add_argument("--unit-mib", type=int, default=1, help="the split's grid (default 1 MiB)")
+    p.add_argument("--measurements", type=int, default=5,
+                   help="sizes the refinement measures (default 5)")
+    p.add_argument("--window", type=float, default=20.0, help="seconds a window measures")
+    p.add_argument("--settle-max", type=float, default=60.0,
+                   help="most seconds to wait for the hit ratio to settle after a change")
+    p.add_argument("--keep", action="store_true",
+                   help="leave the nodes at the split (default: back to what they ran)")
+    p.add_argument("--out", type=Path, help="also write the JSON result here")
+    p.add_argument("--curve-out", type=Path,
+                   help="write the measured curve here (kairos plan --memory-curve)")
+    args = p.parse_args(argv)
+    try:
+        low, high, step = (int(v) for v in args.grid_mib.split(":"))
+    except ValueError:
+        p.error(f"--grid-mib: expected LOW:HIGH:STEP in whole MiB, got {args.grid_mib!r}")
+    if not 0 < low < high or step <= 0:
+        p.error(f"--grid-mib: need 0 < LOW < HIGH and STEP > 0, got {args.grid_mib!r}")
+    # setcachecapacity takes whole MiB.
+    args.grid = [v * ms.MIB for v in range(low, high + 1, step)]
+    return args
+
+
+# ----------------------------------------------------------------------- the nodes
+def key_cache_capacities() -> dict[str, int]:
+    """Each node's key cache capacity in bytes, as ``system_views.caches`` shows it."""
+    return {name: read_caches([address], port=PORT)["keys"]["capacity_bytes"]
+            for name, address in NODES.items()}
+
+
+def set_key_cache(nodes: list[LabNode], others: Mapping[str, Mapping[str, int]],
+                  size: int) -> None:
+    """A probe: ``nodetool setcachecapacity`` on every node (its row and counter caches as
+    they were), read back from ``system_views.caches`` (not written to cassandra.yaml: the
+    run ends with the executor, which writes and reads back)."""
+    mib = size // ms.MIB
+    for node in nodes:
+        keep = others[node.name]
+        node.nodetool("setcachecapacity", str(mib), str(keep["row"]), str(keep["counter"]))
+    got = key_cache_capacities()
+    wrong = {n: b for n, b in got.items() if b != mib * ms.MIB}
+    if wrong:
+        raise KairosError(f"the key cache reads back {wrong} bytes, not {mib} MiB")
+
+
+def gc_seconds(nodes: list[LabNode]) -> float:
+    """Seconds of collection since the node's previous ``nodetool gcstats``, summed over the
+    nodes (the command starts a new interval on each call)."""
+    total_ms = 0.0
+    for node in nodes:
+        lines = [ln.split() for ln in node.nodetool("gcstats").splitlines() if ln.strip()]
+        # Header "Interval (ms) Max GC Elapsed (ms)Total GC Elapsed (ms)..." then the figures.
+        figures = [float(v) for v in lines[-1][:3]]
+        total_ms += figures[2]
+    return total_ms / 1000.0
+
+
+def heap_mib(info: str) -> tuple[float, float]:
+    """(used, max) MiB of ``Heap Memory (MB)`` in ``nodetool info``."""
+    m = re.search(r"^Heap Memory \(MB\)\s*:\s*([\d.]+)\s*/\s*([\d.]+)", info, re.MULTILINE)
+    if m is None:
+        raise KairosError("nodetool info printed no 'Heap Memory (MB)'")
+    return float(m.group(1)), float(m.group(2))
+
+
+def envelopes() -> dict[str, dict[str, Any]]:
+    """Every node's envelope as the kernel holds it."""
+    kind, folders = kairos_cgroup.layout()
+    out = {n: kairos_cgroup.read(kind, folders, f"lab-{n}") if kind else None for n in NODES}
+    if any(not (e or {}).get("limits", {}).get("memory") for e in out.values()):
+        raise ValidationError("the Cassandra nodes have no memory envelope to split (make "
+                              "lab-up sets one: docs/envelopes.md)")
+    return out  # type: ignore[return-value]  # checked above
+
+
+# ----------------------------------------------------------------------- measuring
+class Meter:
+    """Windows of the running load: served operations from its progress, the key cache's
+    hits from system_views.caches, disk reads from the envelopes."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, int]] = []
+
+    def progress(self, _elapsed: float, ops: int, failures: int) -> None:
+        self.points.append((time.monotonic(), ops - failures))
+
+    def window(self, seconds: float) -> dict[str, Any]:
+        c0, e0, t0 = read_caches(list(NODES.values()), port=PORT), envelopes(), time.monotonic()
+        time.sleep(seconds)
+        c1, e1, t1 = read_caches(list(NODES.values()), port=PORT), envelopes(), time.monotonic()
+        keys = cache_window(c0, c1)["keys"]
+        inside = [(t, n) for t, n in self.points if t0 <= t <= t1]
+        if len(inside) < 2 or not keys["requests"] or keys["hit_ratio"] is None:
+            raise KairosError(f"a {seconds:.0f}-s window saw no reads (is the load running?)")
+        (ta, na), (tb, nb) = inside[0], inside[-1]
+        ops = (nb - na) / (tb - ta)
+        disk = sum(e1[n]["usage"]["read_ios"] - e0[n]["usage"]["read_ios"] for n in NODES)
+        return {"hit_ratio": keys["hit_ratio"], "ops_per_s": ops,
+                "reads_per_s": ops * MIX["read"],
+                "key_lookups_per_s": keys["requests"] / (t1 - t0),
+                "disk_reads_per_s": disk / (t1 - t0),
+                "page_cache_mib": min(e1[n]["usage"]["page_cache_bytes"] for n in NODES) / ms.MIB}
+
+    def settled(self, seconds_max: float) -> float:
+        """Wait until two settle windows' hit ratios agree; the seconds waited."""
+        start = time.monotonic()
+        last = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
+        while time.monotonic() - start < seconds_max:
+            now = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
+            if abs(now - last) < SETTLE_TOLERANCE:
+                break
+            last = now
+        return time.monotonic() - start
+
+    def settled_window(self, args: argparse.Namespace) -> dict[str, Any]:
+        """Once the hit ratio has settled (at most ``--settle-max``), a ``--window``."""
+        waited = self.settled(args.settle_max)
+        return {**self.window(args.window), "settled_seconds": round(waited)}
+
+
+def describe(w: Mapping[str, Any]) -> str:
+    return (f"key cache hit ratio {w['hit_ratio']:.1%}, {w['reads_per_s']:.0f} reads/s "
+            f"({w['ops_per_s']:.0f} ops/s; {w['disk_reads_per_s']:.0f} disk reads/s; "
+            f"settled after {w['settled_seconds']} s)")
+
+
+# ----------------------------------------------------------------------- the decision
+def budget_figures(nodes: list[LabNode], gc_s: float, ops: float, heap_used: list[float],
+                   key_cache_mib: float) -> dict[str, float]:
+    """The node's envelope, the JVM's memory beyond its heap, the heap and the collector's
+    cost: the largest over the nodes (the smallest envelope). ``key_cache_mib``: the key
+    cache's mean size while the collections were counted."""
+    infos = [node.nodetool("info") for node in nodes]
+    heap = max(heap_mib(i)[1] for i in infos)
+    held = envelopes()
+    rss = max(e["usage"]["rss_bytes"] for e in held.values()) / ms.MIB
+    # The smallest heap in use beside the key cache: at most the live set (plus garbage).
+    live = max(min(heap_used), 1.0)
+    seconds_per_op = gc_s / max(ops, 1.0)
+    # PressureCost sees the heap the key cache leaves; its free room while measured:
+    free = max(heap - key_cache_mib - live, 1.0)
+    return {"envelope_mib": min(e["limits"]["memory"] for e in held.values()) / ms.MIB,
+            "overhead_mib": max(rss - heap, 0.0), "heap_mib": heap, "gc_live_mib": live,
+            "gc_seconds_per_op": seconds_per_op,
+            # PressureCost: seconds_at_double x live / (free) = the measured seconds per op.
+            "gc_seconds_at_double": seconds_per_op * free / live}
+
+
+def measured_curve(windows: list[dict[str, Any]], figures: Mapping[str, float],
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """The memory curve file of the windows (planner.model.memory_curve)."""
+    cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
+                            ops_per_second=[w["reads_per_s"] for w in windows],
+                            share=MIX["read"])
+    say(f"a key cache miss costs {cost.miss_seconds * 1e6:.0f} us of the cluster's time per read "
+        f"(1/reads = {cost.base_seconds * 1e6:.0f} us + {cost.slope_seconds * 1e6:.0f} us x "
+        f"miss ratio, R2 {cost.r_squared if cost.r_squared is not None else float('nan'):.2f})")
+    unit = args.unit_mib
+    return memory_curve.curve_document(
+        engine="cassandra", parameter="key_cache_size",
+        points=[{"size_mib": w["key_cache_mib"], **w} for w in windows], cost=cost,
+        envelope_mib=int(figures["envelope_mib"]),
+        overhead_mib=int(-(-figures["overhead_mib"] // unit) * unit), unit_mib=unit,
+        heap_mib=int(figures["heap_mib"]), gc_live_mib=figures["gc_live_mib"],
+        gc_seconds_at_double=figures["gc_seconds_at_double"],
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command="bench/memory_split_cassandra.py " + " ".join(sys.argv[1:]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    lab_login()
+    envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))  # this script: the control host
+    nodes = lab_nodes(REPO / ".lab" / "cassandra", list(NODES.values()))
+    infos = {node.name: node.nodetool("info") for node in nodes}
+    others = {name: parse_cache_capacities(info) for name, info in infos.items()}
+    running = {name: f"{c['key']}MiB" for name, c in others.items()}
+    original = next(iter(running.values()))
+    say(f"the nodes run key_cache_size {running}, heap "
+        f"{ {n: heap_mib(i)[1] for n, i in infos.items()} } MiB")
+    config = LoadConfig(engine="cassandra", contact_points=tuple(NODES.values()), cl=args.cl,
+                        keyspace=KEYSPACE, mix=MIX, keys=args.keys, max_keys=args.keys,
+                        value_size=args.value_size, distribution="zipfian",
+                        concurrency=args.concurrency, processes=args.processes,
+                        seconds=3600, seed=43, preload=True)
+    executor = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,
+                             playbook=REPO / "playbooks" / "change_settings.yml",
+                             inventory=REPO / "inventories" / "local" / "hosts.yml",
+                             rollout_cl=args.cl,
+                             log_path=REPO / ".kairos" / "memory-split-cassandra.log", log=say)
+    say(f"the nodes to key_cache_size {args.start} (the executor)")
+    executor.apply({"key_cache_size": args.start})
+    start_bytes = ms.config_bytes("cassandra", {"key_cache_size": args.start})["key_cache_size"]
+    meter = Meter()
+    load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
+                          on_progress=meter.progress)
+    result: dict[str, Any] = {"command": "bench/memory_split_cassandra.py "
+                              + " ".join(argv or sys.argv[1:]),
+                              "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    applied = False
+    try:
+        load.start()
+        say(f"writing {args.keys} partitions of {args.value_size} B, then zipfian reads and "
+            f"updates at {args.cl}, {args.processes} x {args.concurrency} in flight")
+        while not meter.points or meter.points[-1][1] <= 0:
+            time.sleep(1)
+        for node in nodes:  # the reads go through the SSTables' partition index
+            node.nodetool("flush", KEYSPACE)
+        say("written and flushed; the load runs")
+        windows: list[dict[str, Any]] = []
+        heap_used: list[float] = []
+        gc_seconds(nodes)  # starts the interval the refinement's collections are counted in
+        ops_before, began = meter.points[-1][1], time.monotonic()
+
+        def measure(size: float) -> float:
+            set_key_cache(nodes, others, int(size))
+            w = {"key_cache_mib": size / ms.MIB, **meter.settled_window(args)}
+            # the heap in use beside the key cache (it lives on the heap, up to its capacity)
+            heap_used.append(min(heap_mib(n.nodetool("info"))[0] for n in nodes) - size / ms.MIB)
+            windows.append(w)
+            say(f"key cache {size / ms.MIB:g} MiB: {describe(w)}")
+            return float(w["hit_ratio"])
+
+        refinement = ms.refine(measure, grid_bytes=args.grid, budget=args.measurements)
+        gc_s, ops = gc_seconds(nodes), meter.points[-1][1] - ops_before
+        figures = budget_figures(nodes, gc_s, ops, heap_used,
+                                 sum(w["key_cache_mib"] for w in windows) / len(windows))
+        say(f"collections: {gc_s:.1f} s over {time.monotonic() - began:.0f} s and {ops} "
+            f"operations ({figures['gc_seconds_per_op'] * 1e6:.1f} us an operation); heap "
+            f"{figures['heap_mib']:.0f} MiB, live set at most {figures['gc_live_mib']:.0f} MiB; "
+            f"the JVM beyond its heap {figures['overhead_mib']:.0f} MiB")
+        doc = measured_curve(windows, figures, args)
+        if args.curve_out:
+            args.curve_out.parent.mkdir(parents=True, exist_ok=True)
+            args.curve_out.write_text(json.dumps(doc, indent=1) + "\n")
+            say(f"wrote {args.curve_out} (kairos plan --memory-curve)")
+        curve = memory_curve.parse_curve(doc, "the measured windows")
+        advice = memory_curve.advise(curve, current={"key_cache_size": args.start}, mix=MIX)
+        say(memory_curve.advice_line(advice))
+        chosen, predicted = advice["advised"], advice["predicted"]
+        if advice["change"] != "live" or not advice["changed"]:
+            raise KairosError(f"the split advises {chosen} [{advice['change']}]: not a live "
+                              f"change from {args.start}")
+        say(f"before: the nodes back at {args.start}")
+        set_key_cache(nodes, others, start_bytes)
+        before = meter.settled_window(args)
+        say(f"before: {describe(before)}")
+        say(f"applying key_cache_size {chosen} through the executor, under load")
+        executor.apply({"key_cache_size": chosen})
+        applied = True
+        after = meter.settled_window(args)
+        say(f"after: {describe(after)}")
+        result.update(
+            windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
+            figures=figures, curve=doc, advice=advice, start=args.start, chosen=chosen,
+            before=before, after=after, running_before_run=running,
+            predicted={"hit_ratio": predicted["hit_ratio"],
+                       "reads_per_s": predicted["reads_per_s"],
+                       "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
+            environment=kairos_cgroup.held([f"lab-{n}" for n in NODES]))
+    except (KairosError, ValidationError) as exc:
+        say(f"stopped: {exc}")
+        result["error"] = str(exc)
+    finally:
+        outcome = load.stop()
+        if not (applied and args.keep):
+            say(f"back to key_cache_size {original} through the executor")
+            executor.apply({"key_cache_size": original})
+    result["load"] = {"ops": outcome.ops, "failed": outcome.failed,
+                      "failures": dict(outcome.failures),
+                      "acknowledged_writes": outcome.acknowledged_writes,
+                      "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
+                      "verified": outcome.verified}
+    report(result)
+    text = json.dumps(result, indent=1, sort_keys=True)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    ok = ("error" not in result and outcome.failed == 0
+          and outcome.lost_acknowledged_writes == 0 and outcome.verified)
+    return 0 if ok else 1
+
+
+def report(result: dict[str, Any]) -> None:
+    load = result["load"]
+    say(f"load: {load['ops']} operations, {load['failed']} failed, "
+        f"{load['acknowledged_writes']} acknowledged writes, "
+        f"{load['lost_acknowledged_writes']} lost")
+    if "after" not in result:
+        return
+    b, a, p = result["before"], result["after"], result["predicted"]
+    say(f"key_cache_size {result['start']} -> {result['chosen']}: hit ratio "
+        f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
+        f"reads served {b['reads_per_s']:.0f} -> {a['reads_per_s']:.0f}/s, "
+        f"{a['reads_per_s'] / b['reads_per_s'] - 1:+.0%} (predicted "
+        f"{p['reads_per_s_before']:.0f} -> {p['reads_per_s']:.0f}, "
+        f"{p['reads_per_s'] / p['reads_per_s_before'] - 1:+.0%}); disk reads "
+        f"{b['disk_reads_per_s']:.0f} -> {a['disk_reads_per_s']:.0f}/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
