@@ -116,7 +116,7 @@ test-unit: setup-python  ## Unit tests (no servers)
 	$(BIN)/pytest tests/unit -q -n 2
 
 test-integration: setup  ## Integration tests against the lab (started once, stopped at the end)
-	$(BIN)/pytest tests/integration -q
+	$(BIN)/pytest tests/integration -q --durations=25
 
 test-molecule: setup  ## Molecule scenarios of the cassandra and redis roles
 	$(BIN)/molecule test -s redis

@@ -136,13 +136,17 @@ def set_key_cache(nodes: list[LabNode], others: Mapping[str, Mapping[str, int]],
 def gc_seconds(nodes: list[LabNode]) -> float:
     """Seconds of collection since the node's previous ``nodetool gcstats``, summed over the
     nodes (the command starts a new interval on each call)."""
-    total_ms = 0.0
-    for node in nodes:
-        lines = [ln.split() for ln in node.nodetool("gcstats").splitlines() if ln.strip()]
-        # Header "Interval (ms) Max GC Elapsed (ms)Total GC Elapsed (ms)..." then the figures.
-        figures = [float(v) for v in lines[-1][:3]]
-        total_ms += figures[2]
-    return total_ms / 1000.0
+    return sum(gc_total_ms(node.nodetool("gcstats")) for node in nodes) / 1000.0
+
+
+def gc_total_ms(gcstats: str) -> float:
+    """``Total GC Elapsed (ms)`` of ``nodetool gcstats`` (a header, then one row of figures:
+    interval, max, total, ...)."""
+    rows = [ln.split() for ln in gcstats.splitlines() if ln.strip()]
+    try:
+        return float(rows[-1][2])
+    except (IndexError, ValueError):
+        raise KairosError(f"nodetool gcstats printed no figures: {gcstats[-200:]!r}") from None
 
 
 def heap_mib(info: str) -> tuple[float, float]:

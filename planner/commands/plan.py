@@ -174,8 +174,9 @@ def _add_decision_arguments(p: Any) -> None:
                    help="capacity advice: the shortest horizon a scale-in advice rests on "
                    f"(default {DEFAULT_SCALE_IN_AFTER_SECONDS / 3600:g} h)")
     p.add_argument("--memory-curve", metavar="FILE",
-                   help="a measured memory curve (bench/memory_split_redis.py --curve-out): "
-                   "the plan carries the memory split it advises (docs/memory-split.md)")
+                   help="a measured memory curve (bench/memory_split_redis.py or "
+                   "bench/memory_split_cassandra.py --curve-out): the plan carries the memory "
+                   "split it advises, as a step when it is a live change (docs/memory-split.md)")
     p.add_argument("--hold-restarts", metavar="WHY",
                    help="propose no restart step, for this reason (the autopilot's hold while "
                    "the performance model's recent error is high): only live changes")

@@ -4,8 +4,10 @@ fixture is the curve bench/memory_split_redis.py measured on the lab (docs/memor
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 import yaml
 
 from planner.cli import main
-from planner.errors import ValidationError
+from planner.errors import KairosError, ValidationError
 from planner.model.memory_curve import advice_line, advise, load_curve
 from planner.planning.split_step import with_split_step
 from planner.workload.series import WorkloadSeries, save_trace
@@ -178,3 +180,29 @@ def test_a_live_split_is_a_step_before_the_optimiser_s_or_joins_one_due_at_the_s
     for advice in (_advice(changed=False), _advice(change="restart"), None):
         assert with_split_step(later, advice, **timing, capacity=[1e3] * 10,
                                load=[1e3] * 10) == later
+
+
+# ------------------------------------------------------------------ the Cassandra bench's reads
+BENCH = Path(__file__).parents[2] / "bench"
+_spec = importlib.util.spec_from_file_location("bench_memory_split_cassandra",
+                                               BENCH / "memory_split_cassandra.py")
+assert _spec is not None and _spec.loader is not None
+cassandra_bench = importlib.util.module_from_spec(_spec)
+sys.path.insert(0, str(BENCH))  # its lab_load, as when it runs from bench/
+try:
+    _spec.loader.exec_module(cassandra_bench)
+finally:
+    sys.path.remove(str(BENCH))
+FIXTURES = Path(__file__).parent / "fixtures" / "memory"
+
+
+def test_the_cassandra_bench_reads_nodetool_s_heap_gc_and_cache_capacities() -> None:
+    """Captured from a lab node (nodetool gcstats and info, Cassandra 5.0)."""
+    assert cassandra_bench.gc_total_ms((FIXTURES / "cassandra-gcstats.txt").read_text()) == 307
+    info = (FIXTURES / "cassandra-info.txt").read_text()
+    assert cassandra_bench.heap_mib(info) == (176.64, 512.0)
+    assert cassandra_bench.parse_cache_capacities(info) == {"key": 25, "row": 0, "counter": 12}
+    with pytest.raises(KairosError, match="gcstats printed no figures"):
+        cassandra_bench.gc_total_ms("error: JMX connection refused\n")
+    with pytest.raises(KairosError, match="Heap Memory"):
+        cassandra_bench.heap_mib("Key Cache : entries 0")
