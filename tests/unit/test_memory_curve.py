@@ -206,3 +206,38 @@ def test_the_cassandra_bench_reads_nodetool_s_heap_gc_and_cache_capacities() -> 
         cassandra_bench.gc_total_ms("error: JMX connection refused\n")
     with pytest.raises(KairosError, match="Heap Memory"):
         cassandra_bench.heap_mib("Key Cache : entries 0")
+
+
+CASSANDRA_CURVE = FIXTURES / "cassandra-key-cache-curve.json"
+
+
+def test_the_lab_key_cache_curve_advises_a_live_key_cache_inside_the_held_heap() -> None:
+    """The curve bench/memory_split_cassandra.py measured on the lab (docs/memory-split.md)."""
+    curve = load_curve(CASSANDRA_CURVE)
+    assert curve.engine == "cassandra" and curve.parameter == "key_cache_size"
+    assert curve.heap_mib == 512 and 0 < curve.gc_live_mib < 512
+    got = advise(curve, current={"key_cache_size": "2MiB"}, mix={"read": 0.9, "update": 0.1})
+    split = got["split_mib"]
+    assert got["change"] == "live" and split["heap_size"] == 512 and split["row_cache_size"] == 0
+    assert 1 <= split["key_cache_size"] <= 512 / 2  # the heap's headroom
+    assert split["heap_size"] + split["overhead"] + split["page_cache"] == curve.envelope_mib
+    assert "heap 512 MiB (live set" in advice_line(got)
+    # No read weighs on the key cache: the collector's cost alone keeps it at its smallest.
+    assert advise(curve, current={"key_cache_size": "2MiB"},
+                  mix={"update": 1.0})["split_mib"]["key_cache_size"] == 1
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d["budget"].pop("heap_mib"), "budget.heap_mib"),
+    (lambda d: d["budget"].pop("gc"), "budget.gc"),
+    (lambda d: d["budget"]["gc"].update(live_mib=600), "budget.gc.live_mib"),
+    (lambda d: d["budget"]["gc"].update(seconds_at_double=-1), "budget.gc.seconds_at_double"),
+    (lambda d: d.update(parameter="row_cache_size"), "parameter"),
+])
+def test_a_bad_cassandra_curve_names_the_field(tmp_path: Path, change: Any, field: str) -> None:
+    doc = json.loads(CASSANDRA_CURVE.read_text())
+    change(doc)
+    path = tmp_path / "curve.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match="^" + re.escape(f"{path}: {field}")):
+        load_curve(path)
