@@ -241,3 +241,29 @@ def test_a_bad_cassandra_curve_names_the_field(tmp_path: Path, change: Any, fiel
     path.write_text(json.dumps(doc))
     with pytest.raises(ValidationError, match="^" + re.escape(f"{path}: {field}")):
         load_curve(path)
+
+
+def test_a_cassandra_plan_made_with_the_key_cache_curve_steps_the_key_cache_live(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = 16
+    save_trace(WorkloadSeries(
+        engine="cassandra", timestamps=1.7e9 + 20 * np.arange(n), load=np.full(n, 300.0),
+        mix={"read": np.full(n, 0.9), "update": np.full(n, 0.1), "insert": np.zeros(n),
+             "scan": np.zeros(n)}, step_seconds=20.0), tmp_path / "trace.csv")
+    (tmp_path / "current.yml").write_text("key_cache_size: 25MiB\n")
+    plan = tmp_path / "plan.yml"
+    assert main(["plan", "--trace", str(tmp_path / "trace.csv"), "--forecast-model", "naive",
+                 "--engine", "cassandra", "--hosts", "cass1,cass2,cass3", "--horizon", "16",
+                 "--method", "dp", "--confidence", "0", "--scenarios", "0", "--current",
+                 str(tmp_path / "current.yml"), "--memory-curve", str(CASSANDRA_CURVE),
+                 "-o", str(plan)]) == 0
+    assert "key_cache_size 25MiB -> 1MiB [live]" in capsys.readouterr().out
+    doc = yaml.safe_load(plan.read_text())
+    # The shipped prior proposes a change due at the start too: the split joins that step.
+    first = doc["steps"][0]
+    assert first["due"] == doc["horizon"]["start"]
+    assert first["target"]["key_cache_size"] == "1MiB" and "key_cache_size" in first["live"]
+    assert len(first["target"]) > 1 and all(
+        "key_cache_size" not in s["target"] for s in doc["steps"][1:])
+    assert main(["explain", str(plan)]) == 0
