@@ -41,7 +41,6 @@ It prints each step and one JSON document (``--out`` writes it too).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
@@ -57,6 +56,14 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 from kairos_nodetool import parse_cache_capacities  # noqa: E402
 from lab_load import lab_login  # noqa: E402
+from memory_split_lab import (  # noqa: E402
+    SettlingMeter,
+    add_split_arguments,
+    decide,
+    finish,
+    parse_split_arguments,
+    say,
+)
 
 from planner.calibrate.bench import ExecutorBench, cache_window, read_caches  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
@@ -69,13 +76,6 @@ NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
 PORT = 9042
 KEYSPACE = "kairos_split"
 MIX = {"read": 0.9, "update": 0.1}
-#: A settle window: the hit ratio has settled when it moves less than this between two.
-SETTLE_STEP_SECONDS = 5.0
-SETTLE_TOLERANCE = 0.02
-
-
-def say(msg: str) -> None:
-    print(f"[memory-split {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,33 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cl", default="QUORUM")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight a process")
     p.add_argument("--processes", type=int, default=2)
-    p.add_argument("--start", default="2MiB",
-                   help="key_cache_size the nodes run first (default 2MiB)")
-    p.add_argument("--grid-mib", default="1:16:1",
-                   help="the sizes that may be measured, LOW:HIGH:STEP MiB (default 1:16:1)")
-    p.add_argument("--unit-mib", type=int, default=1, help="the split's grid (default 1 MiB)")
-    p.add_argument("--measurements", type=int, default=5,
-                   help="sizes the refinement measures (default 5)")
-    p.add_argument("--window", type=float, default=20.0, help="seconds a window measures")
+    add_split_arguments(p, parameter="key_cache_size", start="2MiB", grid="1:16:1", unit_mib=1)
     p.add_argument("--warmup", type=float, default=60.0,
                    help="seconds of load before the first size (the JIT, the page cache)")
-    p.add_argument("--settle-max", type=float, default=60.0,
-                   help="most seconds to wait for the hit ratio to settle after a change")
     p.add_argument("--keep", action="store_true",
                    help="leave the nodes at the split (default: back to what they ran)")
-    p.add_argument("--out", type=Path, help="also write the JSON result here")
-    p.add_argument("--curve-out", type=Path,
-                   help="write the measured curve here (kairos plan --memory-curve)")
-    args = p.parse_args(argv)
-    try:
-        low, high, step = (int(v) for v in args.grid_mib.split(":"))
-    except ValueError:
-        p.error(f"--grid-mib: expected LOW:HIGH:STEP in whole MiB, got {args.grid_mib!r}")
-    if not 0 < low < high or step <= 0:
-        p.error(f"--grid-mib: need 0 < LOW < HIGH and STEP > 0, got {args.grid_mib!r}")
     # setcachecapacity takes whole MiB.
-    args.grid = [v * ms.MIB for v in range(low, high + 1, step)]
-    return args
+    return parse_split_arguments(p, argv, whole_mib=True)
 
 
 # ----------------------------------------------------------------------- the nodes
@@ -173,48 +153,23 @@ def envelopes() -> dict[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------- measuring
-class Meter:
-    """Windows of the running load: served operations from its progress, the key cache's
-    hits from system_views.caches, disk reads from the envelopes."""
-
-    def __init__(self) -> None:
-        self.points: list[tuple[float, int]] = []
-
-    def progress(self, _elapsed: float, ops: int, failures: int) -> None:
-        self.points.append((time.monotonic(), ops - failures))
+class Meter(SettlingMeter):
+    """The key cache's hits from system_views.caches, disk reads from the envelopes."""
 
     def window(self, seconds: float) -> dict[str, Any]:
         c0, e0, t0 = read_caches(list(NODES.values()), port=PORT), envelopes(), time.monotonic()
         time.sleep(seconds)
         c1, e1, t1 = read_caches(list(NODES.values()), port=PORT), envelopes(), time.monotonic()
         keys = cache_window(c0, c1)["keys"]
-        inside = [(t, n) for t, n in self.points if t0 <= t <= t1]
-        if len(inside) < 2 or not keys["requests"] or keys["hit_ratio"] is None:
+        if not keys["requests"] or keys["hit_ratio"] is None:
             raise KairosError(f"a {seconds:.0f}-s window saw no reads (is the load running?)")
-        (ta, na), (tb, nb) = inside[0], inside[-1]
-        ops = (nb - na) / (tb - ta)
+        ops = self.ops_per_s(t0, t1, seconds)
         disk = sum(e1[n]["usage"]["read_ios"] - e0[n]["usage"]["read_ios"] for n in NODES)
         return {"hit_ratio": keys["hit_ratio"], "ops_per_s": ops,
                 "reads_per_s": ops * MIX["read"],
                 "key_lookups_per_s": keys["requests"] / (t1 - t0),
                 "disk_reads_per_s": disk / (t1 - t0),
                 "page_cache_mib": min(e1[n]["usage"]["page_cache_bytes"] for n in NODES) / ms.MIB}
-
-    def settled(self, seconds_max: float) -> float:
-        """Wait until two settle windows' hit ratios agree; the seconds waited."""
-        start = time.monotonic()
-        last = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
-        while time.monotonic() - start < seconds_max:
-            now = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
-            if abs(now - last) < SETTLE_TOLERANCE:
-                break
-            last = now
-        return time.monotonic() - start
-
-    def settled_window(self, args: argparse.Namespace) -> dict[str, Any]:
-        """Once the hit ratio has settled (at most ``--settle-max``), a ``--window``."""
-        waited = self.settled(args.settle_max)
-        return {**self.window(args.window), "settled_seconds": round(waited)}
 
 
 def describe(w: Mapping[str, Any]) -> str:
@@ -335,17 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{figures['heap_mib']:.0f} MiB, live set at most {figures['gc_live_mib']:.0f} MiB; "
             f"the JVM beyond its heap {figures['overhead_mib']:.0f} MiB")
         doc = measured_curve(windows, figures, args)
-        if args.curve_out:
-            args.curve_out.parent.mkdir(parents=True, exist_ok=True)
-            args.curve_out.write_text(json.dumps(doc, indent=1) + "\n")
-            say(f"wrote {args.curve_out} (kairos plan --memory-curve)")
-        curve = memory_curve.parse_curve(doc, "the measured windows")
-        advice = memory_curve.advise(curve, current={"key_cache_size": args.start}, mix=MIX)
-        say(memory_curve.advice_line(advice))
+        curve, advice = decide(doc, args, MIX)
         chosen, predicted = advice["advised"], advice["predicted"]
-        if advice["change"] != "live" or not advice["changed"]:
-            raise KairosError(f"the split advises {chosen} [{advice['change']}]: not a live "
-                              f"change from {args.start}")
         say(f"before: the nodes back at {args.start}")
         set_key_cache(nodes, others, start_bytes)
         before = meter.settled_window(args)
@@ -375,29 +321,10 @@ def main(argv: list[str] | None = None) -> int:
             if not (applied and args.keep):
                 say(f"back to key_cache_size {original} through the executor")
                 executor.apply({"key_cache_size": original})
-    result["load"] = {"ops": outcome.ops, "failed": outcome.failed,
-                      "failures": dict(outcome.failures),
-                      "acknowledged_writes": outcome.acknowledged_writes,
-                      "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
-                      "verified": outcome.verified}
-    report(result)
-    text = json.dumps(result, indent=1, sort_keys=True)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    ok = ("error" not in result and outcome.failed == 0
-          and outcome.lost_acknowledged_writes == 0 and outcome.verified)
-    return 0 if ok else 1
+    return finish(result, outcome, args.out, report)
 
 
 def report(result: dict[str, Any]) -> None:
-    load = result["load"]
-    say(f"load: {load['ops']} operations, {load['failed']} failed, "
-        f"{load['acknowledged_writes']} acknowledged writes, "
-        f"{load['lost_acknowledged_writes']} lost")
-    if "after" not in result:
-        return
     b, a, p = result["before"], result["after"], result["predicted"]
     say(f"key_cache_size {result['start']} -> {result['chosen']}: hit ratio "
         f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "

@@ -33,7 +33,6 @@ the load's keys are unlinked.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import UTC, datetime
@@ -46,6 +45,14 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 from lab_load import lab_login  # noqa: E402
+from memory_split_lab import (  # noqa: E402
+    SettlingMeter,
+    add_split_arguments,
+    decide,
+    finish,
+    parse_split_arguments,
+    say,
+)
 
 from planner import loadgen  # noqa: E402
 from planner.calibrate.bench import ExecutorBench  # noqa: E402
@@ -62,13 +69,6 @@ NODES = {f"redis{i}": f"127.0.0.1:{7000 + i}" for i in range(1, 7)}
 CONTACT = ("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
 PREFIX = "kairos_split"
 MIX = {"read": 0.9, "write": 0.1}
-#: A settle window: the hit ratio has settled when it moves less than this between two.
-SETTLE_STEP_SECONDS = 5.0
-SETTLE_TOLERANCE = 0.02
-
-
-def say(msg: str) -> None:
-    print(f"[memory-split {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,35 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--miss-penalty-ms", type=float, default=2.0,
                    help="what the application's backing store costs a miss before the fill "
                    "(kairos load --miss-penalty-ms; default 2)")
-    p.add_argument("--start", default="8mb", help="maxmemory the nodes run first (default 8mb)")
-    p.add_argument("--grid-mib", default="4:48:4",
-                   help="the sizes that may be measured, LOW:HIGH:STEP MiB (default 4:48:4)")
-    p.add_argument("--unit-mib", type=int, default=2, help="the split's grid (default 2 MiB)")
-    p.add_argument("--measurements", type=int, default=5,
-                   help="sizes the refinement measures (default 5)")
-    p.add_argument("--window", type=float, default=20.0, help="seconds a window measures")
-    p.add_argument("--settle-max", type=float, default=60.0,
-                   help="most seconds to wait for the hit ratio to settle after a change")
-    p.add_argument("--out", type=Path, help="also write the JSON result here")
-    p.add_argument("--curve-out", type=Path,
-                   help="write the measured curve here (kairos plan --memory-curve)")
-    args = p.parse_args(argv)
-    try:
-        low, high, step = (float(v) for v in args.grid_mib.split(":"))
-    except ValueError:
-        p.error(f"--grid-mib: expected LOW:HIGH:STEP in MiB, got {args.grid_mib!r}")
-    if not 0 < low < high or step <= 0:
-        p.error(f"--grid-mib: need 0 < LOW < HIGH and STEP > 0, got {args.grid_mib!r}")
-    args.grid = [int(v * ms.MIB) for v in _arange(low, high, step)]
-    return args
-
-
-def _arange(low: float, high: float, step: float) -> list[float]:
-    out, v = [], low
-    while v <= high + 1e-9:
-        out.append(v)
-        v += step
-    return out
+    add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2)
+    return parse_split_arguments(p, argv)
 
 
 # ----------------------------------------------------------------------- the nodes
@@ -174,14 +147,8 @@ def budget_figures(infos: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------- measuring
-class Meter:
-    """Windows of the running load: served operations from its progress, hits from INFO."""
-
-    def __init__(self) -> None:
-        self.points: list[tuple[float, int]] = []
-
-    def progress(self, _elapsed: float, ops: int, failures: int) -> None:
-        self.points.append((time.monotonic(), ops - failures))
+class Meter(SettlingMeter):
+    """The primaries' read hits from INFO."""
 
     def window(self, seconds: float) -> dict[str, float]:
         h0, m0 = primaries_counters()
@@ -189,31 +156,13 @@ class Meter:
         time.sleep(seconds)
         h1, m1 = primaries_counters()
         t1 = time.monotonic()
-        inside = [(t, n) for t, n in self.points if t0 <= t <= t1]
-        if len(inside) < 2 or h1 + m1 <= h0 + m0:
+        if h1 + m1 <= h0 + m0:
             raise KairosError(f"a {seconds:.0f}-s window saw no load (is it running?)")
-        (ta, na), (tb, nb) = inside[0], inside[-1]
         # The application's reads the primaries served (a miss's fill is the application's
         # second command for one read, so the client's ops/s count a miss twice).
         return {"hit_ratio": (h1 - h0) / ((h1 - h0) + (m1 - m0)),
                 "reads_per_s": ((h1 - h0) + (m1 - m0)) / (t1 - t0),
-                "ops_per_s": (nb - na) / (tb - ta)}
-
-    def settled(self, seconds_max: float) -> float:
-        """Wait until two settle windows' hit ratios agree; the seconds waited."""
-        start = time.monotonic()
-        last = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
-        while time.monotonic() - start < seconds_max:
-            now = self.window(SETTLE_STEP_SECONDS)["hit_ratio"]
-            if abs(now - last) < SETTLE_TOLERANCE:
-                break
-            last = now
-        return time.monotonic() - start
-
-    def settled_window(self, args: argparse.Namespace) -> dict[str, Any]:
-        """Once the hit ratio has settled (at most ``--settle-max``), a ``--window``."""
-        waited = self.settled(args.settle_max)
-        return {**self.window(args.window), "settled_seconds": round(waited)}
+                "ops_per_s": self.ops_per_s(t0, t1, seconds)}
 
 
 def measure_at(meter: Meter, size: int, args: argparse.Namespace,
@@ -286,17 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         # The most each figure reached in any window: the fork copies the largest data set.
         figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
         doc = measured_curve(windows, figures, args)
-        if args.curve_out:
-            args.curve_out.parent.mkdir(parents=True, exist_ok=True)
-            args.curve_out.write_text(json.dumps(doc, indent=1) + "\n")
-            say(f"wrote {args.curve_out} (kairos plan --memory-curve)")
-        curve = memory_curve.parse_curve(doc, "the measured windows")
-        advice = memory_curve.advise(curve, current={"maxmemory": args.start}, mix=MIX)
-        say(memory_curve.advice_line(advice))
+        curve, advice = decide(doc, args, MIX)
         chosen, predicted = advice["advised"], advice["predicted"]
-        if advice["change"] != "live" or not advice["changed"]:
-            raise KairosError(f"the split advises {chosen} [{advice['change']}]: not a live "
-                              f"change from {args.start}")
         say(f"before: the nodes back at {args.start}")
         set_maxmemory(start_bytes)
         before = meter.settled_window(args)
@@ -325,29 +265,10 @@ def main(argv: list[str] | None = None) -> int:
             say(f"back to {args.start} through the executor (the probes set it by hand)")
             executor.apply({"maxmemory": args.start})
         loadgen.unlink_load_keys(config)
-    result["load"] = {"ops": outcome.ops, "failed": outcome.failed,
-                      "failures": dict(outcome.failures),
-                      "acknowledged_writes": outcome.acknowledged_writes,
-                      "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
-                      "verified": outcome.verified}
-    report(result)
-    text = json.dumps(result, indent=1, sort_keys=True)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
-    ok = ("error" not in result and outcome.failed == 0
-          and outcome.lost_acknowledged_writes == 0 and outcome.verified)
-    return 0 if ok else 1
+    return finish(result, outcome, args.out, report)
 
 
 def report(result: dict[str, Any]) -> None:
-    load = result["load"]
-    say(f"load: {load['ops']} operations, {load['failed']} failed, "
-        f"{load['acknowledged_writes']} acknowledged writes, "
-        f"{load['lost_acknowledged_writes']} lost")
-    if "after" not in result:
-        return
     b, a, p = result["before"], result["after"], result["predicted"]
     say(f"maxmemory {result['start']} -> {result['chosen']}: read hit ratio "
         f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
