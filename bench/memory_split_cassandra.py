@@ -256,7 +256,11 @@ def main(argv: list[str] | None = None) -> int:
         load.start()
         say(f"writing {args.keys} partitions of {args.value_size} B, then zipfian reads and "
             f"updates at {args.cl}, {args.processes} x {args.concurrency} in flight")
+        deadline = time.monotonic() + 120 + args.keys / 200  # the writes, at 0.4 CPU a node
         while not meter.points or meter.points[-1][1] <= 0:
+            if time.monotonic() > deadline:
+                raise KairosError(f"the load served nothing within {120 + args.keys / 200:.0f} s "
+                                  f"of writing {args.keys} partitions")
             time.sleep(1)
         for node in nodes:  # the reads go through the SSTables' partition index
             node.nodetool("flush", KEYSPACE)

@@ -9,8 +9,8 @@ bench/memory_split_redis.py writes one for Redis's ``maxmemory``,
 bench/memory_split_cassandra.py one for Cassandra's ``key_cache_size`` (``--curve-out``);
 ``kairos plan --memory-curve FILE`` reads it and the plan carries the split it advises
 (``provenance.memory_split``), shown by ``kairos explain``, the report and the exported
-metrics. Kairos advises; the change is the operator's (a live ``change_settings_redis.yml``
-or ``change_settings.yml``) until the split is among the plan's steps.
+metrics; when the split is a live change the plan also carries it as a step
+(:mod:`planner.planning.split_step`).
 
 Format (JSON)::
 
@@ -49,6 +49,10 @@ __all__ = ["CURVE_KIND", "MeasuredCurve", "advice_line", "advise", "curve_docume
 CURVE_KIND = "kairos-memory-curve"
 #: The shares a curve file may measure, per engine (the split's cache parameters).
 MEASURED = {"redis": ("maxmemory",), "cassandra": ("key_cache_size",)}
+#: The budget fields that bound the measured share, by whether the engine runs a JVM: a
+#: fork's copy-on-write room (Redis), or the heap and its collector's cost (Cassandra).
+BOUND_FIELDS = {False: ("fork_room_mib",),
+                True: ("heap_mib", "gc_live_mib", "gc_seconds_at_double")}
 #: What the OS room costs beyond a fork's need is not measured: this fraction of a read's
 #: base time at twice the need, which only keeps the room.
 OS_ROOM_COST = 0.01
@@ -233,9 +237,7 @@ def advise(curve: MeasuredCurve, *, current: Mapping[str, Any], mix: Mapping[str
             "miss_seconds": curve.cost.miss_seconds,
             "envelope_mib": curve.envelope_mib, "overhead_mib": curve.overhead_mib,
             "read_share": float(mix.get("read", 0.0)),
-            **({"heap_mib": curve.heap_mib, "gc_live_mib": curve.gc_live_mib,
-                "gc_seconds_at_double": curve.gc_seconds_at_double}
-               if get_engine(curve.engine).jvm else {"fork_room_mib": curve.fork_room_mib}),
+            **{k: getattr(curve, k) for k in BOUND_FIELDS[get_engine(curve.engine).jvm]},
         },
         "source": curve.source,
         "measured_at": curve.measured_at,

@@ -64,15 +64,13 @@ def with_split_step(
     return [split, *out]
 
 
-def _served_gain(advice: Mapping[str, Any], capacity: npt.ArrayLike, load: npt.ArrayLike,
-                 step_seconds: float) -> tuple[float, bool]:
-    """Served operations the advised size adds over the intervals, and whether any of them
-    is saturated at the running size."""
+def _served_gain(advice: Mapping[str, Any], cap: npt.NDArray[np.float64],
+                 offered: npt.NDArray[np.float64], step_seconds: float) -> tuple[float, bool]:
+    """Served operations the advised size adds over the intervals (``cap`` and ``offered``
+    per interval), and whether any of them is saturated at the running size."""
     predicted = advice.get("predicted") or {}
     now, then = predicted.get("reads_per_s_now"), predicted.get("reads_per_s")
     if not now or not then:
         return 0.0, False
-    cap = np.asarray(capacity, dtype=float)
-    offered = np.asarray(load, dtype=float)[: cap.size]
     gained = np.minimum(offered, cap * (then / now)) - np.minimum(offered, cap)
     return float(gained.sum() * step_seconds), bool(np.any(offered > cap))
