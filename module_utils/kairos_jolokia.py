@@ -108,3 +108,71 @@ def exec_operation(config, mbean, operation, timeout=30.0):
 
 def read_attribute(config, mbean, attribute, timeout=30.0):
     return call(config, {"type": "read", "mbean": mbean, "attribute": attribute}, timeout)
+
+
+CACHES = "org.apache.cassandra.db:type=Caches"
+_MIB = 1048576
+
+
+def _stage_setting(stage):
+    """A thread-pool stage's maximum size: getConcurrency/setConcurrency, as nodetool's
+    getconcurrency/setconcurrency call them (the core size left as it is: -1)."""
+    return (
+        {"type": "exec", "mbean": STORAGE_SERVICE, "operation": "getConcurrency",
+         "arguments": [[stage]]},
+        lambda value: int(value[stage][1]),
+        lambda n: {"type": "exec", "mbean": STORAGE_SERVICE, "operation": "setConcurrency",
+                   "arguments": [stage, -1, n]},
+    )
+
+
+def _attribute_setting(mbean, attribute):
+    """A read-write attribute (an MBean getter with its setter)."""
+    return (
+        {"type": "read", "mbean": mbean, "attribute": attribute},
+        int,
+        lambda n: {"type": "write", "mbean": mbean, "attribute": attribute, "value": n},
+    )
+
+
+def _cache_setting(scope, attribute):
+    """A cache's capacity: read from its Capacity metric (bytes, as nodetool info shows it),
+    set through CacheService's write-only ``*CapacityInMB`` (one cache, the others kept)."""
+    return (
+        {"type": "read", "mbean": f"org.apache.cassandra.metrics:type=Cache,scope={scope},"
+                                  "name=Capacity", "attribute": "Value"},
+        lambda value: round(int(value) / _MIB),
+        lambda mib: {"type": "write", "mbean": CACHES, "attribute": attribute, "value": mib},
+    )
+
+
+#: cassandra.yaml key -> (read request, parse(value) -> int in the units of
+#: kairos_nodetool.LIVE_SETTERS, set request(int)); the same keys as LIVE_SETTERS, and only
+#: what the role's jolokia-access.xml allows.
+LIVE_SETTINGS = {
+    "concurrent_reads": _stage_setting("ReadStage"),
+    "concurrent_writes": _stage_setting("MutationStage"),
+    "concurrent_counter_writes": _stage_setting("CounterMutationStage"),
+    "concurrent_compactors": _attribute_setting(STORAGE_SERVICE, "ConcurrentCompactors"),
+    "compaction_throughput": _attribute_setting(STORAGE_SERVICE, "CompactionThroughputMbPerSec"),
+    "row_cache_size": _cache_setting("RowCache", "RowCacheCapacityInMB"),
+    "key_cache_size": _cache_setting("KeyCache", "KeyCacheCapacityInMB"),
+}
+
+
+def read_live_settings(config, keys):
+    """key -> running value of each of ``keys`` (LIVE_SETTINGS), one call each."""
+    values = {}
+    for key in keys:
+        request, parse, _ = LIVE_SETTINGS[key]
+        value = call(config, request)
+        try:
+            values[key] = parse(value)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise JolokiaError(f"cannot read {key} from {request['mbean']}: {value!r} ({exc})") \
+                from None
+    return values
+
+
+def set_live_setting(config, key, value):
+    call(config, LIVE_SETTINGS[key][2](value))

@@ -290,20 +290,69 @@ def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: Play
         assert answer["status"] == 403 and "127.0.0.9" in answer["error"], answer
 
 
-def test_readback_reads_the_heap_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
-    """The read-back module on a lab node: with nodetool pointing nowhere, the heap can only
-    have come from the agent."""
-    config = REPO / ".lab" / "cassandra" / "cass2" / "conf" / "jolokia.properties"
-    args = {"host": "127.0.0.2", "heap": "512M", "nodetool": "/nonexistent/nodetool",
-            "jolokia_config": str(config)}
+def run_module_on(host: str, module: str, args: dict[str, Any],
+                  check: bool = False) -> dict[str, Any]:
+    """One module run on a lab host (ad hoc); its result."""
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible"), "cass2", "-m", "cassandra_settings_readback",
-         "-a", json.dumps(args), "-o"],
+        [str(Path(sys.executable).parent / "ansible"), host, "-m", module, "-a", json.dumps(args),
+         "-o", *(["--check"] if check else [])],
         cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
         env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert '"heap_mb": 512.0' in run.stdout, run.stdout
+    result: dict[str, Any] = json.loads(run.stdout.split("=>", 1)[1])
+    return result
+
+
+def test_readback_reads_the_heap_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
+    """The read-back module on a lab node: with nodetool pointing nowhere, the heap can only
+    have come from the agent."""
+    config = REPO / ".lab" / "cassandra" / "cass2" / "conf" / "jolokia.properties"
+    result = run_module_on("cass2", "cassandra_settings_readback", {
+        "host": "127.0.0.2", "heap": "512M", "nodetool": "/nonexistent/nodetool",
+        "jolokia_config": str(config)})
+    assert result["readback"]["heap_mb"] == 512.0, result
+
+
+def node_view(address: str, keys: list[str]) -> tuple[dict[str, str], int]:
+    """The node's system_views.settings of ``keys`` and its key cache's capacity (bytes):
+    the settings table shows the file's key_cache_size, the caches table the live one."""
+    cluster = cql_node_cluster(address)
+    try:
+        session = cluster.connect()
+        shown = {row.name: row.value for row in
+                 session.execute("SELECT name, value FROM system_views.settings")
+                 if row.name in keys}
+        keys_cache = session.execute(
+            "SELECT capacity_bytes FROM system_views.caches WHERE name = 'keys'").one()
+    finally:
+        cluster.shutdown()
+    return shown, int(keys_cache.capacity_bytes)
+
+
+def test_live_settings_go_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
+    """Every live setting read, set and read back through the agent (nodetool points
+    nowhere), then put back; the node's own view (system_views.settings) agrees."""
+    config = REPO / ".lab" / "cassandra" / "cass3" / "conf" / "jolokia.properties"
+    args = {"nodetool": "/nonexistent/nodetool", "jolokia_config": str(config)}
+    keys = ["concurrent_reads", "concurrent_writes", "concurrent_counter_writes",
+            "concurrent_compactors", "compaction_throughput", "key_cache_size"]
+    before = run_module_on("cass3", "cassandra_live_settings",
+                           {**args, "settings": {k: 1 for k in keys}}, check=True)
+    running = before["before"]
+    assert before["via"] == "jolokia" and set(running) == set(keys), before
+    wanted = {k: v + 1 for k, v in running.items()}
+    try:
+        changed = run_module_on("cass3", "cassandra_live_settings", {**args, "settings": wanted})
+        assert changed["after"] == wanted and changed["changed_keys"] == sorted(keys), changed
+        shown, key_cache_bytes = node_view("127.0.0.3", keys)
+        assert shown == {**{k: str(wanted[k]) for k in keys},
+                         "compaction_throughput": f"{wanted['compaction_throughput']}MiB/s",
+                         "key_cache_size": shown["key_cache_size"]}, shown
+        assert key_cache_bytes == wanted["key_cache_size"] * 1048576
+    finally:
+        back = run_module_on("cass3", "cassandra_live_settings", {**args, "settings": running})
+    assert back["after"] == running, back
 
 
 def _rogue_tls(tmp_path: Path) -> dict[str, str]:
