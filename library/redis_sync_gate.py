@@ -18,6 +18,9 @@ description:
   - Cluster only - C(cluster_state) is ok on every node; C(slots) every node sees all
     16384 slots assigned and ok; C(agreement) every node knows every node, flags none as
     failing, and agrees with each node about its role and primary.
+  - With I(down_grace), fails without waiting for I(timeout) when a node other than
+    I(node) has refused every connection for that many seconds in a row (no process
+    listens; a busy node's timeouts do not count) - C(down) names it.
   - Read-only, never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes,
                                  kairos_redis.wait, kairos_redis, kairos.tls]
@@ -32,6 +35,11 @@ options:
   max_lag:
     description: Bytes of replication offset a replica may be behind.
     type: int
+    default: 0
+  down_grace:
+    description: Seconds a node other than I(node) may refuse connections before the gate
+      fails; 0 waits for I(timeout) whatever happens.
+    type: float
     default: 0
 """
 
@@ -77,6 +85,7 @@ def main():
             node=dict(type="str"),
             role=dict(type="str", choices=["primary", "replica"]),
             max_lag=dict(type="int", default=0),
+            down_grace=dict(type="float", default=0),
             **WAIT_ARGS,
         ),
         supports_check_mode=True,
@@ -90,6 +99,7 @@ def main():
         *credentials(module),
         p["timeout"],
         p["interval"],
+        down_grace=p["down_grace"],
         node=p["node"],
         role=p["role"],
         max_lag=p["max_lag"],
@@ -98,9 +108,9 @@ def main():
                   primaries=topology["primaries"])
     if unmet:
         about = f" after {p['node']}" if p["node"] else ""
-        module.fail_json(
-            msg=f"not in sync{about} within {p['timeout']:g} s: {describe_unmet(unmet)}", **result
-        )
+        why = (f" after {waited:g} s, a node down" if "down" in unmet
+               else f" within {p['timeout']:g} s")
+        module.fail_json(msg=f"not in sync{about}{why}: {describe_unmet(unmet)}", **result)
     module.exit_json(**result)
 
 

@@ -657,13 +657,35 @@ def gate_once(endpoints, password="", username="", timeout=5.0, tls=None, **cond
     return after, unmet_conditions(after, offsets=offsets, **conditions)
 
 
-def wait_in_sync(endpoints, password, username, timeout, tls, deadline_s, interval, **conditions):
-    """Poll :func:`gate_once` until nothing is unmet or ``deadline_s`` seconds pass."""
+def refuses_connections(fact):
+    """Whether a node's last read was refused at connect: no process listens (a busy or
+    slow node times out instead, and a refused login is another error)."""
+    return "Connection refused" in str(fact.get("error") or "")
+
+
+def wait_in_sync(endpoints, password, username, timeout, tls, deadline_s, interval,
+                 down_grace=0.0, **conditions):
+    """Poll :func:`gate_once` until nothing is unmet or ``deadline_s`` seconds pass.
+
+    With ``down_grace``, stop sooner when a node other than ``conditions["node"]`` (the one
+    just restarted) has refused every connection for that many seconds: its process is gone,
+    and waiting cannot bring it back. ``unmet`` then has ``down``, naming it."""
     began = time.monotonic()
+    refusing = {}  # node -> when its current run of refused connections began
     while True:
         topology, unmet = gate_once(endpoints, password, username, timeout, tls, **conditions)
-        waited = time.monotonic() - began
-        if not unmet or waited >= deadline_s:
+        now = time.monotonic()
+        for name, fact in topology["nodes"].items():
+            if name != conditions.get("node") and refuses_connections(fact):
+                refusing.setdefault(name, now)
+            else:
+                refusing.pop(name, None)
+        gone = sorted(n for n, since in refusing.items() if down_grace and now - since >= down_grace)
+        if gone:
+            unmet["down"] = [f"{n}: refused every connection for {now - refusing[n]:.0f} s"
+                             for n in gone]
+        waited = now - began
+        if not unmet or waited >= deadline_s or gone:
             return topology, unmet, round(waited, 2)
         time.sleep(interval)
 

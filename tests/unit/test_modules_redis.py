@@ -17,6 +17,7 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import kairos_redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from tests.unit.test_modules_harness import (
@@ -73,6 +74,7 @@ class FakeCluster:
             self.servers[replica] = Server(replica, primary)
         self.sent: list[tuple[str, tuple[str, ...]]] = []
         self.passwords: set[str | None] = set()
+        self.dead: set[str] = set()  # endpoints no process listens on
 
     def cluster_nodes(self, me: str) -> str:
         """The captured CLUSTER NODES, as ``me`` sees the roles now."""
@@ -89,6 +91,8 @@ class FakeCluster:
         return "".join(out)
 
     def answer(self, endpoint: str, args: tuple[str, ...]) -> Any:
+        if endpoint in self.dead:  # redis-py's words for a port nothing listens on
+            raise RedisConnectionError(f"Error 111 connecting to {endpoint}. Connection refused.")
         self.sent.append((endpoint, args))
         server = self.servers[endpoint]
         command = " ".join(args[:2]).upper()
@@ -202,6 +206,33 @@ def test_sync_gate_names_the_replica_whose_link_is_down(redis: FakeCluster) -> N
                      "link_up: redis4: master_link_status:down")
     assert result["unmet"] == {"link_up": ["redis4: master_link_status:down"]}
     assert_no_secret(result)
+
+
+def test_sync_gate_stops_waiting_when_a_node_outside_the_batch_is_gone(
+    redis: FakeCluster
+) -> None:
+    # The fault of tests/integration/test_apply_plan_redis.py: redis5 killed while redis4's
+    # rescue waits for the cluster; without down_grace the gate waited its whole timeout.
+    redis.dead.add("127.0.0.1:7005")
+    result = refused("redis_sync_gate", args(node="redis4", timeout=30, interval=0.05,
+                                             down_grace=0.3),
+                     r"not in sync after redis4 after [\d.]+ s, a node down: down: redis5: "
+                     r"refused every connection for 0 s; reachable: redis5: ConnectionError")
+    assert 0.3 <= result["waited_seconds"] < 5
+    assert_no_secret(result)
+
+
+def test_sync_gate_waits_for_the_restarted_node_and_without_down_grace(
+    redis: FakeCluster
+) -> None:
+    redis.dead.add("127.0.0.1:7004")  # redis4 itself, still starting: waited for
+    slow = refused("redis_sync_gate", args(node="redis4", timeout=0.6, interval=0.05,
+                                           down_grace=0.1), "not in sync after redis4 within 0.6 s")
+    assert "down" not in slow["unmet"] and slow["waited_seconds"] >= 0.6
+    redis.dead = {"127.0.0.1:7005"}
+    waited = refused("redis_sync_gate", args(node="redis4", timeout=0.6, interval=0.05),
+                     "within 0.6 s: reachable: redis5")
+    assert "down" not in waited["unmet"] and waited["waited_seconds"] >= 0.6
 
 
 @pytest.mark.parametrize(
