@@ -680,7 +680,8 @@ def wait_in_sync(endpoints, password, username, timeout, tls, deadline_s, interv
                 refusing.setdefault(name, now)
             else:
                 refusing.pop(name, None)
-        gone = sorted(n for n, since in refusing.items() if down_grace and now - since >= down_grace)
+        gone = sorted(n for n, since in refusing.items()
+                      if down_grace and now - since >= down_grace)
         if gone:
             unmet["down"] = [f"{n}: refused every connection for {now - refusing[n]:.0f} s"
                              for n in gone]
