@@ -237,7 +237,7 @@ def prepare(args: argparse.Namespace) -> Setup:
         if not Path(getattr(args, name)).exists():
             raise ValidationError(f"--{name}: {getattr(args, name)}: no such file")
     model = load_model(args.model)
-    space = get_space(po.ENGINE)
+    space = get_space(model.engine)
     params = ([k.strip() for k in args.params.split(",") if k.strip()] if args.params
               else po.model_params(model))
     for k in params:
@@ -305,7 +305,7 @@ class Lab:
         self.args, self.setup = args, setup
         self.hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip())
         self.load = LoadConfig(
-            engine=po.ENGINE, contact_points=self.hosts, port=args.port, cl=args.cl,
+            engine=setup.model.engine, contact_points=self.hosts, port=args.port, cl=args.cl,
             keyspace=args.keyspace, table=args.table, keys=args.keys,
             max_keys=max(args.keys, 1_000_000), distribution=args.distribution,
             value_size=args.value_size, concurrency=args.concurrency,
@@ -453,7 +453,8 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
     try:
         precondition(lab, tag, rec)
         settings = {k: v for k, v in plan.start.items() if lab.running.get(k) != v}
-        restarted = po.needs_restart(lab.running, settings) if settings else False
+        restarted = (po.needs_restart(lab.running, settings, engine=setup.model.engine)
+                     if settings else False)
         if settings:
             say(f"{tag}: starting configuration {settings}" + (" (rolling restart)"
                                                               if restarted else ""))
@@ -499,7 +500,8 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
                 entry["started"] = round(time.monotonic() - t0, 1)
                 say(f"{tag}: at {entry['started']:g} s (due {change.at:g} s) applying "
                     f"{dict(change.settings)}" + (" (rolling restart)" if change.restart else ""))
-                restart = po.needs_restart(lab.running, change.settings)
+                restart = po.needs_restart(lab.running, change.settings,
+                                           engine=setup.model.engine)
                 try:
                     lab.apply(change.settings)
                 except KairosError as exc:
@@ -550,7 +552,7 @@ def write_outputs(out: Path, results: dict[str, Any]) -> None:
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1, sort_keys=False, default=str) + "\n")
     tmp.replace(out / "results.json")
-    classes = classes_for(po.ENGINE)
+    classes = classes_for(results.get("engine", "cassandra"))
     with (out / "series.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["run_id", "shape", "policy", "repetition", "order", "status", "t",
@@ -600,7 +602,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "kind": "kairos-payoff", "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "kind": "kairos-payoff", "engine": setup.model.engine,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in
                             ["bench/payoff.py", *(sys.argv[1:] if argv is None else argv)]),
         "model": {"path": setup.model_path, "name": setup.model.name,
