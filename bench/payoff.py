@@ -867,6 +867,12 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
                 say(f"could NOT restore the default: {exc}")
                 results["restore_error"] = str(exc)
                 rc = rc or 1
+        # A cache's data is removed (an engine without tables): another load's keys are then
+        # not evicted to make room for it.
+        with contextlib.suppress(KairosError, KeyboardInterrupt):
+            removed = lab.clear_keys("the end")
+            if removed is not None:
+                results["unlinked_at_end"] = removed
         with contextlib.suppress(OSError):
             write_outputs(out, results)
     print(po.summary_table(po.summarise(results["runs"])), end="")

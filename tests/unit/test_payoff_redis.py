@@ -330,9 +330,11 @@ def test_the_driver_runs_redis_through_its_executor_load_and_config_get(
     assert set(lab.playbooks) == {"change_settings_redis.yml"}
     assert runs[2]["changes"][0]["started"] == 0.0 and runs[2]["changes_made"] == 1
     assert [r["restarts"] for r in runs] == [0, 0, 0]
-    # every run starts from an empty cache: its keys unlinked before its load
-    assert lab.unlinked == [("kairos_payoff", 0), ("kairos_payoff", 1), ("kairos_payoff", 2)]
+    # every run starts from an empty cache: its keys unlinked before its load; and at the end
+    assert lab.unlinked == [("kairos_payoff", 0), ("kairos_payoff", 1), ("kairos_payoff", 2),
+                            ("kairos_payoff", 3)]
     assert [r["unlinked_keys"] for r in runs] == [7000] * 3
+    assert results["unlinked_at_end"] == 7000
     for load in lab.loads:
         c = load.config
         assert (c.engine, c.shape, c.prefix, c.keys, c.concurrency, c.verify) == (
