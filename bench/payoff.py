@@ -24,15 +24,29 @@ The policies' decisions are computed before the first run from the performance m
 (``--model``): see planner/lab/payoff.py. ``kairos`` follows the plan ``make_plan`` makes on the
 schedule (a perfect forecast, served work, the restart cost).
 
+``--engine redis`` runs it on the lab's Redis Cluster: the Redis model
+(inventories/local/calibration/redis-model.json), the hash day (``--shapes hashes``: big hashes
+written much more than read, then read much more than written, the load shapes hash-write and
+hash-read of planner/loadgen/shapes.py over the same 7,000 hashes), the Redis executor
+(playbooks/change_settings_redis.yml: CONFIG SET, the conf files, read back), the load's keys
+(``--prefix``) unlinked before every run so that each starts from an empty cache filled under
+its starting configuration, every WAIT-acknowledged write verified after the run (a key the
+primaries evicted is counted as evicted, not lost), and the configuration read back with
+CONFIG GET on every node (``--hosts``: all six). The options of tables and consistency levels
+(``--keyspace``, ``--layout``, ``--cl``, ...) are Cassandra's and refused there.
+
 Writes ``--out``/results.json (after every run), series.csv, payoff.html (charts and the
 table) and executor.log; prints progress to stderr and the table to stdout. ``--render DIR``
 writes DIR/payoff.html again from DIR/results.json (the records in docs/payoff-records/ keep
 only results.json and series.csv). Exit code 0 when every run completed, 1 when a run failed
 (the executor, the load or the read-back; the run is recorded as failed), 2 for bad options.
 The CQL login comes from KAIROS_CASSANDRA_USERNAME / KAIROS_CASSANDRA_PASSWORD in the
-environment, never argv. Run from the repository root::
+environment, the Redis one from KAIROS_REDIS_USERNAME / KAIROS_REDIS_PASSWORD (the loads': the
+KAIROS_LOAD_* variables; bench/lab_env.sh sets them all on the lab), never argv. Run from the
+repository root::
 
     nice -n 19 .venv/bin/python bench/payoff.py --plan-only        # the decisions, no lab
+    nice -n 19 .venv/bin/python bench/payoff.py --engine redis --plan-only  # Redis' decisions
     nice -n 19 .venv/bin/python bench/payoff.py --out .kairos/payoff  # ~1.5 h: 8 runs of 8 min
     nice -n 19 .venv/bin/python bench/payoff.py --short --out /tmp/payoff  # CI plumbing, ~4 min
     .venv/bin/python bench/payoff.py --render docs/payoff-records/warehouse  # a record's page
@@ -47,24 +61,63 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from planner.engines import ENGINES, Engine, get_engine
 from planner.errors import KairosError, ValidationError, sigterm_as_interrupt
 from planner.lab import payoff as po
 from planner.model.spaces import get_space
 from planner.planning.pipeline import DEFAULT_CHANGE_SECONDS
 from planner.workload.series import classes_for
 
-DEFAULT_MODEL = "inventories/local/calibration/cassandra-model.json"
-#: What ``--short`` sets (the CI plumbing run), unless the option is given.
+#: What ``--short`` sets (the CI plumbing run), unless the option is given (and the load's
+#: size of :data:`ENGINE_SHORT`).
 SHORT = {"minutes": 1.0, "repetitions": 1, "policies": "default,kairos", "warmup": 5.0,
-         "restart_warmup": 30.0, "keys": 5000, "concurrency": 32}
+         "restart_warmup": 30.0}
 DEFAULTS = {"minutes": 8.0, "repetitions": 2, "policies": ",".join(po.POLICIES),
-            "warmup": 60.0, "restart_warmup": 180.0, "keys": 100_000, "concurrency": 64}
+            "warmup": 60.0, "restart_warmup": 180.0}
+#: The defaults that depend on ``--engine`` (an option left at None takes its engine's): the
+#: model, the executor's entry point, the schedule, the nodes (Redis: every node, each read
+#: back) and the load's data. Redis': the data of the lab's Redis calibration (7,000 hashes
+#: of 256-768 fields of 40 bytes, read uniformly, 8 client threads; PROVENANCE.md there).
+ENGINE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "cassandra": {"model": "inventories/local/calibration/cassandra-model.json",
+                  "playbook": "playbooks/change_settings.yml", "shapes": "bus",
+                  "hosts": "127.0.0.1,127.0.0.2,127.0.0.3", "port": 9042,
+                  "distribution": "zipfian", "value_size": 100, "keys": 100_000,
+                  "concurrency": 64},
+    "redis": {"model": "inventories/local/calibration/redis-model.json",
+              "playbook": "playbooks/change_settings_redis.yml", "shapes": "hashes",
+              "hosts": ",".join(f"127.0.0.1:{port}" for port in range(7001, 7007)),
+              "port": 6379, "distribution": "uniform", "value_size": 40, "keys": 7000,
+              "concurrency": 8},
+}
+#: What ``--short`` sets per engine besides :data:`SHORT` (Redis keeps the calibration's
+#: data: fewer hashes fit in memory whatever the listpack threshold).
+ENGINE_SHORT: dict[str, dict[str, Any]] = {
+    "cassandra": {"keys": 5000, "concurrency": 32},
+    "redis": {},
+}
+#: Options of an engine with tables (planner.engines: ``tables``): the keyspace and table,
+#: their SSTables and compactions, the history before a run. Their defaults; refused, naming
+#: the option, for an engine without tables.
+TABLE_OPTIONS: dict[str, Any] = {
+    "keyspace": "kairos_payoff", "table": "usertable", "layout": None, "save_layout": False,
+    "lab_dir": ".lab/cassandra", "settle_timeout": 1800.0, "preloaded": False,
+    "precondition": 0.0, "precondition_mix": {"update": 0.9, "scan": 0.1},
+    "compaction_seconds": DEFAULT_CHANGE_SECONDS["compaction"], "change_costs": None,
+}
+#: What those options are for an engine without the fact (none given): off; the rest None.
+ABSENT: dict[str, Any] = {"settle_timeout": 0.0, "precondition": 0.0, "save_layout": False,
+                          "preloaded": False}
+#: Options of an engine whose requests carry a consistency level (``consistency_level``).
+CL_OPTIONS: dict[str, Any] = {"cl": "QUORUM"}
+#: Options of an engine without tables: the prefix of the load's keys (its data).
+KEY_OPTIONS: dict[str, Any] = {"prefix": "kairos_payoff"}
 #: Seconds the load may overrun its schedule before it is stopped.
 LOAD_SLACK = 30.0
 PROGRESS_EVERY = 30.0
@@ -90,9 +143,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="bench/payoff.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     exp = p.add_argument_group("the experiment")
-    exp.add_argument("--shapes", default="bus",
-                     help=f"workload shapes, comma-separated, of {', '.join(po.SHAPES)} "
-                     "(default bus)")
+    exp.add_argument("--engine", default="cassandra",
+                     help=f"the engine, of {', '.join(ENGINES)} (default cassandra)")
+    exp.add_argument("--shapes",
+                     help="workload shapes, comma-separated, of the engine's: " + "; ".join(
+                         f"{e}: {', '.join(po.shapes_for(e))}" for e in ENGINES)
+                     + " (default bus; Redis hashes)")
     exp.add_argument("--minutes", type=float, help="length of one run (default 8; --short 1)")
     exp.add_argument("--repetitions", type=int,
                      help="repetitions of every policy, mirrored order (default 2; --short 1)")
@@ -112,25 +168,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     exp.add_argument("--restart-warmup", type=float,
                      help="the warm-up when the starting configuration needed a restart "
                      "(default 180; --short 30)")
-    exp.add_argument("--settle-timeout", type=float, default=1800.0,
+    exp.add_argument("--settle-timeout", type=float,
                      help="before each run, wait up to this many seconds for the nodes' "
-                     "compactions to finish (0: do not wait; default 1800)")
+                     "compactions to finish (0: do not wait; default 1800; Cassandra)")
     exp.add_argument("--short", action="store_true",
-                     help="the CI plumbing run: " + ", ".join(f"--{k.replace('_', '-')} {v}"
-                                                              for k, v in SHORT.items()))
-    exp.add_argument("--precondition", type=float, default=0.0, metavar="SECONDS",
+                     help="the CI plumbing run: " + ", ".join(
+                         f"--{k.replace('_', '-')} {v}" for k, v in SHORT.items())
+                     + "; Cassandra also --keys 5000 --concurrency 32")
+    exp.add_argument("--precondition", type=float, metavar="SECONDS",
                      help="before every run, this long under --precondition-mix in the default "
-                     "configuration: the same recent history for every policy (default 0: none)")
-    exp.add_argument("--precondition-mix", type=_mix, default={"update": 0.9, "scan": 0.1},
-                     metavar="CLASS=SHARE,...",
-                     help="the preconditioning load's mix (default update=0.9,scan=0.1)")
+                     "configuration: the same recent history for every policy (default 0: none; "
+                     "Cassandra)")
+    exp.add_argument("--precondition-mix", type=_mix, metavar="CLASS=SHARE,...",
+                     help="the preconditioning load's mix (default update=0.9,scan=0.1; "
+                     "Cassandra)")
     exp.add_argument("--layout", metavar="DIR",
                      help="before every run, truncate the table and put back the SSTables "
                      "saved in DIR (planner/lab/sstable_layout.py): every policy starts from the "
-                     "same layout; lab only")
-    exp.add_argument("--save-layout", action="store_true",
+                     "same layout; lab only; Cassandra")
+    exp.add_argument("--save-layout", action="store_true", default=None,
                      help="save the table's SSTables as they are now into --layout and exit")
-    exp.add_argument("--lab-dir", default=".lab/cassandra",
+    exp.add_argument("--lab-dir",
                      help="the lab's node directories, for --layout (default .lab/cassandra)")
     exp.add_argument("--plan-only", action="store_true",
                      help="print every policy's decisions and exit; touch no node")
@@ -145,7 +203,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="write DIR/payoff.html from DIR/results.json (a record of an earlier "
                      "experiment) and exit; touch no node")
     mod = p.add_argument_group("the model and the planner")
-    mod.add_argument("--model", default=DEFAULT_MODEL, help=f"performance model ({DEFAULT_MODEL})")
+    mod.add_argument("--model", help="performance model (default: the lab's, of the engine: " +
+                     "; ".join(f"{e} {d['model']}" for e, d in ENGINE_DEFAULTS.items()) + ")")
     mod.add_argument("--params", help="the parameters the policies may change, comma-separated "
                      "(default: those the model has features for)")
     mod.add_argument("--restart-seconds", type=float, default=60.0,
@@ -154,41 +213,76 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                      help="a state directory whose recorded rollouts give T_r (kairos plan's "
                      "option of that name)")
     mod.add_argument("--compaction-seconds", type=float,
-                     default=DEFAULT_CHANGE_SECONDS["compaction"],
                      help="seconds of full throughput the kairos policy charges a compaction "
                      "strategy change (kairos plan's option of that name; default "
-                     f"{DEFAULT_CHANGE_SECONDS['compaction']:g})")
+                     f"{DEFAULT_CHANGE_SECONDS['compaction']:g}; Cassandra)")
     mod.add_argument("--change-costs",
                      help="measured compaction switches (bench/change_cost.py --out) the kairos "
-                     "policy prices instead of --compaction-seconds (kairos plan's option)")
+                     "policy prices instead of --compaction-seconds (kairos plan's option; "
+                     "Cassandra)")
     mod.add_argument("--confidence", type=float, default=0.9,
                      help="the kairos policy keeps a step only when P(gain > cost) is at "
                      "least this (kairos plan's option of that name; default 0.9)")
     ex = p.add_argument_group("the executor and the load")
     ex.add_argument("--inventory", default="inventories/local/hosts.yml")
-    ex.add_argument("--playbook", default="playbooks/change_settings.yml")
-    ex.add_argument("--cl", type=str.upper, default="QUORUM",
+    ex.add_argument("--playbook", help="the executor's entry point (default "
+                    "playbooks/change_settings.yml; Redis playbooks/change_settings_redis.yml)")
+    ex.add_argument("--cl", type=str.upper,
                     help="consistency level of the load, kept by every rolling restart and "
-                    "planned for (default QUORUM)")
-    ex.add_argument("--hosts", default="127.0.0.1,127.0.0.2,127.0.0.3",
-                    help="CQL contact points (default: the local lab)")
-    ex.add_argument("--port", type=int, default=9042)
-    ex.add_argument("--keyspace", default="kairos_payoff")
-    ex.add_argument("--table", default="usertable")
-    ex.add_argument("--keys", type=int, help="records (default 100000; --short 5000)")
-    ex.add_argument("--preloaded", action="store_true",
-                    help="the table already holds the --keys records: do not write them first")
-    ex.add_argument("--value-size", type=int, default=100)
+                    "planned for (default QUORUM; Cassandra)")
+    ex.add_argument("--hosts",
+                    help="CQL contact points, or the Redis nodes (host:port; every one is read "
+                    "back) (default: the local lab's)")
+    ex.add_argument("--port", type=int, help="default port of --hosts (9042; Redis 6379)")
+    ex.add_argument("--keyspace", help="default kairos_payoff (Cassandra)")
+    ex.add_argument("--table", help="default usertable (Cassandra)")
+    ex.add_argument("--prefix", help="the prefix of the load's keys, unlinked before every "
+                    "run (default kairos_payoff; Redis)")
+    ex.add_argument("--keys", type=int, help="records (default 100000, --short 5000; Redis: "
+                    "hashes, 7000)")
+    ex.add_argument("--preloaded", action="store_true", default=None,
+                    help="the table already holds the --keys records: do not write them first "
+                    "(Cassandra)")
+    ex.add_argument("--value-size", type=int, help="bytes (default 100; Redis 40 a field)")
     ex.add_argument("--distribution", choices=("uniform", "zipfian", "latest"),
-                    default="zipfian")
+                    help="key popularity (default zipfian; Redis uniform)")
     ex.add_argument("--concurrency", type=int,
-                    help="requests in flight per process (default 64; --short 32)")
+                    help="requests in flight per process (default 64, --short 32; Redis: "
+                    "client threads, 8)")
     ex.add_argument("--processes", type=int, default=1)
     args = p.parse_args(argv)
     for key, normal in DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, SHORT[key] if args.short else normal)
+    # An unknown --engine takes no defaults here; prepare() refuses it, naming the option.
+    short = ENGINE_SHORT.get(args.engine, {}) if args.short else {}
+    for key, normal in ENGINE_DEFAULTS.get(args.engine, {}).items():
+        if getattr(args, key) is None:
+            setattr(args, key, short.get(key, normal))
     return args
+
+
+def engine_options(args: argparse.Namespace) -> None:
+    """``--engine`` checked, then the options only some engines have: refused, naming the
+    option, when given for another engine (a table's or a consistency level's with Redis, a
+    key prefix with Cassandra); when not given, their defaults, or for another engine
+    :data:`ABSENT`'s (off)."""
+    try:
+        engine = get_engine(args.engine)
+    except ValidationError as exc:
+        raise ValidationError(f"--{exc}") from None
+    groups: tuple[tuple[dict[str, Any], Callable[[Engine], bool], str], ...] = (
+        (TABLE_OPTIONS, lambda e: e.tables, "an engine with tables"),
+        (CL_OPTIONS, lambda e: e.consistency_level, "an engine with consistency levels"),
+        (KEY_OPTIONS, lambda e: not e.tables, "an engine without tables"))
+    for options, has, what in groups:
+        for name, default in options.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default if has(engine) else ABSENT.get(name))
+            elif not has(engine):
+                which = ", ".join(e for e in ENGINES if has(get_engine(e)))
+                raise ValidationError(f"--{name.replace('_', '-')}: an option of {what} "
+                                      f"({which}), not of {engine.name}")
 
 
 @dataclass
@@ -203,13 +297,14 @@ class Setup:
     plans: dict[str, dict[str, po.PolicyPlan]]
     order: list[tuple[str, int, str]]
     tables: tuple[str, ...]
+    engine: str = "cassandra"
     readable: list[str] = field(default_factory=list)
 
 
-def prepare(args: argparse.Namespace) -> Setup:
-    """Check the options, read the model, build the schedules and every policy's plan."""
-    from planner.model.performance import load_model
-
+def check_options(args: argparse.Namespace) -> tuple[tuple[str, ...], list[str]]:
+    """The options checked before the model is read (the engine's first, naming each
+    option); the policies and the shapes."""
+    engine_options(args)
     po.check_minutes(args.minutes)
     if args.save_layout and not args.layout:
         raise ValidationError("--save-layout: give the directory to save into with --layout")
@@ -222,34 +317,48 @@ def prepare(args: argparse.Namespace) -> Setup:
                               f"{args.precondition:g}")
     policies = po.parse_policies(args.policies)
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    bad = [s for s in shapes if s not in po.SHAPES]
+    known = po.shapes_for(args.engine)
+    bad = [s for s in shapes if s not in known]
     if not shapes or bad:
-        raise ValidationError(f"--shapes: unknown {bad[0]!r}; known: {', '.join(po.SHAPES)}"
-                              if bad else "--shapes: give at least one")
-    order = [(shape, rep, pol) for shape in shapes
-             for rep, pol in po.run_order(policies, args.repetitions)]
+        raise ValidationError(f"--shapes: unknown {bad[0]!r} for {args.engine}; known: "
+                              f"{', '.join(known)}" if bad else "--shapes: give at least one")
     for name in ("warmup", "restart_warmup", "settle_timeout"):
         if not 0 <= getattr(args, name) <= 3600:
             raise ValidationError(f"--{name.replace('_', '-')}: must be in [0, 3600]")
-    if args.cl not in ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "LOCAL_ONE"):
+    if args.cl not in ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "LOCAL_ONE",
+                       None):
         raise ValidationError(f"--cl: unknown consistency level {args.cl!r}")
     for name in ("inventory", "playbook", "model"):
         if not Path(getattr(args, name)).exists():
             raise ValidationError(f"--{name}: {getattr(args, name)}: no such file")
+    return policies, shapes
+
+
+def prepare(args: argparse.Namespace) -> Setup:
+    """Check the options, read the model, build the schedules and every policy's plan."""
+    from planner.model.performance import load_model
+
+    policies, shapes = check_options(args)
+    order = [(shape, rep, pol) for shape in shapes
+             for rep, pol in po.run_order(policies, args.repetitions)]
     model = load_model(args.model)
-    space = get_space(po.ENGINE)
+    if model.engine != args.engine:
+        raise ValidationError(f"--model: {args.model} is a {model.engine} model, not for "
+                              f"--engine {args.engine}")
+    space = get_space(args.engine)
     params = ([k.strip() for k in args.params.split(",") if k.strip()] if args.params
               else po.model_params(model))
     for k in params:
         space[k]  # an unknown name is refused, with the close ones
     default = po.default_config(model, params)
     candidates = po.candidate_grid(model, default)
-    tables = (f"{args.keyspace}.{args.table}",)
-    options = {"cl": args.cl, "restart_seconds": args.restart_seconds,
+    tables = (f"{args.keyspace}.{args.table}",) if get_engine(args.engine).tables else ()
+    options = {"restart_seconds": args.restart_seconds,
                "restart_seconds_from": args.restart_seconds_from, "tables": tables,
-               "compaction_seconds": args.compaction_seconds,
                "change_costs": args.change_costs,
-               "confidence": args.confidence, "seed": args.seed}
+               "confidence": args.confidence, "seed": args.seed,
+               **{k: getattr(args, k) for k in ("cl", "compaction_seconds")
+                  if getattr(args, k) is not None}}
     schedules: dict[str, po.Schedule] = {}
     plans: dict[str, dict[str, po.PolicyPlan]] = {}
     for shape in shapes:
@@ -271,7 +380,7 @@ def prepare(args: argparse.Namespace) -> Setup:
     readable = sorted(k for k in touched if space[k].location != "jvm")
     return Setup(model_path=args.model, model=model, default=default, candidates=candidates,
                  schedules=schedules, plans=plans, order=order, tables=tables,
-                 readable=readable)
+                 engine=args.engine, readable=readable)
 
 
 def describe_plans(setup: Setup) -> list[str]:
@@ -303,31 +412,58 @@ class Lab:
         from planner.loadgen import LoadConfig
 
         self.args, self.setup = args, setup
+        self.engine = get_engine(setup.engine)
         self.hosts = tuple(h.strip() for h in args.hosts.split(",") if h.strip())
+        # Where the data is: a keyspace's table (and a CL), or keys under a prefix.
+        where: dict[str, Any] = (
+            {"keyspace": args.keyspace, "table": args.table} if self.engine.tables
+            else {"prefix": args.prefix})
+        if self.engine.consistency_level:
+            where["cl"] = args.cl
+        first = next(iter(setup.schedules.values()), None)
         self.load = LoadConfig(
-            engine=po.ENGINE, contact_points=self.hosts, port=args.port, cl=args.cl,
-            keyspace=args.keyspace, table=args.table, keys=args.keys,
+            engine=setup.engine, contact_points=self.hosts, port=args.port, keys=args.keys,
             max_keys=max(args.keys, 1_000_000), distribution=args.distribution,
             value_size=args.value_size, concurrency=args.concurrency,
             processes=args.processes, seed=args.seed, verify=False,
+            shape=None if first is None else po.load_shape(first), **where,
         )
         self.bench = ExecutorBench(
             load=self.load, warmup_seconds=0.0, measure_seconds=0.0, playbook=args.playbook,
-            inventory=args.inventory, rollout_cl=args.cl, log_path=out / "executor.log",
-            log=say)
+            inventory=args.inventory, rollout_cl=args.cl or "ONE",
+            log_path=out / "executor.log", log=say)
         self.running: dict[str, Any] = {}
         self.version = ""
         self.applied = False  # whether this experiment has changed anything yet
 
     def read(self) -> dict[str, Any]:
-        """The running values of the parameters the policies touch (system_views.settings,
-        the table's compaction), equal on every node (KairosError/ValidationError else)."""
-        from planner.calibrate.bench import read_running_config
-
-        values, self.version = read_running_config(
-            self.setup.readable, hosts=self.hosts, port=self.args.port,
-            keyspace=self.args.keyspace, table=self.args.table)
+        """The running values of the parameters the policies touch, equal on every node
+        (KairosError/ValidationError else): Cassandra's system_views.settings and the
+        table's compaction, Redis' CONFIG GET on every node of ``--hosts``."""
+        values, self.version = READERS[self.setup.engine](self)
         return dict(values)
+
+    def load_for(self, schedule: po.Schedule) -> Any:
+        """The load that replays ``schedule`` (its load shape, if it names one)."""
+        return replace(self.load, shape=po.load_shape(schedule))
+
+    def clear_keys(self, tag: str) -> int | None:
+        """An engine without tables: UNLINK the load's keys (``--prefix``), so that the
+        run starts from an empty cache, its data written under its starting configuration
+        (the encoding of a hash written before stays what it was). None otherwise."""
+        from redis.exceptions import RedisError
+
+        from planner import loadgen
+
+        if self.engine.tables:
+            return None
+        try:
+            removed = loadgen.unlink_load_keys(self.load)
+        except (RedisError, OSError) as exc:
+            raise KairosError(f"the load's keys ({self.args.prefix}:*) could not be unlinked: "
+                              f"{type(exc).__name__}: {exc}") from None
+        say(f"{tag}: unlinked the {removed:,} key(s) of {self.args.prefix}:*")
+        return removed
 
     def apply(self, settings: Mapping[str, Any]) -> float:
         """Apply through the executor (KairosError naming the log on failure); seconds."""
@@ -339,9 +475,12 @@ class Lab:
 
     def prepare_data(self, mix: Mapping[str, float]) -> None:
         """Create the keyspace and table and write the records (unless ``--preloaded``)
-        before anything is applied: a compaction change needs the table."""
+        before anything is applied: a compaction change needs the table. An engine without
+        tables has nothing to create (each run clears its keys: :meth:`clear_keys`)."""
         from planner.loadgen import run_load
 
+        if not self.engine.tables:
+            return
         say("creating the table" + ("" if self.args.preloaded else
                                     f" and writing the {self.args.keys} records"))
         result = run_load(replace(self.load, mix=dict(mix), seconds=1.0,
@@ -388,16 +527,36 @@ class Lab:
                        src=self.args.layout, truncate=truncate, log=say)
 
     def warm_up(self, mix: Mapping[str, float], seconds: float,
-                rate: float | None = None) -> None:
-        """Unmeasured load of ``mix`` (at ``rate`` ops/s; None: as fast as it is served)."""
+                rate: float | None = None, schedule: po.Schedule | None = None) -> None:
+        """Unmeasured load of ``mix`` (at ``rate`` ops/s; None: as fast as it is served),
+        with ``schedule``'s load shape when given."""
         from planner.loadgen import run_load
 
         if seconds <= 0:
             return
         say(f"warming up {seconds:g} s" + (f" at {rate:g} ops/s" if rate else ""))
-        result = run_load(replace(self.load, mix=dict(mix), seconds=seconds, rate=rate))
+        load = self.load if schedule is None else self.load_for(schedule)
+        result = run_load(replace(load, mix=dict(mix), seconds=seconds, rate=rate))
         if result.stopped_by == "stopped":
             raise KeyboardInterrupt
+
+
+def _read_cassandra(lab: Lab) -> tuple[Mapping[str, Any], str]:
+    from planner.calibrate.bench import read_running_config
+
+    return read_running_config(lab.setup.readable, hosts=lab.hosts, port=lab.args.port,
+                               keyspace=lab.args.keyspace, table=lab.args.table)
+
+
+def _read_redis(lab: Lab) -> tuple[Mapping[str, Any], str]:
+    from planner.calibrate.redis_bench import read_running_redis
+
+    return read_running_redis(lab.setup.readable, hosts=lab.hosts, port=lab.args.port)
+
+
+#: How each engine's running configuration is read back (the parameters, the version).
+READERS: dict[str, Callable[[Lab], tuple[Mapping[str, Any], str]]] = {
+    "cassandra": _read_cassandra, "redis": _read_redis}
 
 
 class _RunFailed(Exception):
@@ -452,8 +611,14 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
     }
     try:
         precondition(lab, tag, rec)
+        try:
+            rec["unlinked_keys"] = lab.clear_keys(tag)
+        except KairosError as exc:
+            rec["error"] = str(exc)
+            raise _RunFailed from None
         settings = {k: v for k, v in plan.start.items() if lab.running.get(k) != v}
-        restarted = po.needs_restart(lab.running, settings) if settings else False
+        restarted = (po.needs_restart(lab.running, settings, engine=setup.engine) if settings
+                     else False)
         if settings:
             say(f"{tag}: starting configuration {settings}" + (" (rolling restart)"
                                                               if restarted else ""))
@@ -470,10 +635,11 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
             rec["error"] = f"the nodes did not settle before the run: {exc}"
             raise _RunFailed from None
         lab.warm_up(sched.segments[0].mix, args.restart_warmup if restarted else args.warmup,
-                    rate=None if sched.peak_rate is None else sched.step_rates()[0])
+                    rate=None if sched.peak_rate is None else sched.step_rates()[0],
+                    schedule=sched)
         trace = TraceSchedule(rates=sched.step_rates(), mixes=tuple(sched.step_mixes()),
                               step_seconds=sched.step_seconds)
-        config = replace(lab.load, trace=trace, seconds=sched.seconds, verify=True)
+        config = replace(lab.load_for(sched), trace=trace, seconds=sched.seconds, verify=True)
         last = [0.0, 0]
 
         def progress(elapsed: float, ops: int, fails: int) -> None:
@@ -499,7 +665,7 @@ def run_one(lab: Lab, shape: str, rep: int, policy: str, index: int, total: int
                 entry["started"] = round(time.monotonic() - t0, 1)
                 say(f"{tag}: at {entry['started']:g} s (due {change.at:g} s) applying "
                     f"{dict(change.settings)}" + (" (rolling restart)" if change.restart else ""))
-                restart = po.needs_restart(lab.running, change.settings)
+                restart = po.needs_restart(lab.running, change.settings, engine=setup.engine)
                 try:
                     lab.apply(change.settings)
                 except KairosError as exc:
@@ -550,7 +716,7 @@ def write_outputs(out: Path, results: dict[str, Any]) -> None:
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1, sort_keys=False, default=str) + "\n")
     tmp.replace(out / "results.json")
-    classes = classes_for(po.ENGINE)
+    classes = classes_for(results.get("engine", "cassandra"))
     with (out / "series.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["run_id", "shape", "policy", "repetition", "order", "status", "t",
@@ -600,7 +766,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "kind": "kairos-payoff", "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "kind": "kairos-payoff", "engine": setup.engine,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(shlex.quote(a) for a in
                             ["bench/payoff.py", *(sys.argv[1:] if argv is None else argv)]),
         "model": {"path": setup.model_path, "name": setup.model.name,
@@ -700,6 +867,12 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
                 say(f"could NOT restore the default: {exc}")
                 results["restore_error"] = str(exc)
                 rc = rc or 1
+        # A cache's data is removed (an engine without tables): another load's keys are then
+        # not evicted to make room for it.
+        with contextlib.suppress(KairosError, KeyboardInterrupt):
+            removed = lab.clear_keys("the end")
+            if removed is not None:
+                results["unlinked_at_end"] = removed
         with contextlib.suppress(OSError):
             write_outputs(out, results)
     print(po.summary_table(po.summarise(results["runs"])), end="")

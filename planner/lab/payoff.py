@@ -2,14 +2,19 @@
 
 Pure logic for ``bench/payoff.py`` (docs/payoff.md), which runs it on real servers:
 
-* :func:`make_schedule` -- one of SOPHIA's three workload shapes (:mod:`planner.workload.traces`:
-  the bus-tracking day, the HPC analytics queue, the MG-RAST portal) compressed in time into
-  a few minutes: the source trace is cut where a piecewise-constant operation mix fits it
-  best into segments of ~1-3 minutes, each replayed with its mean mix (:class:`Schedule`);
-  a closed loop that saturates the cluster, or, with a peak rate, an open loop that offers
-  each segment its share of the trace's load (quiet hours included).
+* :func:`make_schedule` -- a workload shape of one engine (:func:`shapes_for`) compressed in
+  time into a few minutes. Cassandra: one of SOPHIA's three workload shapes
+  (:mod:`planner.workload.traces`: the bus-tracking day, the HPC analytics queue, the MG-RAST
+  portal) or the lab's reporting days; the source trace is cut where a piecewise-constant
+  operation mix fits it best into segments of ~1-3 minutes, each replayed with its mean mix
+  (:class:`Schedule`). Redis: the hash day (:data:`HASH_PHASES`), write-heavy and read-heavy
+  big hashes in turn, each segment naming the load shape that sends it
+  (:mod:`planner.loadgen.shapes`). A closed loop that saturates the cluster, or, with a peak
+  rate, an open loop that offers each segment its share of the trace's load (quiet hours
+  included).
 * :func:`decide` -- what each policy does over a schedule, computed beforehand from the
-  performance model: ``default`` never changes; ``static-best`` puts in place, before the
+  performance model (whose engine is the schedule's: the engine is the model's, never this
+  module's): ``default`` never changes; ``static-best`` puts in place, before the
   load starts, the one candidate predicted to serve the most over the whole schedule;
   ``naive`` switches at every shift to the candidate predicted best for the new mix,
   whatever the change costs; ``kairos`` follows the plan :func:`planner.planning.pipeline.make_plan`
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from planner.engines import ENGINES, get_engine
 from planner.errors import ValidationError
 from planner.model.spaces import change_kind, get_space
 from planner.report import charts
@@ -46,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SHIFT_SECONDS",
     "DEFAULT_STEP_SECONDS",
+    "ENGINE_SHAPES",
+    "HASH_PHASES",
+    "PLAN_HOSTS",
     "POLICIES",
     "SHAPES",
     "UNTHROTTLED_RATE",
@@ -61,6 +70,7 @@ __all__ = [
     "default_config",
     "expected_final",
     "figures",
+    "load_shape",
     "make_schedule",
     "model_params",
     "needs_restart",
@@ -71,13 +81,39 @@ __all__ = [
     "run_order",
     "schedule_forecast",
     "series_chart",
+    "shape_engine",
+    "shapes_for",
     "summarise",
     "summary_table",
 ]
 
-ENGINE = "cassandra"
 POLICIES: tuple[str, ...] = ("default", "static-best", "naive", "kairos")
-SHAPES: tuple[str, ...] = ("bus", "hpc", "mgrast", "reporting", "warehouse")
+#: The workload shapes of each engine, keyed by its name (a table only this module reads: a
+#: new engine of planner.engines adds its row). Cassandra: SOPHIA's traces and the lab's
+#: reporting days (:func:`_source_series`); Redis: the hash day (:data:`HASH_PHASES`).
+ENGINE_SHAPES: dict[str, tuple[str, ...]] = {
+    "cassandra": ("bus", "hpc", "mgrast", "reporting", "warehouse"),
+    "redis": ("hashes",),
+}
+#: Every shape, each engine's in turn.
+SHAPES: tuple[str, ...] = tuple(s for e in ENGINES for s in ENGINE_SHAPES[e])
+#: The hash day's phases, in turn from the first segment: (the load shape of
+#: planner.loadgen.shapes that sends it, its mix). Big hashes (256-768 fields) written much
+#: more than read, then read much more than written: the two mixes the lab's Redis model was
+#: calibrated on (inventories/local/calibration/PROVENANCE.md, ``redis-*``; no HGETALL, the
+#: ``other`` class it never measured), so it predicts them without extrapolating.
+HASH_PHASES: tuple[tuple[str, Mapping[str, float]], ...] = (
+    ("hash-write", {"read": 0.2, "write": 0.8, "other": 0.0}),
+    ("hash-read", {"read": 0.9, "write": 0.1, "other": 0.0}),
+)
+#: The shapes made of phases in turn (:func:`_phased_schedule`), not cut from a trace.
+PHASED: dict[str, tuple[tuple[str, Mapping[str, float]], ...]] = {"hashes": HASH_PHASES}
+#: The hosts the kairos policy's plan is made for when none are given: the lab's inventory
+#: names (Cassandra: a one-DC ring of three; Redis: its six nodes, one at a time).
+PLAN_HOSTS: dict[str, tuple[str, ...]] = {
+    "cassandra": ("cass1", "cass2", "cass3"),
+    "redis": tuple(f"redis{i}" for i in range(1, 7)),
+}
 #: Length of one step of the replayed schedule and of the recorded time series.
 DEFAULT_STEP_SECONDS = 5.0
 #: The target time between two shifts of the mix (SOPHIA's shifts, compressed: 1-3 min).
@@ -102,11 +138,14 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True)
 class Segment:
     """From ``start`` seconds into the run, the load has the operation ``mix`` and offers
-    ``load`` times the schedule's peak rate (when it has one)."""
+    ``load`` times the schedule's peak rate (when it has one). ``shape``: the load shape
+    (planner.loadgen.shapes) whose commands the mix's classes are, or None for the engine's
+    plain load."""
 
     start: float
     mix: Mapping[str, float]
     load: float = 1.0
+    shape: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +154,8 @@ class Schedule:
 
     Every segment starts on a step; the first at 0. ``peak_rate`` None: a closed loop that
     saturates the cluster (:data:`UNTHROTTLED_RATE`); else the ops/s the busiest segment
-    offers, each segment offering its ``load`` share of it (an open loop).
+    offers, each segment offering its ``load`` share of it (an open loop). ``engine``: whose
+    operation classes the mixes are over.
     """
 
     shape: str
@@ -124,10 +164,12 @@ class Schedule:
     segments: tuple[Segment, ...]
     source: str = ""
     peak_rate: float | None = None
+    engine: str = "cassandra"
 
     def __post_init__(self) -> None:
         if not self.segments or self.segments[0].start != 0:
             raise ValidationError("schedule: needs segments, the first starting at 0")
+        self._check_engine()
         if self.step_seconds <= 0 or self.seconds < self.step_seconds:
             raise ValidationError("schedule: bad seconds or step_seconds")
         starts = [s.start for s in self.segments]
@@ -140,6 +182,21 @@ class Schedule:
                 raise ValidationError(f"schedule: segment at {s.start} s: load must be >= 0")
         if self.peak_rate is not None:
             check_peak_rate(self.peak_rate)
+
+    def _check_engine(self) -> None:
+        """Every mix over the engine's classes; every load shape one of the engine's."""
+        from planner.loadgen.shapes import SHAPES as LOAD_SHAPES
+
+        classes = get_engine(self.engine).classes
+        for s in self.segments:
+            extra = sorted(set(s.mix) - set(classes))
+            if extra:
+                raise ValidationError(f"schedule: segment at {s.start} s: {extra[0]!r} is no "
+                                      f"{self.engine} class ({', '.join(classes)})")
+            if s.shape is not None and (s.shape not in LOAD_SHAPES
+                                        or LOAD_SHAPES[s.shape].engine != self.engine):
+                raise ValidationError(f"schedule: segment at {s.start} s: {s.shape!r} is no "
+                                      f"{self.engine} load shape")
 
     @property
     def steps(self) -> int:
@@ -185,7 +242,7 @@ class Schedule:
         return {"shape": self.shape, "seconds": self.seconds, "step_seconds": self.step_seconds,
                 "source": self.source, "peak_rate": self.peak_rate,
                 "segments": [{"start": s.start, "seconds": d, "mix": dict(s.mix),
-                              "load": s.load}
+                              "load": s.load, **({"shape": s.shape} if s.shape else {})}
                              for s, d in zip(self.segments, self.durations(), strict=True)]}
 
 
@@ -295,26 +352,42 @@ def _rounded_mix(row: np.ndarray, classes: Sequence[str]) -> dict[str, float]:
     return {c: float(round(v, 4)) for c, v in zip(classes, r, strict=True)}
 
 
-def make_schedule(
-    shape: str,
-    *,
-    minutes: float,
-    seed: int = 0,
-    shift_seconds: float = DEFAULT_SHIFT_SECONDS,
-    step_seconds: float = DEFAULT_STEP_SECONDS,
-    peak_rate: float | None = None,
-) -> Schedule:
-    """SOPHIA's ``shape`` compressed into a run of ``minutes``.
+def shapes_for(engine: str) -> tuple[str, ...]:
+    """The workload shapes of ``engine`` (ValidationError for an unknown engine)."""
+    return ENGINE_SHAPES[get_engine(engine).name]
 
-    The source trace (:func:`_source_series`) is cut into about ``minutes * 60 /
-    shift_seconds`` segments (at least 2) where a piecewise-constant mix fits it best
-    (:func:`_segmentation`), neighbours with the same mix joined. Each keeps the mean mix
-    of its part of the trace and a share of the run proportional to that part's length,
-    but at least ``min(60 s, run / (2 x segments))``. Segment starts are rounded to steps.
-    With ``peak_rate`` (an open loop) the trace's load, relative to its peak, is cut on
-    as the mix is, and each segment offers its part's mean load relative to the busiest
-    part's, times ``peak_rate``.
-    """
+
+def shape_engine(shape: str) -> str:
+    """The engine whose shape ``shape`` is (ValidationError naming ``--shape`` if none)."""
+    for engine in ENGINES:
+        if shape in ENGINE_SHAPES[engine]:
+            return engine
+    raise ValidationError(f"--shape: unknown {shape!r}; known: {', '.join(SHAPES)}")
+
+
+def load_shape(schedule: Schedule) -> str | None:
+    """The load shape (planner.loadgen.shapes) one load replays the whole schedule with:
+    None when no segment names one; the first segment's when every segment's sends the same
+    commands for each class over the same data -- the hash shapes (hash-read, hash-write)
+    differ only in their default mix, which the schedule sets step by step. ValidationError
+    when the segments' shapes would need loads of their own."""
+    from planner.loadgen.shapes import SHAPES as LOAD_SHAPES
+
+    named = [s.shape for s in schedule.segments]
+    if all(n is None for n in named):
+        return None
+    kinds = {None if n is None else (LOAD_SHAPES[n].hashes or n, LOAD_SHAPES[n].keys,
+                                     LOAD_SHAPES[n].value_size) for n in named}
+    if len(kinds) > 1:
+        raise ValidationError(f"schedule {schedule.shape}: its segments' load shapes "
+                              f"{', '.join(sorted({str(n) for n in named}))} are not one load")
+    return named[0]
+
+
+def _run_steps(minutes: float, shift_seconds: float, step_seconds: float
+               ) -> tuple[float, int]:
+    """``--minutes``, ``--step-seconds`` and ``--shift-seconds`` checked: the run's seconds
+    (whole steps) and the segments aimed at (at least 2)."""
     seconds = check_minutes(minutes) * 60.0
     if not (math.isfinite(step_seconds) and 0 < step_seconds <= seconds / 2):
         raise ValidationError(f"--step-seconds: must be in (0, {seconds / 2:g}], "
@@ -324,9 +397,68 @@ def make_schedule(
                               f"got {shift_seconds!r}")
     steps = int(seconds // step_seconds)
     seconds = steps * step_seconds
-    n = max(2, min(round(seconds / shift_seconds), steps))
+    return seconds, max(2, min(round(seconds / shift_seconds), steps))
+
+
+def make_schedule(
+    shape: str,
+    *,
+    minutes: float,
+    seed: int = 0,
+    shift_seconds: float = DEFAULT_SHIFT_SECONDS,
+    step_seconds: float = DEFAULT_STEP_SECONDS,
+    peak_rate: float | None = None,
+) -> Schedule:
+    """``shape`` (any engine's, :data:`SHAPES`) compressed into a run of ``minutes``, with
+    about ``minutes * 60 / shift_seconds`` segments (at least 2).
+
+    A trace shape (Cassandra's): the source trace (:func:`_source_series`) is cut where a
+    piecewise-constant mix fits it best (:func:`_segmentation`), neighbours with the same mix
+    joined. Each keeps the mean mix of its part of the trace and a share of the run
+    proportional to that part's length, but at least ``min(60 s, run / (2 x segments))``.
+    Segment starts are rounded to steps. With ``peak_rate`` (an open loop) the trace's load,
+    relative to its peak, is cut on as the mix is, and each segment offers its part's mean
+    load relative to the busiest part's, times ``peak_rate``.
+
+    The hash day (Redis'): :data:`HASH_PHASES` in turn, in segments of equal length (to the
+    step), each offering ``peak_rate`` in an open loop; ``seed`` does not change it.
+    """
+    engine = shape_engine(shape)
+    seconds, n = _run_steps(minutes, shift_seconds, step_seconds)
     if peak_rate is not None:
         check_peak_rate(peak_rate)
+    if shape in PHASED:
+        return _phased_schedule(shape, PHASED[shape], engine=engine, seconds=seconds,
+                                step_seconds=step_seconds, segments=n, peak_rate=peak_rate)
+    return _trace_schedule(shape, seed=seed, seconds=seconds, step_seconds=step_seconds,
+                           segments=n, peak_rate=peak_rate)
+
+
+def _phased_schedule(
+    shape: str, phases: Sequence[tuple[str, Mapping[str, float]]], *, engine: str,
+    seconds: float, step_seconds: float, segments: int, peak_rate: float | None,
+) -> Schedule:
+    """``segments`` segments of equal length (to the step), the ``phases`` in turn."""
+    steps = round(seconds / step_seconds)
+    starts = sorted({round(i * steps / segments) for i in range(segments)})
+    out = tuple(Segment(start=k * step_seconds, mix=dict(phases[i % len(phases)][1]),
+                        shape=phases[i % len(phases)][0])
+                for i, k in enumerate(starts))
+    loop = ("a closed loop" if peak_rate is None
+            else f"an open loop at {peak_rate:g} ops/s throughout")
+    names = " and ".join(
+        f"{name} ({', '.join(f'{c} {v:g}' for c, v in mix.items() if v)})"
+        for name, mix in phases)
+    return Schedule(shape=shape, seconds=seconds, step_seconds=step_seconds, segments=out,
+                    peak_rate=peak_rate, engine=engine,
+                    source=f"{names} in turn, {len(out)} segments of "
+                    f"{seconds / len(out):.0f} s in {seconds / 60:g} min, {loop}")
+
+
+def _trace_schedule(shape: str, *, seed: int, seconds: float, step_seconds: float,
+                    segments: int, peak_rate: float | None) -> Schedule:
+    """A trace shape's schedule (:func:`make_schedule`)."""
+    n, steps = segments, round(seconds / step_seconds)
     series = _source_series(shape, seed, n)
     classes = series.classes
     mix = series.mix_matrix()
@@ -342,22 +474,22 @@ def make_schedule(
     durations = floor + (seconds - floor * len(parts)) * share
     starts_raw = np.concatenate([[0.0], np.cumsum(durations)[:-1]])
     starts = [round(float(s) / step_seconds) for s in starts_raw]
-    segments: list[Segment] = []
+    out: list[Segment] = []
     for (a, b), start, level in zip(parts, starts, levels, strict=True):
-        if segments and start <= segments[-1].start / step_seconds:
-            start = round(segments[-1].start / step_seconds) + 1
+        if out and start <= out[-1].start / step_seconds:
+            start = round(out[-1].start / step_seconds) + 1
         if start >= steps:
             break
-        segments.append(Segment(start=start * step_seconds,
-                                mix=_rounded_mix(mix[a:b].mean(axis=0), classes),
-                                load=1.0 if peak_rate is None else round(float(level), 4)))
+        out.append(Segment(start=start * step_seconds,
+                           mix=_rounded_mix(mix[a:b].mean(axis=0), classes),
+                           load=1.0 if peak_rate is None else round(float(level), 4)))
     hours = len(mix) * float(series.step_seconds or 0.0) / 3600.0
     loop = ("a closed loop" if peak_rate is None
             else f"an open loop, its busiest segment at {peak_rate:g} ops/s")
     return Schedule(shape=shape, seconds=seconds, step_seconds=step_seconds,
-                    segments=tuple(segments), peak_rate=peak_rate,
+                    segments=tuple(out), peak_rate=peak_rate, engine=series.engine,
                     source=f"planner.workload.traces {shape} (seed {seed}): {hours:.3g} h "
-                    f"of trace in {len(segments)} segments of constant "
+                    f"of trace in {len(out)} segments of constant "
                     f"{'mix' if peak_rate is None else 'mix and load'}, compressed into "
                     f"{seconds / 60:g} min, {loop}")
 
@@ -383,8 +515,9 @@ def _calibration(model: PerformanceModel) -> Mapping[str, Any]:
 
 def default_config(model: PerformanceModel, params: Sequence[str]) -> Config:
     """The starting configuration of ``params``: what the nodes ran when the model was
-    calibrated (``info.calibration.original``), else the space's defaults."""
-    space = get_space(ENGINE)
+    calibrated (``info.calibration.original``), else the space's defaults (the model's
+    engine's)."""
+    space = get_space(model.engine)
     original = _calibration(model).get("original") or {}
     return {k: space[k].coerce(original[k]) if k in original else space[k].default
             for k in params}
@@ -397,7 +530,7 @@ def _values(model: PerformanceModel, key: str, default: Any) -> list[Any]:
     candidate values. The baselines and Kairos then choose among the same configurations."""
     from planner.planning.pipeline import measured_values
 
-    space = get_space(ENGINE)
+    space = get_space(model.engine)
     found = [default]
     measured = measured_values(model).get(key)
     if measured:
@@ -462,11 +595,14 @@ class PolicyPlan:
                 "predicted_ops": round(self.predicted_ops, 1), "info": dict(self.info)}
 
 
-def needs_restart(before: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+def needs_restart(before: Mapping[str, Any], settings: Mapping[str, Any], *,
+                  engine: str) -> bool:
     """Whether applying ``settings`` to ``before`` (missing keys at their defaults) takes a
-    rolling restart (planner.model.spaces.change_kind, per transition)."""
-    return any(change_kind(ENGINE, k, before.get(k, get_space(ENGINE)[k].default), v)
-               == "restart" for k, v in settings.items())
+    rolling restart of ``engine``'s nodes (planner.model.spaces.change_kind, per
+    transition)."""
+    space = get_space(engine)
+    return any(change_kind(engine, k, before.get(k, space[k].default), v) == "restart"
+               for k, v in settings.items())
 
 
 def _diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> Config:
@@ -491,7 +627,7 @@ def expected_final(start: Mapping[str, Any], changes: Sequence[Change]) -> Confi
 def predicted_ops(model: PerformanceModel, schedule: Schedule, plan: PolicyPlan) -> float:
     """Operations the model predicts the policy serves over the schedule (per step, at most
     what the step offers, changes taking effect at their time, their cost not counted)."""
-    space = get_space(ENGINE)
+    space = get_space(model.engine)
     base = space.complete(plan.start)
     configs, cuts = [dict(base)], [0.0]
     for c in sorted(plan.changes, key=lambda c: c.at):
@@ -530,7 +666,7 @@ def _naive(model: PerformanceModel, schedule: Schedule,
             settings = _diff(candidates[current], candidates[best])
             changes.append(Change(
                 at=seg.start, settings=settings,
-                restart=needs_restart(candidates[current], settings),
+                restart=needs_restart(candidates[current], settings, engine=model.engine),
                 reason=f"segment {i + 1}: predicted {cap[i, best]:.0f} vs "
                 f"{cap[i, current]:.0f} ops/s"))
             current = best
@@ -580,9 +716,9 @@ def _kairos(model: PerformanceModel, schedule: Schedule, candidates: Sequence[Co
     fc = schedule_forecast(schedule, model, start=start.timestamp(), load=load)
     request = PlanRequest(
         forecast=fc, source=f"payoff schedule {schedule.shape} (perfect forecast)",
-        engine=ENGINE, cluster=str(options.get("cluster", "lab")),
+        engine=model.engine, cluster=str(options.get("cluster", "lab")),
         current=dict(candidates[0]), model=model,
-        hosts=tuple(options.get("hosts", ("cass1", "cass2", "cass3"))),
+        hosts=tuple(options.get("hosts") or PLAN_HOSTS[get_engine(model.engine).name]),
         rf=int(options.get("rf", 3)), cl=str(options.get("cl", "QUORUM")),
         restart_seconds=float(options.get("restart_seconds", 60.0)),
         restart_seconds_from=options.get("restart_seconds_from"),
@@ -626,11 +762,14 @@ def decide(
     """What ``policy`` does over ``schedule``; ``candidates[0]`` is the default (the state
     every run starts from). ``kairos``: the planner's options (``cl``, ``hosts``, ``rf``,
     ``restart_seconds``, ``restart_seconds_from``, ``compaction_seconds``, ``change_costs``,
-    ``confidence``,
-    ``tables``, ``seed``, ``cluster``)."""
+    ``confidence``, ``tables``, ``seed``, ``cluster``). The engine is the model's: the
+    schedule must be over its classes (ValidationError naming ``--model`` otherwise)."""
     parse_policies([policy])
     if not candidates:
         raise ValidationError("candidates: at least the default configuration")
+    if schedule.engine != model.engine:
+        raise ValidationError(f"--model: {model.name} is a {model.engine} model; the schedule "
+                              f"{schedule.shape} is a {schedule.engine} workload")
     say = progress or (lambda _msg: None)
     if policy == "default":
         plan = PolicyPlan("default", start=dict(candidates[0]))
@@ -752,7 +891,9 @@ def summary_table(summary: Mapping[str, Mapping[str, Mapping[str, Any]]],
 def figures(load: Mapping[str, Any], step_seconds: float) -> dict[str, Any]:
     """A run's figures from its load result (``LoadResult.to_dict()``): served operations
     (successful ones), their rate, p50/p99, failures, lost writes, and the time series per
-    step (successful ops/s and failures)."""
+    step (successful ops/s and failures). A shaped Redis load's (``shape`` set) also: its
+    read hit ratio, the keys the primaries evicted, and the missing acknowledged keys those
+    evictions cover (not counted lost)."""
     ops, failed = int(load["ops"]), int(load["failed"])
     seconds = float(load["seconds"])
     latency = load.get("latency_ms") or {}
@@ -770,6 +911,9 @@ def figures(load: Mapping[str, Any], step_seconds: float) -> dict[str, Any]:
         "lost_acknowledged_writes": int(load.get("lost_acknowledged_writes", 0)),
         "verified": bool(load.get("verified", False)),
         "series": series,
+        **({"hit_ratio": load.get("hit_ratio"), "evicted_keys": load.get("evicted_keys"),
+            "missing_evicted": int(load.get("missing_evicted") or 0)}
+           if load.get("shape") else {}),
     }
 
 

@@ -90,6 +90,8 @@ def test_the_registry_s_pieces_are_the_engine_s(name: str) -> None:
         ("planner.workload.prometheus", "METRICS"),
         ("planner.workload.prometheus", "EXPORTER_HINT"),
         ("planner.workload.prometheus", "_SAMPLERS"),
+        ("planner.lab.payoff", "ENGINE_SHAPES"),
+        ("planner.lab.payoff", "PLAN_HOSTS"),
     ],
 )
 def test_a_module_s_table_per_engine_has_every_engine_of_the_registry(

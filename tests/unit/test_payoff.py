@@ -43,7 +43,7 @@ def schedule(*mixes: Mapping[str, float], every: float = 60.0) -> po.Schedule:
 
 
 # ------------------------------------------------------------------ schedules
-@pytest.mark.parametrize("shape", po.SHAPES)
+@pytest.mark.parametrize("shape", po.shapes_for("cassandra"))
 def test_every_shape_compresses_into_segments_of_a_minute_or_more(shape: str) -> None:
     s = po.make_schedule(shape, minutes=8)
     assert s.seconds == 480 and s.steps == 96
