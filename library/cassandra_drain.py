@@ -30,7 +30,8 @@ description:
     and the module fails naming the peer, so a rollout's rescue leaves it running rather
     than drain a second replica of the dead node's ranges. Once the drain has begun, it is
     carried through (messaging is shut down; starting the node again is the way back).
-extends_documentation_fragment: [kairos, kairos.check_only, kairos_nodetool]
+extends_documentation_fragment: [kairos, kairos.check_only, kairos_nodetool,
+                                 kairos_nodetool.jolokia]
 options:
   jmx_port:
     description: The node's JMX port, to tell a running node from a stopped one.
@@ -44,12 +45,6 @@ options:
     description: Seconds between leaving gossip and draining (the peers are watched meanwhile).
     type: float
     default: 0
-  jolokia_config:
-    description:
-      - The node's Jolokia agent properties (host, port, user, password), as the cassandra
-        role writes them; empty, or an agent that does not listen, means nodetool.
-    type: path
-    default: ""
   peers:
     description:
       - The up nodes outside the batch that share a replica set with it (name to address;

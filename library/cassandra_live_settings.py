@@ -17,7 +17,8 @@ description:
     wall time each on the loaded lab), and each cache is set on its own.
   - The configuration file is the role's business (cassandra_settings_overrides); this
     module changes only the running node, so that a restart keeps what the file says.
-extends_documentation_fragment: [kairos, kairos.check_diff, kairos_nodetool]
+extends_documentation_fragment: [kairos, kairos.check_diff, kairos_nodetool,
+                                 kairos_nodetool.jolokia]
 options:
   settings:
     description: >-
@@ -27,12 +28,6 @@ options:
       needs a restart), key_cache_size (e.g. 100MiB).
     type: dict
     required: true
-  jolokia_config:
-    description:
-      - The node's Jolokia agent properties (host, port, user, password), as the cassandra
-        role writes them; empty, or an agent that does not listen, means nodetool.
-    type: path
-    default: ""
 """
 
 EXAMPLES = r"""
