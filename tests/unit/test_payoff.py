@@ -559,16 +559,22 @@ class FakeLoad:
         return FakeResult(self.config, self.config.seconds)
 
 
+def load_bench(monkeypatch: pytest.MonkeyPatch, name: str) -> Any:
+    """bench/payoff.py imported as module ``name`` (in sys.modules: its dataclasses need it)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "payoff.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Any, Lab, Path]]:
     import planner.calibrate.bench as cb
     import planner.loadgen as lg
 
-    spec = importlib.util.spec_from_file_location("payoff_bench", REPO / "bench" / "payoff.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "payoff_bench", module)  # its dataclasses need it
-    spec.loader.exec_module(module)
+    module = load_bench(monkeypatch, "payoff_bench")
     clock = Clock()
     lab = Lab(clock)
     monkeypatch.setattr(module, "time", clock)

@@ -4,9 +4,7 @@ decisions the lab's Redis model makes over it, and bench/payoff.py --engine redi
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ import pytest
 from planner.errors import ValidationError
 from planner.lab import payoff as po
 from planner.model.performance import PerformanceModel, load_model
-from tests.unit.test_payoff import Clock, FakeLoad, FakeResult, Lab
+from tests.unit.test_payoff import Clock, FakeLoad, FakeResult, Lab, load_bench
 from tests.unit.test_payoff import model as cassandra_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,12 +199,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, RedisLab]]:
     import planner.calibrate.redis_bench as rb
     import planner.loadgen as lg
 
-    spec = importlib.util.spec_from_file_location("payoff_bench_redis",
-                                                  REPO / "bench" / "payoff.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "payoff_bench_redis", module)  # its dataclasses need it
-    spec.loader.exec_module(module)
+    module = load_bench(monkeypatch, "payoff_bench_redis")
     clock = Clock()
     lab = RedisLab(clock)
     monkeypatch.setattr(module, "time", clock)
