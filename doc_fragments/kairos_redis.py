@@ -47,4 +47,12 @@ options:
     description: Seconds between polls.
     type: float
     default: 0.5
+  down_grace:
+    description:
+      - Seconds a node may refuse every connection (no process listens; a busy node's
+        timeouts do not count) before the wait fails at once naming it, rather than at
+        I(timeout); 0 waits for I(timeout) whatever happens. The sync gate does not count
+        I(node), the node just restarted.
+    type: float
+    default: 0
 """

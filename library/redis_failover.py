@@ -18,7 +18,7 @@ description:
     failover that Redis aborted (its own 5 s limit) is asked again, up to I(attempts) times.
   - Idempotent - a I(node) that is already a replica is left alone (changed=false).
   - Fails, naming the reason, when the node has no replica in sync, or the roles did not
-    swap within I(timeout).
+    swap within I(timeout), or, with I(down_grace), at once when a node is gone.
 extends_documentation_fragment: [kairos, kairos.check_diff, kairos_redis.nodes,
                                  kairos_redis.wait, kairos_redis, kairos.tls]
 options:
@@ -77,11 +77,13 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.kairos_redis import (
     WAIT_ARGS,
+    DownWatch,
     Node,
     RedisModuleError,
     choose_failover_target,
     cluster_endpoints,
     credentials,
+    describe_gone,
     describe_unmet,
     error_text,
     gate_once,
@@ -161,6 +163,7 @@ def main():
     began = time.monotonic()
     _ask_failover(module, mode, endpoints, auth, node, target, result)
     asked = began
+    watch = DownWatch(p["down_grace"])
     while True:
         after, unmet = gate_once(endpoints, *auth, node=node, role="replica")
         swapped = (after["nodes"][target].get("role") == "primary"
@@ -168,6 +171,12 @@ def main():
         if swapped and not unmet:
             break
         now = time.monotonic()
+        gone = watch.gone(after, now)
+        if gone:
+            module.fail_json(
+                msg=f"failover of {node} to {target} stopped after {now - began:.0f} s, a node "
+                f"down: {'; '.join(describe_gone(gone))}; {describe_unmet(unmet)}",
+                after=after["primaries"], **{k: v for k, v in result.items() if k != "after"})
         if now - began >= p["timeout"]:
             why = describe_unmet(unmet) if swapped else (
                 f"{target} is {after['nodes'][target].get('role')}, {node} is "

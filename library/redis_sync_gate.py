@@ -19,8 +19,7 @@ description:
     16384 slots assigned and ok; C(agreement) every node knows every node, flags none as
     failing, and agrees with each node about its role and primary.
   - With I(down_grace), fails without waiting for I(timeout) when a node other than
-    I(node) has refused every connection for that many seconds in a row (no process
-    listens; a busy node's timeouts do not count) - C(down) names it.
+    I(node) is gone - C(down) names it.
   - Read-only, never reports changed.
 extends_documentation_fragment: [kairos, kairos.read_only, kairos_redis.nodes,
                                  kairos_redis.wait, kairos_redis, kairos.tls]
@@ -35,11 +34,6 @@ options:
   max_lag:
     description: Bytes of replication offset a replica may be behind.
     type: int
-    default: 0
-  down_grace:
-    description: Seconds a node other than I(node) may refuse connections before the gate
-      fails; 0 waits for I(timeout) whatever happens.
-    type: float
     default: 0
 """
 
@@ -85,7 +79,6 @@ def main():
             node=dict(type="str"),
             role=dict(type="str", choices=["primary", "replica"]),
             max_lag=dict(type="int", default=0),
-            down_grace=dict(type="float", default=0),
             **WAIT_ARGS,
         ),
         supports_check_mode=True,

@@ -38,7 +38,8 @@ CONNECTION_ARGS = dict(
 NODES_ARG = dict(nodes=dict(type="dict", required=True))
 # How long the modules that wait for the cluster wait, and how often they look
 # (doc fragment kairos_redis.wait).
-WAIT_ARGS = dict(timeout=dict(type="float", default=120), interval=dict(type="float", default=0.5))
+WAIT_ARGS = dict(timeout=dict(type="float", default=120), interval=dict(type="float", default=0.5),
+                 down_grace=dict(type="float", default=0))
 
 # Secrets: never compared, returned or printed.
 SECRET_DIRECTIVES = frozenset({"requirepass", "masterauth"})
@@ -663,31 +664,46 @@ def refuses_connections(fact):
     return "Connection refused" in str(fact.get("error") or "")
 
 
+class DownWatch:
+    """Nodes that have refused every connection for ``grace`` seconds in a row: their process
+    is gone, and no wait brings it back. ``spared`` nodes (one being restarted) are not
+    watched; a ``grace`` of 0 finds none."""
+
+    def __init__(self, grace, spared=()):
+        self.grace, self.spared, self.since = grace, set(spared), {}
+
+    def gone(self, topology, now):
+        """name -> seconds refusing, of the nodes gone as of this read of ``topology``."""
+        for name, fact in topology["nodes"].items():
+            if name not in self.spared and refuses_connections(fact):
+                self.since.setdefault(name, now)
+            else:
+                self.since.pop(name, None)
+        return {n: now - since for n, since in sorted(self.since.items())
+                if self.grace and now - since >= self.grace}
+
+
+def describe_gone(gone):
+    return [f"{name}: refused every connection for {seconds:.0f} s"
+            for name, seconds in gone.items()]
+
+
 def wait_in_sync(endpoints, password, username, timeout, tls, deadline_s, interval,
                  down_grace=0.0, **conditions):
     """Poll :func:`gate_once` until nothing is unmet or ``deadline_s`` seconds pass.
 
     With ``down_grace``, stop sooner when a node other than ``conditions["node"]`` (the one
-    just restarted) has refused every connection for that many seconds: its process is gone,
-    and waiting cannot bring it back. ``unmet`` then has ``down``, naming it."""
+    just restarted) is gone (:class:`DownWatch`); ``unmet`` then has ``down``, naming it."""
     began = time.monotonic()
-    refusing = {}  # node -> when its current run of refused connections began
+    watch = DownWatch(down_grace, [conditions.get("node")])
     while True:
         topology, unmet = gate_once(endpoints, password, username, timeout, tls, **conditions)
         now = time.monotonic()
-        for name, fact in topology["nodes"].items():
-            if name != conditions.get("node") and refuses_connections(fact):
-                refusing.setdefault(name, now)
-            else:
-                refusing.pop(name, None)
-        gone = sorted(n for n, since in refusing.items()
-                      if down_grace and now - since >= down_grace)
+        gone = watch.gone(topology, now)
         if gone:
-            unmet["down"] = [f"{n}: refused every connection for {now - refusing[n]:.0f} s"
-                             for n in gone]
-        waited = now - began
-        if not unmet or waited >= deadline_s or gone:
-            return topology, unmet, round(waited, 2)
+            unmet["down"] = describe_gone(gone)
+        if not unmet or now - began >= deadline_s or gone:
+            return topology, unmet, round(now - began, 2)
         time.sleep(interval)
 
 

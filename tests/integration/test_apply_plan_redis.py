@@ -346,8 +346,9 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
     primary is being failed over. The executor restarts the replicas first, then the
     primaries: the kill lands when the first primary's failover begins. The rollout halts
     naming the dead node, releases its lock and takes no primary down; no WAIT-acknowledged
-    write is lost. The failover's wait is cut to 30 s (120 by default): the dead node never
-    answers again, so the wait always runs out."""
+    write is lost. The dead node never answers again: the failover's wait and the rescue's
+    gate stop once it has refused every connection for kairos_redis_down_grace (15 s), rather
+    than at their timeouts (120 and 180 s)."""
     current = current_of(["io-threads"])
     target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
     topo = assert_healthy()
@@ -370,7 +371,7 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
             with log.open("w") as out:
                 proc = subprocess.Popen(
                     [str(BIN / "ansible-playbook"), "playbooks/apply_plan_redis.yml",
-                     "-e", f"plan={plan}", "-e", "kairos_redis_failover_timeout=30"],
+                     "-e", f"plan={plan}"],
                     cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
                 while proc.poll() is None and time.monotonic() - began < 900:
                     text = log.read_text()
@@ -396,6 +397,7 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
         assert killed_at, f"the failover never started:\n{output[-3000:]}"
         assert proc.returncode != 0, output[-4000:]
         assert f"reachable: {victim}:" in output, output[-4000:]
+        assert f"a node down: {victim}: refused every connection for" in output, output[-4000:]
         recorded = state(plan)["steps"]["s1"]
         assert recorded["status"] == "failed" and victim in recorded["error"], recorded
         lock = REPO / ".kairos" / "lab-redis.lock"

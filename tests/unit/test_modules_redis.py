@@ -284,6 +284,17 @@ def test_failover_asks_the_replica_and_reports_the_roles_read_back(redis: FakeCl
     assert_no_secret(result)
 
 
+def test_failover_stops_waiting_when_another_node_is_gone(redis: FakeCluster) -> None:
+    # The fault test's kill: redis1, a primary outside the batch, dies as redis2 fails over.
+    redis.dead.add("127.0.0.1:7001")
+    result = refused("redis_failover", args(node="redis2", interval=0.05, timeout=30,
+                                            down_grace=0.3),
+                     r"failover of redis2 to redis4 stopped after \d+ s, a node down: redis1: "
+                     r"refused every connection for 0 s; .*reachable: redis1: ConnectionError")
+    assert result["after"]["redis4"] == ["redis2"]  # the swap itself went through
+    assert_no_secret(result)
+
+
 def test_failover_refuses_a_target_that_is_not_the_nodes_replica(redis: FakeCluster) -> None:
     refused("redis_failover", args(node="redis2", target="redis5"),
             "redis5 is not a replica of redis2")
