@@ -569,20 +569,28 @@ def load_bench(monkeypatch: pytest.MonkeyPatch, name: str) -> Any:
     return module
 
 
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Any, Lab, Path]]:
+def fake_bench(monkeypatch: pytest.MonkeyPatch, name: str, lab: Lab, load: Any,
+               read_config: Any, settle: Any) -> Any:
+    """bench/payoff.py as ``name`` on the fake ``lab``: its clock and executor, ``load(lab,
+    config, **kw)`` for the load, ``read_config`` and ``settle`` for the nodes' Cassandra
+    read-back and compaction wait."""
     import planner.calibrate.bench as cb
     import planner.loadgen as lg
 
-    module = load_bench(monkeypatch, "payoff_bench")
-    clock = Clock()
-    lab = Lab(clock)
-    monkeypatch.setattr(module, "time", clock)
+    module = load_bench(monkeypatch, name)
+    monkeypatch.setattr(module, "time", lab.clock)
     monkeypatch.setattr(cb.ExecutorBench, "apply", lambda self, ch: lab.apply(self, ch))
-    monkeypatch.setattr(cb, "read_running_config", lab.read)
-    monkeypatch.setattr(cb, "wait_for_compactions", lab.settle)
-    monkeypatch.setattr(lg, "BackgroundLoad", lambda config, **kw: FakeLoad(lab, config, **kw))
+    monkeypatch.setattr(cb, "read_running_config", read_config)
+    monkeypatch.setattr(cb, "wait_for_compactions", settle)
+    monkeypatch.setattr(lg, "BackgroundLoad", lambda config, **kw: load(lab, config, **kw))
     monkeypatch.setattr(lg, "run_load", lambda *a, **k: type("R", (), {"stopped_by": "duration"}))
+    return module
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[Any, Lab, Path]]:
+    lab = Lab(Clock())
+    module = fake_bench(monkeypatch, "payoff_bench", lab, FakeLoad, lab.read, lab.settle)
     path = tmp_path / "model.json"
     save_model(model(), path)
     yield module, lab, path

@@ -14,7 +14,7 @@ import pytest
 from planner.errors import ValidationError
 from planner.lab import payoff as po
 from planner.model.performance import PerformanceModel, load_model
-from tests.unit.test_payoff import Clock, FakeLoad, FakeResult, Lab, load_bench
+from tests.unit.test_payoff import Clock, FakeLoad, FakeResult, Lab, fake_bench
 from tests.unit.test_payoff import model as cassandra_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -195,20 +195,12 @@ class RedisLoad(FakeLoad):
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, RedisLab]]:
-    import planner.calibrate.bench as cb
     import planner.calibrate.redis_bench as rb
     import planner.loadgen as lg
 
-    module = load_bench(monkeypatch, "payoff_bench_redis")
-    clock = Clock()
-    lab = RedisLab(clock)
-    monkeypatch.setattr(module, "time", clock)
-    monkeypatch.setattr(cb.ExecutorBench, "apply", lambda self, ch: lab.apply(self, ch))
+    lab = RedisLab(Clock())
+    module = fake_bench(monkeypatch, "payoff_bench_redis", lab, RedisLoad, _no_cql, _no_cql)
     monkeypatch.setattr(rb, "read_running_redis", lab.read)
-    monkeypatch.setattr(cb, "read_running_config", _no_cql)
-    monkeypatch.setattr(cb, "wait_for_compactions", _no_cql)
-    monkeypatch.setattr(lg, "BackgroundLoad", lambda config, **kw: RedisLoad(lab, config, **kw))
-    monkeypatch.setattr(lg, "run_load", lambda *a, **k: type("R", (), {"stopped_by": "duration"}))
     monkeypatch.setattr(lg, "unlink_load_keys", lab.unlink)
     yield module, lab
 
