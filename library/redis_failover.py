@@ -172,17 +172,15 @@ def main():
             break
         now = time.monotonic()
         gone = watch.gone(after, now)
-        if gone:
-            module.fail_json(
-                msg=f"failover of {node} to {target} stopped after {now - began:.0f} s, a node "
-                f"down: {'; '.join(describe_gone(gone))}; {describe_unmet(unmet)}",
-                after=after["primaries"], **{k: v for k, v in result.items() if k != "after"})
-        if now - began >= p["timeout"]:
-            why = describe_unmet(unmet) if swapped else (
+        if gone or now - began >= p["timeout"]:
+            why = describe_unmet(unmet) if swapped or gone else (
                 f"{target} is {after['nodes'][target].get('role')}, {node} is "
                 f"{after['nodes'][node].get('role')}")
+            stopped = (f"stopped after {now - began:.0f} s, a node down: "
+                       f"{'; '.join(describe_gone(gone))};" if gone
+                       else f"not complete within {p['timeout']:g} s:")
             module.fail_json(
-                msg=f"failover of {node} to {target} not complete within {p['timeout']:g} s: {why}",
+                msg=f"failover of {node} to {target} {stopped} {why}",
                 after=after["primaries"], **{k: v for k, v in result.items() if k != "after"})
         if (mode == "cluster" and not swapped and after["nodes"][target].get("role") == "replica"
                 and now - asked >= _ASK_AGAIN_AFTER):

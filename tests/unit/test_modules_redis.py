@@ -295,6 +295,14 @@ def test_failover_stops_waiting_when_another_node_is_gone(redis: FakeCluster) ->
     assert_no_secret(result)
 
 
+def test_failover_without_down_grace_waits_for_its_timeout(redis: FakeCluster) -> None:
+    redis.dead.add("127.0.0.1:7001")
+    result = refused("redis_failover", args(node="redis2", interval=0.05, timeout=0.3),
+                     r"failover of redis2 to redis4 not complete within 0.3 s: .*"
+                     r"reachable: redis1: ConnectionError")
+    assert result["after"]["redis4"] == ["redis2"]
+
+
 def test_failover_refuses_a_target_that_is_not_the_nodes_replica(redis: FakeCluster) -> None:
     refused("redis_failover", args(node="redis2", target="redis5"),
             "redis5 is not a replica of redis2")
