@@ -45,7 +45,6 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +56,24 @@ import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible impo
 from kairos_nodetool import parse_cache_capacities  # noqa: E402
 from lab_load import lab_login  # noqa: E402
 from memory_split_lab import (  # noqa: E402
+    LiveChange,
     SettlingMeter,
     add_split_arguments,
+    curve_document,
     decide,
+    findings,
     finish,
+    lab_executor,
     parse_split_arguments,
+    run_document,
     say,
+    served_change,
 )
 
-from planner.calibrate.bench import ExecutorBench, cache_window, read_caches  # noqa: E402
+from planner.calibrate.bench import cache_window, read_caches  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
 from planner.lab.sstable_layout import LabNode, lab_nodes  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
-from planner.model import memory_curve  # noqa: E402
 from planner.model import memory_split as ms  # noqa: E402
 
 NODES = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
@@ -203,22 +207,14 @@ def budget_figures(nodes: list[LabNode], gc_s: float, ops: float, heap_used: lis
 def measured_curve(windows: list[dict[str, Any]], figures: Mapping[str, float],
                    args: argparse.Namespace) -> dict[str, Any]:
     """The memory curve file of the windows (planner.model.memory_curve)."""
-    cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
-                            ops_per_second=[w["reads_per_s"] for w in windows],
-                            share=MIX["read"])
-    say(f"a key cache miss costs {cost.miss_seconds * 1e6:.0f} us of the cluster's time per read "
-        f"(1/reads = {cost.base_seconds * 1e6:.0f} us + {cost.slope_seconds * 1e6:.0f} us x "
-        f"miss ratio, R2 {cost.r_squared if cost.r_squared is not None else float('nan'):.2f})")
     unit = args.unit_mib
-    return memory_curve.curve_document(
-        engine="cassandra", parameter="key_cache_size",
-        points=[{"size_mib": w["key_cache_mib"], **w} for w in windows], cost=cost,
-        envelope_mib=int(figures["envelope_mib"]),
+    return curve_document(
+        windows, script="memory_split_cassandra.py", engine="cassandra",
+        parameter="key_cache_size", size_key="key_cache_mib", share=MIX["read"],
+        miss="a key cache miss", envelope_mib=int(figures["envelope_mib"]),
         overhead_mib=int(-(-figures["overhead_mib"] // unit) * unit), unit_mib=unit,
         heap_mib=int(figures["heap_mib"]), gc_live_mib=figures["gc_live_mib"],
-        gc_seconds_at_double=figures["gc_seconds_at_double"],
-        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        command="bench/memory_split_cassandra.py " + " ".join(sys.argv[1:]))
+        gc_seconds_at_double=figures["gc_seconds_at_double"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,21 +233,16 @@ def main(argv: list[str] | None = None) -> int:
                         value_size=args.value_size, distribution="zipfian",
                         concurrency=args.concurrency, processes=args.processes,
                         seconds=3600, seed=43, preload=True)
-    executor = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,
-                             playbook=REPO / "playbooks" / "change_settings.yml",
-                             inventory=REPO / "inventories" / "local" / "hosts.yml",
-                             rollout_cl=args.cl,
-                             log_path=REPO / ".kairos" / "memory-split-cassandra.log", log=say)
+    executor = lab_executor(config, playbook="change_settings.yml", rollout_cl=args.cl,
+                            log_name="memory-split-cassandra.log")
     say(f"the nodes to key_cache_size {args.start} (the executor)")
     executor.apply({"key_cache_size": args.start})
     start_bytes = ms.config_bytes("cassandra", {"key_cache_size": args.start})["key_cache_size"]
     meter = Meter()
     load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
                           on_progress=meter.progress)
-    result: dict[str, Any] = {"command": "bench/memory_split_cassandra.py "
-                              + " ".join(argv or sys.argv[1:]),
-                              "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    applied = False
+    result = run_document("memory_split_cassandra.py", argv)
+    change = LiveChange(executor, "key_cache_size")
     try:
         load.start()
         say(f"writing {args.keys} partitions of {args.value_size} B, then zipfian reads and "
@@ -295,24 +286,14 @@ def main(argv: list[str] | None = None) -> int:
             f"the JVM beyond its heap {figures['overhead_mib']:.0f} MiB")
         doc = measured_curve(windows, figures, args)
         curve, advice = decide(doc, args, MIX)
-        chosen, predicted = advice["advised"], advice["predicted"]
-        say(f"before: the nodes back at {args.start}")
-        set_key_cache(nodes, others, start_bytes)
-        before = meter.settled_window(args)
-        say(f"before: {describe(before)}")
-        say(f"applying key_cache_size {chosen} through the executor, under load")
-        executor.apply({"key_cache_size": chosen})
-        applied = True
-        after = meter.settled_window(args)
-        say(f"after: {describe(after)}")
-        result.update(
-            windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
-            figures=figures, curve=doc, advice=advice, start=args.start, chosen=chosen,
-            before=before, after=after, running_before_run=running,
-            predicted={"hit_ratio": predicted["hit_ratio"],
-                       "reads_per_s": predicted["reads_per_s"],
-                       "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
-            environment=kairos_cgroup.held([f"lab-{n}" for n in NODES]))
+        before, after = change.before_and_after(
+            meter, args, advice["advised"],
+            back_to_start=lambda: set_key_cache(nodes, others, start_bytes),
+            before_line=describe, after_line=describe)
+        result.update(findings(windows=windows, refinement=refinement, figures=figures, doc=doc,
+                               curve=curve, advice=advice, start=args.start, before=before,
+                               after=after, nodes=NODES),
+                      running_before_run=running)
     except (KairosError, ValidationError) as exc:
         say(f"stopped: {exc}")
         result["error"] = str(exc)
@@ -322,20 +303,16 @@ def main(argv: list[str] | None = None) -> int:
             # about 500 a second, far slower than the load's own default allows.
             outcome = load.stop(timeout=120 + args.keys / 400)
         finally:
-            if not (applied and args.keep):
+            if not (change.applied and args.keep):
                 say(f"back to key_cache_size {original} through the executor")
                 executor.apply({"key_cache_size": original})
     return finish(result, outcome, args.out, report)
 
 
 def report(result: dict[str, Any]) -> None:
-    b, a, p = result["before"], result["after"], result["predicted"]
+    b, a = result["before"], result["after"]
     say(f"key_cache_size {result['start']} -> {result['chosen']}: hit ratio "
-        f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
-        f"reads served {b['reads_per_s']:.0f} -> {a['reads_per_s']:.0f}/s, "
-        f"{a['reads_per_s'] / b['reads_per_s'] - 1:+.0%} (predicted "
-        f"{p['reads_per_s_before']:.0f} -> {p['reads_per_s']:.0f}, "
-        f"{p['reads_per_s'] / p['reads_per_s_before'] - 1:+.0%}); disk reads "
+        f"{served_change(result)}; disk reads "
         f"{b['disk_reads_per_s']:.0f} -> {a['disk_reads_per_s']:.0f}/s")
 
 

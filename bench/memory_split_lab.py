@@ -1,19 +1,30 @@
 """What the lab's memory-split benches share (bench/memory_split_redis.py,
-bench/memory_split_cassandra.py): the meter's settle rule over a running load, and how a run
-ends (the load's count of failures and lost writes, the JSON document, the exit code)."""
+bench/memory_split_cassandra.py): the meter's settle rule over a running load, the executor
+they apply through, the curve fitted over their windows, the before-and-after of the advised
+split, and how a run ends (the load's count of failures and lost writes, the JSON document,
+the exit code). Imported once a bench has put the repository and module_utils/ on sys.path."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import kairos_cgroup
+
+from planner.calibrate.bench import ExecutorBench
 from planner.errors import KairosError
+from planner.loadgen import LoadConfig
 from planner.model import memory_curve
+from planner.model import memory_split as ms
 from planner.model.memory_split import MIB
+
+REPO = Path(__file__).resolve().parent.parent
 
 #: A settle window: the hit ratio has settled when it moves less than this between two.
 SETTLE_STEP_SECONDS = 5.0
@@ -143,3 +154,94 @@ def decide(doc: dict[str, Any], args: argparse.Namespace, mix: dict[str, float]
         raise KairosError(f"the split advises {advice['advised']} [{advice['change']}]: not a "
                           f"live change from {args.start}")
     return curve, advice
+
+
+def run_document(script: str, argv: list[str] | None) -> dict[str, Any]:
+    """The head of a run's JSON document: the command line and when it started."""
+    return {"command": f"bench/{script} " + " ".join(argv or sys.argv[1:]),
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def lab_executor(load: LoadConfig, *, playbook: str, rollout_cl: str,
+                 log_name: str) -> ExecutorBench:
+    """The executor a run applies its settings through: ``playbooks/<playbook>`` on the
+    local lab's inventory, its output in ``.kairos/<log_name>``. It only applies (no
+    warm-up, no measurement): the benches measure under their own running load."""
+    return ExecutorBench(load=load, warmup_seconds=0.0, measure_seconds=0.0,
+                         playbook=REPO / "playbooks" / playbook,
+                         inventory=REPO / "inventories" / "local" / "hosts.yml",
+                         rollout_cl=rollout_cl, log_path=REPO / ".kairos" / log_name, log=say)
+
+
+def curve_document(windows: list[dict[str, Any]], *, script: str, engine: str, parameter: str,
+                   size_key: str, share: float, miss: str, **budget: Any) -> dict[str, Any]:
+    """The memory curve file of the windows (planner.model.memory_curve): what ``miss``
+    costs, fitted over them (reads a ``share`` of the mix), said, and the engine's
+    ``budget`` figures; each window's size is its ``size_key``."""
+    cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
+                            ops_per_second=[w["reads_per_s"] for w in windows], share=share)
+    say(f"{miss} costs {cost.miss_seconds * 1e6:.0f} us of the cluster's time per read "
+        f"(1/reads = {cost.base_seconds * 1e6:.0f} us + {cost.slope_seconds * 1e6:.0f} us x "
+        f"miss ratio, R2 {cost.r_squared if cost.r_squared is not None else float('nan'):.2f})")
+    return memory_curve.curve_document(
+        engine=engine, parameter=parameter,
+        points=[{"size_mib": w[size_key], **w} for w in windows], cost=cost, **budget,
+        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command=f"bench/{script} " + " ".join(sys.argv[1:]))
+
+
+class LiveChange:
+    """The advised split applied live through ``executor``, with a window before and one
+    after; :attr:`applied` tells the run's ending whether the nodes still run a probe's
+    size (set by hand, so to be put back) or the split."""
+
+    def __init__(self, executor: ExecutorBench, parameter: str) -> None:
+        self.executor = executor
+        self.parameter = parameter
+        self.applied = False
+
+    def before_and_after(self, meter: SettlingMeter, args: argparse.Namespace, chosen: str, *,
+                         back_to_start: Callable[[], None],
+                         before_line: Callable[[dict[str, Any]], str],
+                         after_line: Callable[[dict[str, Any]], str],
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The settled window at ``--start`` (``back_to_start`` probes it) and, once
+        ``chosen`` is applied, the settled window after; each said as its ``*_line``."""
+        say(f"before: the nodes back at {args.start}")
+        back_to_start()
+        before = meter.settled_window(args)
+        say(f"before: {before_line(before)}")
+        say(f"applying {self.parameter} {chosen} through the executor, under load")
+        self.executor.apply({self.parameter: chosen})
+        self.applied = True
+        after = meter.settled_window(args)
+        say(f"after: {after_line(after)}")
+        return before, after
+
+
+def findings(*, windows: list[dict[str, Any]], refinement: ms.Refinement,
+             figures: Mapping[str, Any], doc: dict[str, Any], curve: memory_curve.MeasuredCurve,
+             advice: dict[str, Any], start: str, before: dict[str, Any],
+             after: dict[str, Any], nodes: Iterable[str]) -> dict[str, Any]:
+    """What a run found, for its document: the windows, the curve and its advice, the
+    windows before and after beside the prediction, and the nodes' envelopes."""
+    predicted = advice["predicted"]
+    return {
+        "windows": windows, "refinement_sizes_mib": [s / MIB for s in refinement.sizes_bytes],
+        "figures": figures, "curve": doc, "advice": advice, "start": start,
+        "chosen": advice["advised"], "before": before, "after": after,
+        "predicted": {"hit_ratio": predicted["hit_ratio"],
+                      "reads_per_s": predicted["reads_per_s"],
+                      "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
+        "environment": kairos_cgroup.held([f"lab-{n}" for n in nodes]),
+    }
+
+
+def served_change(result: Mapping[str, Any]) -> str:
+    """The hit ratio and reads served before -> after, each beside the prediction."""
+    b, a, p = result["before"], result["after"], result["predicted"]
+    return (f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
+            f"reads served {b['reads_per_s']:.0f} -> {a['reads_per_s']:.0f}/s, "
+            f"{a['reads_per_s'] / b['reads_per_s'] - 1:+.0%} (predicted "
+            f"{p['reads_per_s_before']:.0f} -> {p['reads_per_s']:.0f}, "
+            f"{p['reads_per_s'] / p['reads_per_s_before'] - 1:+.0%})")

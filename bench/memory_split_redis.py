@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +45,24 @@ sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names ov
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 from lab_load import lab_login  # noqa: E402
 from memory_split_lab import (  # noqa: E402
+    LiveChange,
     SettlingMeter,
     add_split_arguments,
+    curve_document,
     decide,
+    findings,
     finish,
+    lab_executor,
     parse_split_arguments,
+    run_document,
     say,
+    served_change,
 )
 
 from planner import loadgen  # noqa: E402
-from planner.calibrate.bench import ExecutorBench  # noqa: E402
 from planner.calibrate.redis_bench import read_running_redis  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
-from planner.model import memory_curve  # noqa: E402
 from planner.model import memory_split as ms  # noqa: E402
 from planner.workload import collect  # noqa: E402
 
@@ -182,20 +185,12 @@ def measured_curve(windows: list[dict[str, Any]], figures: dict[str, int],
                    args: argparse.Namespace) -> dict[str, Any]:
     """The memory curve file of the windows (planner.model.memory_curve): what a miss costs,
     fitted over them, and the budget; the overhead rounded up to the split's grid."""
-    cost = ms.fit_miss_cost(hit_ratios=[w["hit_ratio"] for w in windows],
-                            ops_per_second=[w["reads_per_s"] for w in windows],
-                            share=MIX["read"])
-    say(f"a miss costs {cost.miss_seconds * 1e6:.0f} us of the cluster's time per read "
-        f"(1/reads = {cost.base_seconds * 1e6:.0f} us + {cost.slope_seconds * 1e6:.0f} us x "
-        f"miss ratio, R2 {cost.r_squared if cost.r_squared is not None else float('nan'):.2f})")
-    return memory_curve.curve_document(
-        engine="redis", parameter="maxmemory",
-        points=[{"size_mib": w["maxmemory_mib"], **w} for w in windows], cost=cost,
+    return curve_document(
+        windows, script="memory_split_redis.py", engine="redis", parameter="maxmemory",
+        size_key="maxmemory_mib", share=MIX["read"], miss="a miss",
         envelope_mib=figures["envelope_bytes"] // ms.MIB,
         overhead_mib=-(-figures["overhead_bytes"] // (args.unit_mib * ms.MIB)) * args.unit_mib,
-        fork_room_mib=figures["dataset_bytes"] / ms.MIB, unit_mib=args.unit_mib,
-        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        command="bench/memory_split_redis.py " + " ".join(sys.argv[1:]))
+        fork_room_mib=figures["dataset_bytes"] / ms.MIB, unit_mib=args.unit_mib)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,11 +204,8 @@ def main(argv: list[str] | None = None) -> int:
                         value_size=args.value_size, distribution="zipfian",
                         concurrency=args.concurrency, processes=1, seconds=3600, seed=43,
                         miss_penalty_ms=args.miss_penalty_ms)
-    executor = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,
-                             playbook=REPO / "playbooks" / "change_settings_redis.yml",
-                             inventory=REPO / "inventories" / "local" / "hosts.yml",
-                             rollout_cl="ONE", log_path=REPO / ".kairos" / "memory-split.log",
-                             log=say)
+    executor = lab_executor(config, playbook="change_settings_redis.yml", rollout_cl="ONE",
+                            log_name="memory-split.log")
     start_bytes = _size_bytes(args.start)
     say(f"the nodes to maxmemory {args.start} (the executor)")
     executor.apply({"maxmemory": args.start})
@@ -221,10 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     meter = Meter()
     load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
                           on_progress=meter.progress)
-    result: dict[str, Any] = {"command": "bench/memory_split_redis.py " + " ".join(argv or
-                                                                                  sys.argv[1:]),
-                              "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
-    applied = False
+    result = run_document("memory_split_redis.py", argv)
+    change = LiveChange(executor, "maxmemory")
     try:
         load.start()
         say(f"cache-hot load running: {args.keys} keys of {args.value_size} B, zipfian, "
@@ -236,32 +226,22 @@ def main(argv: list[str] | None = None) -> int:
         figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
         doc = measured_curve(windows, figures, args)
         curve, advice = decide(doc, args, MIX)
-        chosen, predicted = advice["advised"], advice["predicted"]
-        say(f"before: the nodes back at {args.start}")
-        set_maxmemory(start_bytes)
-        before = meter.settled_window(args)
-        say(f"before: read hit ratio {before['hit_ratio']:.1%}, "
-            f"{before['reads_per_s']:.0f} reads/s")
-        say(f"applying maxmemory {chosen} through the executor, under load")
-        executor.apply({"maxmemory": chosen})
-        applied = True
-        after = meter.settled_window(args)
-        say(f"after: read hit ratio {after['hit_ratio']:.1%}, {after['reads_per_s']:.0f} reads/s "
-            f"(settled after {after['settled_seconds']} s)")
-        result.update(
-            windows=windows, refinement_sizes_mib=[s / ms.MIB for s in refinement.sizes_bytes],
-            figures=figures, curve=doc, advice=advice, start=args.start, chosen=chosen,
-            before=before, after=after,
-            predicted={"hit_ratio": predicted["hit_ratio"],
-                       "reads_per_s": predicted["reads_per_s"],
-                       "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
-            environment=kairos_cgroup.held([f"lab-{n}" for n in NODES]))
+        before, after = change.before_and_after(
+            meter, args, advice["advised"], back_to_start=lambda: set_maxmemory(start_bytes),
+            before_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
+                                   f"{w['reads_per_s']:.0f} reads/s"),
+            after_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
+                                  f"{w['reads_per_s']:.0f} reads/s "
+                                  f"(settled after {w['settled_seconds']} s)"))
+        result.update(findings(windows=windows, refinement=refinement, figures=figures, doc=doc,
+                               curve=curve, advice=advice, start=args.start, before=before,
+                               after=after, nodes=NODES))
     except (KairosError, ValidationError) as exc:
         say(f"stopped: {exc}")
         result["error"] = str(exc)
     finally:
         outcome = load.stop()
-        if not applied:
+        if not change.applied:
             say(f"back to {args.start} through the executor (the probes set it by hand)")
             executor.apply({"maxmemory": args.start})
         loadgen.unlink_load_keys(config)
@@ -269,13 +249,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(result: dict[str, Any]) -> None:
-    b, a, p = result["before"], result["after"], result["predicted"]
+    b, a = result["before"], result["after"]
     say(f"maxmemory {result['start']} -> {result['chosen']}: read hit ratio "
-        f"{b['hit_ratio']:.1%} -> {a['hit_ratio']:.1%} (predicted {p['hit_ratio']:.1%}); "
-        f"reads served {b['reads_per_s']:.0f} -> {a['reads_per_s']:.0f}/s, "
-        f"{a['reads_per_s'] / b['reads_per_s'] - 1:+.0%} (predicted "
-        f"{p['reads_per_s_before']:.0f} -> {p['reads_per_s']:.0f}, "
-        f"{p['reads_per_s'] / p['reads_per_s_before'] - 1:+.0%}); misses sent to the "
+        f"{served_change(result)}; misses sent to the "
         f"backing store {b['reads_per_s'] * (1 - b['hit_ratio']):.0f} -> "
         f"{a['reads_per_s'] * (1 - a['hit_ratio']):.0f}/s")
 

@@ -1,0 +1,160 @@
+"""bench/memory_split_lab.py: what the two memory-split benches share, run without a lab
+(the executor, the meter and the clock are fakes)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.errors import KairosError
+from planner.model.memory_curve import parse_curve
+from planner.model.memory_split import MIB
+
+REPO = Path(__file__).parents[2]
+BENCH = REPO / "bench"
+if str(REPO / "module_utils") not in sys.path:
+    sys.path.append(str(REPO / "module_utils"))  # as the benches do: after library/
+_spec = importlib.util.spec_from_file_location("bench_memory_split_lab",
+                                               BENCH / "memory_split_lab.py")
+assert _spec is not None and _spec.loader is not None
+lab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lab)
+
+
+def test_the_run_document_names_the_command_and_when_it_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    doc = lab.run_document("memory_split_redis.py", ["--out", "x.json"])
+    assert doc["command"] == "bench/memory_split_redis.py --out x.json"
+    assert doc["started_at"].endswith("+00:00")
+    monkeypatch.setattr(sys, "argv", ["memory_split_redis.py", "--keep"])
+    assert lab.run_document("memory_split_redis.py", None)["command"] == (
+        "bench/memory_split_redis.py --keep")
+
+
+def test_the_lab_executor_only_applies_through_the_named_playbook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("planner.calibrate.bench.find_ansible_playbook",
+                        lambda: "/bin/ansible-playbook")
+    load = object()
+    ex = lab.lab_executor(load, playbook="change_settings_redis.yml", rollout_cl="ONE",
+                          log_name="memory-split.log")
+    assert ex.load is load and ex.warmup_seconds == 0.0 and ex.measure_seconds == 0.0
+    assert ex.playbook == (REPO / "playbooks" / "change_settings_redis.yml").resolve()
+    assert ex.inventory == (REPO / "inventories" / "local" / "hosts.yml").resolve()
+    assert ex.rollout_cl == "ONE" and ex.log_path == REPO / ".kairos" / "memory-split.log"
+    assert ex.log is lab.say
+
+
+def test_the_curve_document_fits_the_windows_and_says_what_a_miss_costs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["memory_split_redis.py", "--grid-mib", "4:8:4"])
+    windows = [{"hit_ratio": h, "reads_per_s": 1 / (0.001 + 0.002 * (1 - h)), "maxmemory_mib": s}
+               for h, s in ((0.3, 4.0), (0.6, 8.0), (0.8, 16.0))]
+    doc = lab.curve_document(windows, script="memory_split_redis.py", engine="redis",
+                             parameter="maxmemory", size_key="maxmemory_mib", share=0.9,
+                             miss="a miss", envelope_mib=512, overhead_mib=4, unit_mib=2,
+                             fork_room_mib=20.0)
+    assert doc["command"] == "bench/memory_split_redis.py --grid-mib 4:8:4"
+    assert [p["size_mib"] for p in doc["points"]] == [4.0, 8.0, 16.0]
+    assert doc["budget"] == {"envelope_mib": 512, "overhead_mib": 4, "unit_mib": 2,
+                             "fork_room_mib": 20.0}
+    curve = parse_curve(doc, "the test's windows")
+    assert curve.cost.base_seconds == pytest.approx(0.001)
+    assert curve.cost.slope_seconds == pytest.approx(0.002)
+    said = capsys.readouterr().out
+    assert "a miss costs 2222 us of the cluster's time per read (1/reads = 1000 us + 2000 us x " \
+           "miss ratio, R2 1.00)" in said
+
+
+class _Meter:
+    def __init__(self, windows: list[dict[str, Any]]) -> None:
+        self.windows = windows
+
+    def settled_window(self, _args: argparse.Namespace) -> dict[str, Any]:
+        if not self.windows:
+            raise KairosError("a 20-s window saw no load (is it running?)")
+        return self.windows.pop(0)
+
+
+class _Executor:
+    def __init__(self) -> None:
+        self.applied: list[dict[str, Any]] = []
+
+    def apply(self, changes: dict[str, Any]) -> None:
+        self.applied.append(changes)
+
+
+def test_the_live_change_measures_at_the_start_applies_and_measures_after(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    executor, probed = _Executor(), []
+    change = lab.LiveChange(executor, "maxmemory")
+    args = argparse.Namespace(start="8mb")
+    before, after = change.before_and_after(
+        _Meter([{"hit_ratio": 0.5}, {"hit_ratio": 0.8}]), args, "24mb",
+        back_to_start=lambda: probed.append(True),
+        before_line=lambda w: f"b {w['hit_ratio']}", after_line=lambda w: f"a {w['hit_ratio']}")
+    assert (before, after) == ({"hit_ratio": 0.5}, {"hit_ratio": 0.8})
+    assert probed == [True] and executor.applied == [{"maxmemory": "24mb"}] and change.applied
+    said = [line.split("] ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert said == ["before: the nodes back at 8mb", "before: b 0.5",
+                    "applying maxmemory 24mb through the executor, under load", "after: a 0.8"]
+
+
+def test_a_live_change_that_fails_after_applying_counts_as_applied() -> None:
+    """The run's ending must not put a probe's size back over the applied split."""
+    change = lab.LiveChange(_Executor(), "key_cache_size")
+    with pytest.raises(KairosError):
+        change.before_and_after(_Meter([{"hit_ratio": 0.5}]), argparse.Namespace(start="2MiB"),
+                                "8MiB", back_to_start=lambda: None, before_line=str,
+                                after_line=str)
+    assert change.applied
+    unapplied = lab.LiveChange(_Executor(), "key_cache_size")
+    with pytest.raises(KairosError):
+        unapplied.before_and_after(_Meter([]), argparse.Namespace(start="2MiB"), "8MiB",
+                                   back_to_start=lambda: None, before_line=str, after_line=str)
+    assert not unapplied.applied
+
+
+class _Cost:
+    @staticmethod
+    def ops_per_second(hit_ratio: float) -> float:
+        return 1000.0 * hit_ratio
+
+
+class _Curve:
+    cost = _Cost()
+
+
+class _Refinement:
+    sizes_bytes = (4 * MIB, 8 * MIB)
+
+
+def test_the_findings_and_the_served_change_beside_the_prediction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lab.kairos_cgroup, "held", lambda names: {"held": names})
+    advice = {"advised": "8MiB", "predicted": {"hit_ratio": 0.82, "reads_per_s": 1350.0}}
+    before = {"hit_ratio": 0.5, "reads_per_s": 1000.0}
+    after = {"hit_ratio": 0.8, "reads_per_s": 1300.0}
+    found = lab.findings(windows=[], refinement=_Refinement(), figures={"f": 1}, doc={"d": 1},
+                         curve=_Curve(), advice=advice, start="2MiB", before=before,
+                         after=after, nodes={"cass1": "127.0.0.1", "cass2": "127.0.0.2"})
+    assert found == {
+        "windows": [], "refinement_sizes_mib": [4.0, 8.0], "figures": {"f": 1},
+        "curve": {"d": 1}, "advice": advice, "start": "2MiB", "chosen": "8MiB",
+        "before": before, "after": after,
+        "predicted": {"hit_ratio": 0.82, "reads_per_s": 1350.0, "reads_per_s_before": 500.0},
+        "environment": {"held": ["lab-cass1", "lab-cass2"]},
+    }
+    assert lab.served_change(found) == (
+        "50.0% -> 80.0% (predicted 82.0%); reads served 1000 -> 1300/s, +30% (predicted "
+        "500 -> 1350, +170%)")
