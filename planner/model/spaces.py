@@ -96,6 +96,11 @@ class Parameter:
         Values the optimiser's default grid tries; ``None`` keeps the parameter at its base.
     note : str, optional
         Caveats (e.g. when a live change is not possible).
+    reencode : bool
+        True when a change reaches only data written after it: what a node holds keeps the
+        encoding it was written under until it is rewritten or the node reloads it (a
+        restart). Redis' compact-encoding thresholds; measured in docs/redis-executor.md,
+        "A reload re-encodes".
     """
 
     name: str
@@ -111,6 +116,7 @@ class Parameter:
     live_command: str | None = None
     candidate_values: tuple[Any, ...] | None = None
     note: str | None = None
+    reencode: bool = False
 
     def __post_init__(self) -> None:
         if self.type == "enum" and not self.choices:
@@ -549,7 +555,7 @@ def _encoding_limit(
 ) -> Parameter:
     """A threshold of a compact encoding; the grid keeps the default unless ``values``."""
     return _redis(name, "int", default, values or (default,), description,
-                  minimum=minimum, maximum=maximum)  # fmt: skip
+                  minimum=minimum, maximum=maximum, reencode=True)  # fmt: skip
 
 
 _REDIS_PARAMS: tuple[Parameter, ...] = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from planner.engines import get_engine
+from planner.model.spaces import get_space
 from planner.topology.batch_safety import NO_RING
 
 __all__ = ["RING_HINT", "explain_text"]
@@ -39,9 +40,11 @@ def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = Non
         lines.append("No steps: staying in the current configuration pays best.")
         return "\n".join(lines)
     config = dict(plan.current_config)
+    space = get_space(plan.engine)
+    reencode = frozenset(k for k, p in space.parameters.items() if p.reencode)
     lines.append(f"{len(plan.steps)} step(s):")
     for s in plan.steps:
-        lines += _step_lines(s, config, by_step.get(s.id, []), plan.availability)
+        lines += _step_lines(s, config, by_step.get(s.id, []), plan.availability, reencode)
         config.update(s.target)
     lines.append(_total_line(plan))
     return "\n".join(lines)
@@ -172,7 +175,7 @@ def _decision_lines(prov: Any) -> list[str]:
 
 
 def _step_lines(
-    s: Any, config: dict[str, Any], verdicts: list[Any], av: Any
+    s: Any, config: dict[str, Any], verdicts: list[Any], av: Any, reencode: frozenset[str]
 ) -> list[str]:
     """One step: its changes from ``config``, how it is applied, batch safety, expected gain."""
     dur = (s.until - s.due).total_seconds()
@@ -196,6 +199,7 @@ def _step_lines(
                 lines.append(f"        batch {v.index}: {v.reason}")
     else:
         lines.append("      applied live, no restart")
+        lines += _reencode_lines(s, config, reencode)
     e = s.expected
     lines.append(
         f"      expected until the next step, vs the previous configuration: "
@@ -203,6 +207,17 @@ def _step_lines(
         f"net {_ops(e.net_ops)}"
     )
     return lines + _gain_lines(e)
+
+
+def _reencode_lines(s: Any, config: dict[str, Any], reencode: frozenset[str]) -> list[str]:
+    """What a live step that changes an encoding threshold does to the data already held."""
+    changed = sorted(k for k in reencode if k in s.target and config.get(k) != s.target[k])
+    if not changed:
+        return []
+    return [f"      {', '.join(changed)}: encodes only what is written after the change; what "
+            "the nodes hold keeps its encoding until evicted and refilled, or reloaded "
+            "(playbooks/change_settings_redis.yml -e kairos_restart_all=true; docs/"
+            "redis-executor.md, \"A reload re-encodes\")"]
 
 
 def _gain_lines(e: Any) -> list[str]:
