@@ -292,15 +292,18 @@ def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: Play
 
 def run_module_on(host: str, module: str, args: dict[str, Any],
                   check: bool = False) -> dict[str, Any]:
-    """One module run on a lab host (ad hoc); its result."""
+    """One module run on a lab host (ad hoc); its result, from the JSON callback (the
+    one-line output, ``-o``, is deprecated)."""
     run = subprocess.run(
         [str(Path(sys.executable).parent / "ansible"), host, "-m", module, "-a", json.dumps(args),
-         "-o", *(["--check"] if check else [])],
+         *(["--check"] if check else [])],
         cwd=REPO, capture_output=True, text=True, check=False, timeout=120,
-        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "true",
+             "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"},
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    result: dict[str, Any] = json.loads(run.stdout.split("=>", 1)[1])
+    result: dict[str, Any] = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"][host]
     return result
 
 
