@@ -48,24 +48,26 @@ def rendered_argv(tmp_path: Path, **variables: Any) -> list[str]:
     return [str(a) for a in templar.template(trust_as_template(task["kairos_command"]["argv"]))]
 
 
-def rollout(tmp_path: Path, argv: list[str]) -> dict[str, Any]:
+def rollout(tmp_path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    monkeypatch.chdir(tmp_path)  # a path left unrendered is written there, not in the checkout
     assert main(argv) == 0, argv
     return dict(json.loads((tmp_path / "rollout.json").read_text()))
 
 
-def test_live_settings_alone_restart_no_node(tmp_path: Path) -> None:
+def test_live_settings_alone_restart_no_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
     argv = rendered_argv(tmp_path, settings={"hash-max-listpack-entries": 1024})
     assert "--restart-all" not in argv and "--set=hash-max-listpack-entries=1024" in argv
-    done = rollout(tmp_path, argv)
+    done = rollout(tmp_path, argv, monkeypatch)
     assert done["batches"] == [] and done["live"] == {"hash-max-listpack-entries": 1024}
 
 
 @pytest.mark.parametrize("settings", [{"hash-max-listpack-entries": 1024}, {}])
 def test_restart_all_restarts_every_node_with_or_without_settings(
-    tmp_path: Path, settings: dict[str, Any]
+    tmp_path: Path, settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     argv = rendered_argv(tmp_path, settings=settings, kairos_restart_all=True)
     assert "--restart-all" in argv
-    done = rollout(tmp_path, argv)
+    done = rollout(tmp_path, argv, monkeypatch)
     assert sorted(h for batch in done["batches"] for h in batch) == HOSTS
     assert done["live"] == settings
