@@ -177,6 +177,11 @@ def test_prometheus_source_against_the_builtin_collector(lab: object, tmp_path: 
                 assert {k for k in g_b.values if k.startswith("p99_ms_")} == {
                     k for k in g_p.values if k.startswith("p99_ms_")}, (engine, g_b, g_p)
                 assert all(v > 0 for k, v in g_p.values.items() if k.startswith("p99_ms_"))
+                # In the same unit: Cassandra's virtual tables print seconds in *_ms columns
+                # (planner.workload.collect.CASSANDRA_LATENCY_VIEW_TO_MS), 1000x off before.
+                for key in (k for k in g_p.values if k.startswith("p99_ms_")):
+                    ratio = g_b.values[key] / g_p.values[key]
+                    assert 0.5 <= ratio <= 2, (engine, key, g_b.values[key], g_p.values[key])
             print(f"{engine} p99 ms, built-in {gauges_b[-1].values}; "
                   f"prometheus {gauges_p[-1].values}")
 

@@ -302,9 +302,10 @@ def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
     pools = views("thread_pools_cass2.json")["thread_pools"]
     [node] = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                                pools=pools)
-    # Only the application's tables that served requests (system.local's reads are left out).
-    assert node.gauges["p99_ms_read"] == pytest.approx(0.061)
-    assert node.gauges["p99_ms_write"] == pytest.approx(0.043)
+    # Only the application's tables that served requests (system.local's reads are left out),
+    # in ms: the views print 0.061 and 0.043 (seconds, CASSANDRA_LATENCY_VIEW_TO_MS).
+    assert node.gauges["p99_ms_read"] == pytest.approx(61.0)
+    assert node.gauges["p99_ms_write"] == pytest.approx(43.0)
     assert "p99_ms_scan" not in node.gauges  # no application scan this capture
     # Captured idle: the request stages (CounterMutationStage exists once counters are
     # written) have nothing pending.
@@ -324,8 +325,8 @@ def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
     tables = cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                                pools=pools, per_table=True)
     by_scope = {s.scope: s.gauges for s in tables}
-    assert by_scope["table:kairos_rollout.usertable"] == {"p99_ms_read": 0.061,
-                                                         "p99_ms_write": 0.043}
+    assert by_scope["table:kairos_rollout.usertable"] == {
+        "p99_ms_read": pytest.approx(61.0), "p99_ms_write": pytest.approx(43.0)}
     with pytest.raises(ValidationError, match="thread_pools: bad pending_tasks"):
         cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                           pools=[{"name": "ReadStage", "pending_tasks": -1, "blocked_tasks": 0}])
