@@ -284,9 +284,14 @@ class RedisLease:
                 "hand the lock to a second run")
 
     def renew(self, holder):
+        """Extend the owner's lease once a replica holds the new expiry too: a failover
+        before the copy would leave the old one, and the lease could lapse mid-rollout."""
         stored = self._stored(holder, holder.get("token"))
-        return bool(self.client.eval(_REDIS_SET_IF, 1, self.key, holder["owner"], stored,
-                                     self.seconds * 1000))
+        renewed = bool(self.client.eval(_REDIS_SET_IF, 1, self.key, holder["owner"], stored,
+                                        self.seconds * 1000))
+        if renewed:
+            self._replicated(holder["owner"])
+        return renewed
 
     def release(self, owner):
         return bool(self.client.eval(_REDIS_RELEASE, 1, self.key, owner))

@@ -130,8 +130,8 @@ def test_a_heartbeat_does_not_take_over_a_lease_another_run_had_since() -> None:
 def test_a_redis_lease_is_taken_only_once_a_replica_holds_it() -> None:
     """Two scratch redis-servers, the second a replica of the first: the lease is taken once
     WAIT says the replica has it; with the replica stopped (SIGSTOP, a process this test
-    started) no replica acknowledges, the take is refused and the key given back, so that a
-    failover cannot hand the lock to a second run. About 3 s."""
+    started) no replica acknowledges, the take, and the owner's renewal, are refused and the
+    key given back, so that a failover cannot hand the lock to a second run. About 5 s."""
     import shutil
     import signal
 
@@ -157,9 +157,14 @@ def test_a_redis_lease_is_taken_only_once_a_replica_holds_it() -> None:
             assert acquire(lease, "run-1", os.getpid(), process_start(os.getpid()),
                            time.time())[0] == "taken"
             assert r.get(lease.key) is not None  # the replica has it
-            assert lease.release("run-1")
             os.kill(replica.pid, signal.SIGSTOP)
             try:
+                # A renewal no replica acknowledges is refused too, the lease given back:
+                # a failover would have left the old expiry (the run stops before its batch).
+                with pytest.raises(LeaseNotReplicated, match="acknowledged it within"):
+                    acquire(lease, "run-1", os.getpid(), process_start(os.getpid()),
+                            time.time())
+                assert p.get(lease.key) is None
                 with pytest.raises(LeaseNotReplicated, match="acknowledged it within"):
                     acquire(lease, "run-2", os.getpid(), process_start(os.getpid()),
                             time.time())
