@@ -270,7 +270,7 @@ class RedisLease:
             self._replicated(holder["owner"])
         return token if applied else None
 
-    def _replicated(self, owner):
+    def _replicated(self, owner, what="taken"):
         """Wait until a replica holds the lease and its token (WAIT covers every earlier
         write of this connection), when the primary has replicas; else give it back and
         raise :class:`LeaseNotReplicated`: Redis replicates asynchronously, and a failover
@@ -280,8 +280,8 @@ class RedisLease:
             self.release(owner)
             raise LeaseNotReplicated(
                 f"none of the {replicas} replica(s) of the lease's primary acknowledged it "
-                f"within {REDIS_WAIT_MS} ms (WAIT); not taken, so that a failover cannot "
-                "hand the lock to a second run")
+                f"within {REDIS_WAIT_MS} ms (WAIT); not {what} but given back, so that a "
+                "failover cannot hand the lock to a second run")
 
     def renew(self, holder):
         """Extend the owner's lease once a replica holds the new expiry too: a failover
@@ -290,7 +290,7 @@ class RedisLease:
         renewed = bool(self.client.eval(_REDIS_SET_IF, 1, self.key, holder["owner"], stored,
                                         self.seconds * 1000))
         if renewed:
-            self._replicated(holder["owner"])
+            self._replicated(holder["owner"], "renewed")
         return renewed
 
     def release(self, owner):
