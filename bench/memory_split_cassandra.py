@@ -68,6 +68,7 @@ from memory_split_lab import (  # noqa: E402
     run_document,
     say,
     served_change,
+    stop_load,
 )
 
 from planner.calibrate.bench import cache_window, read_caches  # noqa: E402
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             # Every acknowledged write is read back at the end: on the enveloped nodes at
             # about 500 a second, far slower than the load's own default allows.
-            outcome = load.stop(timeout=120 + args.keys / 400)
+            outcome = stop_load(load, result, timeout=120 + args.keys / 400)
         finally:
             if not (change.applied and args.keep):
                 say(f"back to key_cache_size {original} through the executor")

@@ -20,6 +20,7 @@ import kairos_cgroup
 from planner.calibrate.bench import ExecutorBench
 from planner.errors import KairosError
 from planner.loadgen import LoadConfig
+from planner.loadgen.run import LoadError
 from planner.model import memory_curve
 from planner.model import memory_split as ms
 from planner.model.memory_split import MIB
@@ -113,20 +114,32 @@ class SettlingMeter:
         return {**self.window(args.window), "settled_seconds": round(waited)}
 
 
+def stop_load(load: Any, result: dict[str, Any], **kw: Any) -> Any:
+    """``load.stop(**kw)``; None when the load itself failed (workers that did not finish,
+    or failed), which ``result`` then records as its error: said, not a traceback."""
+    try:
+        return load.stop(**kw)
+    except LoadError as exc:
+        say(f"the load did not stop cleanly: {exc}")
+        result.setdefault("error", f"the load: {exc}")
+        return None
+
+
 def finish(result: dict[str, Any], outcome: Any, out: Path | None,
            report: Callable[[dict[str, Any]], None]) -> int:
-    """Record the load's outcome in ``result``, report, print and write (``out``) the
-    document; 0 only when the run decided and applied, nothing failed and nothing
-    acknowledged was lost."""
-    result["load"] = {"ops": outcome.ops, "failed": outcome.failed,
-                      "failures": dict(outcome.failures),
-                      "acknowledged_writes": outcome.acknowledged_writes,
-                      "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
-                      "verified": outcome.verified}
+    """Record the load's outcome in ``result`` (None: :func:`stop_load` could not read it),
+    report, print and write (``out``) the document; 0 only when the run decided and applied,
+    nothing failed and nothing acknowledged was lost."""
+    result["load"] = None if outcome is None else {
+        "ops": outcome.ops, "failed": outcome.failed, "failures": dict(outcome.failures),
+        "acknowledged_writes": outcome.acknowledged_writes,
+        "lost_acknowledged_writes": outcome.lost_acknowledged_writes,
+        "verified": outcome.verified}
     load = result["load"]
-    say(f"load: {load['ops']} operations, {load['failed']} failed, "
-        f"{load['acknowledged_writes']} acknowledged writes, "
-        f"{load['lost_acknowledged_writes']} lost")
+    if load is not None:
+        say(f"load: {load['ops']} operations, {load['failed']} failed, "
+            f"{load['acknowledged_writes']} acknowledged writes, "
+            f"{load['lost_acknowledged_writes']} lost")
     if "after" in result:
         report(result)
     text = json.dumps(result, indent=1, sort_keys=True)
@@ -134,7 +147,7 @@ def finish(result: dict[str, Any], outcome: Any, out: Path | None,
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
-    ok = ("error" not in result and outcome.failed == 0
+    ok = ("error" not in result and outcome is not None and outcome.failed == 0
           and outcome.lost_acknowledged_writes == 0 and outcome.verified)
     return 0 if ok else 1
 

@@ -57,6 +57,7 @@ from memory_split_lab import (  # noqa: E402
     run_document,
     say,
     served_change,
+    stop_load,
 )
 
 from planner import loadgen  # noqa: E402
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"stopped: {exc}")
         result["error"] = str(exc)
     finally:
-        outcome = load.stop()
+        outcome = stop_load(load, result)
         if not change.applied:
             say(f"back to {args.start} through the executor (the probes set it by hand)")
             executor.apply({"maxmemory": args.start})

@@ -158,3 +158,24 @@ def test_the_findings_and_the_served_change_beside_the_prediction(
     assert lab.served_change(found) == (
         "50.0% -> 80.0% (predicted 82.0%); reads served 1000 -> 1300/s, +30% (predicted "
         "500 -> 1350, +170%)")
+
+
+def test_a_load_that_does_not_stop_is_recorded_as_the_runs_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from planner.loadgen.run import LoadError
+
+    class Stuck:
+        def stop(self, **kw: Any) -> Any:
+            raise LoadError(f"load workers did not finish within {kw['timeout']:.0f} s after stop")
+
+    result: dict[str, Any] = {}
+    assert lab.stop_load(Stuck(), result, timeout=30) is None
+    assert result["error"] == "the load: load workers did not finish within 30 s after stop"
+    out = tmp_path / "run.json"
+    assert lab.finish(result, None, out, lambda r: None) == 1  # written, and a failure
+    assert '"load": null' in out.read_text()
+    assert "did not stop cleanly" in capsys.readouterr().out
+    earlier = {"error": "the executor failed"}  # the first error is the one kept
+    lab.stop_load(Stuck(), earlier, timeout=30)
+    assert earlier["error"] == "the executor failed"
