@@ -9,7 +9,8 @@ next (the load: inside the band in log space; the mix: each class fraction insid
 * ``plain``       split-conformal, every backtest row one sample (Kairos before issue 45's
                   calibration step; its mix residuals now from every origin, cross-fitted);
 * ``dependence``  one sample per non-overlapping horizon of the backtest (what ships:
-                  :func:`planner.forecast.intervals.independent_horizons`);
+                  :func:`planner.forecast.intervals.independent_horizons`; the mix's bands
+                  are :func:`planner.forecast.intervals.mix_bands`);
 * ``recent``      ``plain`` with the residuals scaled by the recent error level: an
                   exponentially weighted mean of the absolute residuals of the origins whose
                   horizon had ended, half-life a day (the band follows a harder stretch);
@@ -17,6 +18,8 @@ next (the load: inside the band in log space; the mix: each class fraction insid
                   the origins in time order, step 0.05 on the log multiplier).
 * ``mix_3h``      ``dependence`` with the mix scaled as the load is, per 3-hour bin by the
                   median absolute residual (the mix's bands before issue 45's fourth session);
+* ``hourly``      ``dependence`` without the mix's level scale and with the conformal level
+                  ceil((n+1)(1-q))/n (the mix's bands before issue 45's fifth session);
 * ``class_factor`` ``dependence`` with each mix class's band times the square root of the
                   factor that, calibrated on the older half of the origins, covers the newer
                   half at its finite-sample conformal level (a per-class correction from the
@@ -75,6 +78,14 @@ def plain(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[st
 
 def dependence(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
                ) -> tuple[np.ndarray, ...]:
+    if kind == "mix":
+        b = fint.mix_bands(resid, origins, n, **kw)
+        return b.lower, b.upper
+    return hourly(kind, resid, origins, n, kw)
+
+
+def hourly(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
+           ) -> tuple[np.ndarray, ...]:
     r, final = _normalised(kind, resid, origins, n, kw)
     lo, hi = fint.conformal_bands(r, kw["level"],
                                   n_eff=fint.independent_horizons(origins, resid.shape[1]))
@@ -171,8 +182,8 @@ def load_hourly(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: d
 
 
 VARIANTS: dict[str, Variant] = {"plain": plain, "dependence": dependence, "recent": recent,
-                                "aci": aci, "mix_3h": mix_3h, "class_factor": class_factor,
-                                "load_hourly": load_hourly}
+                                "aci": aci, "mix_3h": mix_3h, "hourly": hourly,
+                                "class_factor": class_factor, "load_hourly": load_hourly}
 
 
 def record(name: str, seed_offset: int, stride: int, max_origins: int | None

@@ -479,7 +479,8 @@ def mix_part(
     checks = []
     for c in range(mix.shape[1]):
         bands = fint.mix_bands(actual_all[:, :, c] - pred_all[:, :, c], origins, mix.shape[0],
-                               day=seasons.day or seasons.other, level=level)
+                               day=seasons.day or seasons.other, level=level,
+                               share=mix[:, c])
         lower[:, c] = np.clip(mean[:, c] + bands.lower, 0.0, 1.0)
         upper[:, c] = np.clip(mean[:, c] + bands.upper, 0.0, 1.0)
         if np.ptp(mix[:, c]) > 0:

@@ -189,3 +189,70 @@ def test_mix_scaling_is_hourly_at_the_band_level_and_the_load_keeps_its_own() ->
     resid[bins == 5] *= np.where(rng.random(100) < 0.3, 8.0, 1.0)
     assert fint.phase_scale(resid, bins, 20, n_bins=24)[5] < 1.5
     assert fint.phase_scale(resid, bins, 20, n_bins=24, quantile=0.9)[5] > 2.0
+
+
+def test_conformal_level_expected_is_the_order_statistics_coverage() -> None:
+    """Issue 45: the pool's quantile at ceil((n+1)(1-q))/n covered more than the conformal
+    order statistic does; ``expected`` takes its coverage, ceil((n+1)(1-q))/(n+1)."""
+    assert fint.conformal_level(336, 0.05) == pytest.approx(321 / 336)
+    assert fint.conformal_level(336, 0.05, expected=True) == pytest.approx(321 / 337)
+    for n in (5, 19, 40, 336, 1e6):
+        guaranteed = fint.conformal_level(n, 0.05)
+        mean = fint.conformal_level(n, 0.05, expected=True)
+        assert 0.95 <= mean <= guaranteed <= 1.0
+    assert fint.conformal_level(5, 0.05) == 1.0  # too few: the range of the residuals
+    resid = np.random.default_rng(8).normal(0, 1, (400, 12))
+    lo, hi = fint.conformal_bands(resid, 0.9, n_eff=40)
+    lo_e, hi_e = fint.conformal_bands(resid, 0.9, n_eff=40, expected=True)
+    assert np.all(hi_e <= hi) and np.all(lo_e >= lo) and np.any(hi_e < hi)
+
+
+def test_share_scale_is_p_one_minus_p_of_the_days_mean_before() -> None:
+    share = np.concatenate([np.full(288, 0.08), np.full(288, 0.06)])
+    s = fint.share_scale(share, np.array([288, 432, 576]), 288)
+    assert s[0] == pytest.approx(0.08 * 0.92)
+    assert s[1] == pytest.approx(0.07 * 0.93)
+    assert s[2] == pytest.approx(0.06 * 0.94)
+    floor = fint.MIX_LEVEL_FLOOR * (1 - fint.MIX_LEVEL_FLOOR)
+    assert fint.share_scale(np.zeros(300), np.array([300]), 288)[0] == pytest.approx(floor)
+    assert fint.share_scale(np.ones(300), np.array([300]), 288)[0] == pytest.approx(floor)
+
+
+def test_mix_bands_follow_the_level_of_a_share_that_falls() -> None:
+    """Issue 45: `ops-ingest`' read share fell from about 8 % to 6 % and moved a quarter
+    less; its band, from the older residuals, covered 96.1 % of the next week at a nominal
+    90. With the share given, each residual is taken relative to p(1-p) of its day's level
+    and the band scaled to the last day's: it covers about nominal at the new level."""
+    rng = np.random.default_rng(45)
+    n, h = 28 * 288, 12
+    share = np.repeat(np.linspace(0.12, 0.05, 28), 288)
+    origins = np.arange(14 * 288, n - h + 1, 10)
+    targets = origins[:, None] + np.arange(h)[None, :]
+    odds_noise = 0.2  # the fraction's step: p(1-p) times a log-odds step
+    resid = rng.normal(0, odds_noise, targets.shape) * (share * (1 - share))[targets]
+    fresh = rng.normal(0, odds_noise, (4000, h)) * 0.05 * 0.95
+    inside = {}
+    for key, given in (("level", share), ("none", None)):
+        b = fint.mix_bands(resid, origins, n, day=288, level=0.9, share=given)
+        inside[key] = float(np.mean((fresh >= b.lower) & (fresh <= b.upper)))
+        assert np.all(b.lower <= 0) and np.all(b.upper >= 0)
+    assert 0.86 <= inside["level"] <= 0.94
+    assert inside["none"] > 0.97
+
+
+def test_the_ensemble_gives_the_mix_bands_each_class_share() -> None:
+    s = ops_like(profile="ingest", steps=24 * 28, step_seconds=3600.0, seed=4)
+    seen: list[np.ndarray] = []
+    real = fint.mix_bands
+
+    def spy(resid: np.ndarray, origins: np.ndarray, n: int, **kw: object) -> fint.Bands:
+        share = kw["share"]
+        assert isinstance(share, np.ndarray) and share.shape == (n,)
+        seen.append(share)
+        return real(resid, origins, n, **kw)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fint, "mix_bands", spy)
+        forecast(s, horizon=12)
+    assert len(seen) == len(s.classes)
+    np.testing.assert_allclose(np.sum(seen, axis=0), 1.0)
