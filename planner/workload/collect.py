@@ -165,12 +165,12 @@ SYSTEM_KEYSPACES: frozenset[str] = frozenset(
         "system_cluster_metadata",
     }
 )
-#: Virtual table -> raw counter.
 #: Cassandra 5.0's latency virtual tables print seconds in their ``*_ms`` columns: they scale
 #: the reservoir's microseconds by NS_TO_MS (db/virtual/TableMetricTables.java) as if they
 #: were nanoseconds. Measured on the lab under a 300 ops/s QUORUM load: coordinator reads
 #: p99th_ms 0.152 and max_ms 0.263 where the client saw a p99 of 160 ms and a max of 302 ms.
 CASSANDRA_LATENCY_VIEW_TO_MS = 1000.0
+#: Virtual table -> raw counter.
 CASSANDRA_VIEWS: dict[str, str] = {
     "coordinator_read_latency": "read",
     "coordinator_write_latency": "write",
