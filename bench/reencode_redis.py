@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -41,6 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from planner import loadgen  # noqa: E402
+from planner.calibrate.bench import ExecutorBench  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
 from planner.workload import collect  # noqa: E402
 
@@ -67,22 +66,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def apply(settings: Mapping[str, Any], log: Path, *, reload: bool = False) -> float:
+def apply(executor: ExecutorBench, settings: Mapping[str, Any], *,
+          reload: bool = False) -> float:
     """Carry ``settings`` out with the Redis change-settings playbook (every node restarted
-    through the failover path when ``reload``); the seconds it took. Exits on a failure."""
-    extra = ["-e", json.dumps({"settings": dict(settings)})]
-    if reload:
-        extra += ["-e", "kairos_restart_all=true"]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0")
+    through the failover path when ``reload``); the seconds it took. KairosError on a
+    failure, naming the executor's log."""
     began = time.monotonic()
-    with log.open("a") as out:
-        run = subprocess.run([str(REPO / ".venv" / "bin" / "ansible-playbook"),
-                              "playbooks/change_settings_redis.yml", *extra],
-                             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False)
-    took = time.monotonic() - began
-    if run.returncode != 0:
-        sys.exit(f"reencode_redis: the executor failed (rc {run.returncode}); see {log}")
-    return took
+    executor.apply(settings, restart_all=reload)
+    return time.monotonic() - began
 
 
 def primaries() -> dict[str, Any]:
@@ -106,7 +97,7 @@ def phase(config: LoadConfig, seconds: float, name: str) -> dict[str, Any]:
     got = load.result().to_dict()
     row = {"phase": name, "ops_per_s": round(float(got["ops_per_s"]), 1),
            "hit_ratio": got.get("hit_ratio"), "evicted_keys": got.get("evicted_keys"),
-           "failed": int(sum(dict(got.get("failures") or {}).values())),
+           "failed": int(got["failed"]),
            "lost_acknowledged_writes": got.get("lost_acknowledged_writes"), **primaries()}
     print(json.dumps(row), flush=True)
     return row
@@ -120,24 +111,29 @@ def main(argv: list[str] | None = None) -> int:
                         shape="hash-read", keys=args.keys, max_keys=args.keys,
                         value_size=40, distribution="uniform", concurrency=args.concurrency,
                         processes=1, seconds=3600, seed=41)
+    # Redis has no consistency level: the rollout's batches are one node at a time.
+    executor = ExecutorBench(load=config, warmup_seconds=0.0, measure_seconds=0.0,
+                             playbook=REPO / "playbooks" / "change_settings_redis.yml",
+                             inventory=REPO / "inventories" / "local" / "hosts.yml",
+                             rollout_cl="ONE", log_path=args.log, log=say)
     say(f"{KEY} {args.start} live on every node; the load's keys unlinked")
-    apply({KEY: args.start}, args.log)
+    apply(executor, {KEY: args.start})
     loadgen.unlink_load_keys(config)
     rows: list[dict[str, Any]] = []
     try:
         phase(config, args.warmup, f"warm-up at {args.start}")
         rows.append(phase(config, args.measure, f"before ({args.start})"))
-        took = apply({KEY: args.to}, args.log)
+        took = apply(executor, {KEY: args.to})
         say(f"{KEY} {args.to} set live in {took:.0f} s")
         rows.append(phase(config, args.measure, f"live ({args.to})") | {"rollout_s": round(took)})
         # The control: as long again without a reload (the refills go on re-encoding).
         rows.append(phase(config, args.measure, f"live, {args.measure:g} s later"))
-        took = apply({KEY: args.to}, args.log, reload=True)
+        took = apply(executor, {KEY: args.to}, reload=True)
         say(f"every node restarted on {args.to} in {took:.0f} s")
         rows.append(phase(config, args.measure, f"reloaded ({args.to})")
                     | {"rollout_s": round(took)})
     finally:
-        apply({KEY: args.start}, args.log)
+        apply(executor, {KEY: args.start})
         removed = loadgen.unlink_load_keys(config)
         say(f"{KEY} {args.start} back live; unlinked {removed} keys")
     cols = ("phase", "ops_per_s", "hit_ratio", "evicted_keys", "used_memory_mb",

@@ -42,16 +42,20 @@ def change_settings_command(
     changes: Mapping[str, Any],
     rollout_cl: str,
     tables: Sequence[str] = (),
+    restart_all: bool = False,
 ) -> list[str]:
     """argv of the executor's "change these settings safely" entry point.
 
     Live keys are set on every node; restart keys roll through safe batches (the executor
     decides, see docs/executor.md). ``tables`` are the tables a compaction or row-cache
-    change applies to (the row cache sets their caching).
+    change applies to (the row cache sets their caching). ``restart_all``: every node
+    restarts in those batches too (``kairos_restart_all``; a Redis reload re-encodes).
     """
     extra: dict[str, Any] = {"settings": dict(changes), "cl": rollout_cl}
     if "compaction" in changes or "row_cache_size" in changes:
         extra["kairos_tables"] = list(tables)
+    if restart_all:
+        extra["kairos_restart_all"] = True
     return [ansible_playbook, "-i", str(inventory), str(playbook), "-e", json.dumps(extra)]
 
 
@@ -128,11 +132,11 @@ class ExecutorBench:
         self.log = log
         self.playbook_timeout = playbook_timeout
 
-    def apply(self, changes: Mapping[str, Any]) -> None:
+    def apply(self, changes: Mapping[str, Any], *, restart_all: bool = False) -> None:
         argv = change_settings_command(
             ansible_playbook=self.ansible_playbook, playbook=self.playbook,
             inventory=self.inventory, changes=changes, rollout_cl=self.rollout_cl,
-            tables=[f"{self.load.keyspace}.{self.load.table}"],
+            tables=[f"{self.load.keyspace}.{self.load.table}"], restart_all=restart_all,
         )
         # The repository root: ansible.cfg there sets the roles, modules and module_utils.
         root = self.playbook.parent.parent

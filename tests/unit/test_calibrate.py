@@ -544,6 +544,12 @@ def test_change_settings_command_matches_the_documented_entry_point() -> None:
         changes={"compaction": "LeveledCompactionStrategy"}, rollout_cl="QUORUM",
         tables=["kairos_load.usertable"])
     assert json.loads(argv[-1])["kairos_tables"] == ["kairos_load.usertable"]
+    assert "kairos_restart_all" not in json.loads(argv[-1])
+    argv = cal.change_settings_command(
+        ansible_playbook="a", playbook="p", inventory="i",
+        changes={"hash-max-listpack-entries": 1024}, rollout_cl="ONE", restart_all=True)
+    assert json.loads(argv[-1]) == {"settings": {"hash-max-listpack-entries": 1024},
+                                    "cl": "ONE", "kairos_restart_all": True}
 
 
 def test_executor_bench_expects_restarts_to_take_longer() -> None:
