@@ -128,7 +128,7 @@ test: setup  ## Everything: lint, unit, integration, Molecule
 demo: setup-lab  ## The main job on the local lab
 	bash tests/demo.sh
 
-demo-redis: setup-lab  ## The closed loop on the lab's Redis Cluster (a live step under load)
+demo-redis: setup-lab  ## The closed loop on the lab's Redis Cluster (a step applied under load)
 	bash tests/demo_redis.sh
 
 clean: lab-down  ## Stop the lab and remove its data

@@ -466,10 +466,13 @@ class Lab:
         return removed
 
     def apply(self, settings: Mapping[str, Any]) -> float:
-        """Apply through the executor (KairosError naming the log on failure); seconds."""
+        """Apply through the executor (KairosError naming the log on failure); seconds. A
+        change a plan applies with a restart restarts every node, a re-encoding threshold's
+        included (CONFIG SET takes it, but only a reload re-encodes the data held)."""
         began = time.monotonic()
         self.applied = True
-        self.bench.apply(dict(settings))
+        restart = po.needs_restart(self.running, settings, engine=self.setup.engine)
+        self.bench.apply(dict(settings), restart_all=restart)
         self.running.update(settings)
         return time.monotonic() - began
 

@@ -537,7 +537,7 @@ def _parse_step(
     config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
     per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
     changed, needs_restart, table_changes = _changes(space, prev, config, prev_nodes, per_node)
-    live, restart = _live_restart(st, p, changed, needs_restart)
+    live, restart = _live_restart(st, p, changed, needs_restart, _reencode_keys(space))
     batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
     if restart and not batches:
         raise _fail(f"{p}.batches", "empty, but the step restarts parameters")
@@ -638,8 +638,15 @@ def _changes(
     return changed, needs_restart, table_changes
 
 
+def _reencode_keys(space: SpaceLike) -> frozenset[str]:
+    """The space's re-encoding thresholds (``Parameter.reencode``; none for other spaces)."""
+    params = getattr(space, "parameters", {})
+    return frozenset(k for k, param in params.items() if getattr(param, "reencode", False))
+
+
 def _live_restart(
-    st: Mapping[str, Any], p: str, changed: set[str], needs_restart: set[str]
+    st: Mapping[str, Any], p: str, changed: set[str], needs_restart: set[str],
+    reencode: frozenset[str] = frozenset(),
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """``live`` and ``restart``: together exactly the changed keys, each in its right list."""
     live = _str_list(st.get("live", []), f"{p}.live")
@@ -657,6 +664,11 @@ def _live_restart(
             if key not in changed:
                 raise _fail(f"{p}.{name}[{j}]", f"{key!r} does not change in this step")
     for j, key in enumerate(live):
+        if key in reencode:
+            raise _fail(f"{p}.live[{j}]", (
+                f"{key!r} re-encodes the data only at a restart (set live, the keys written "
+                "before keep their encoding): list it under restart, with batches; "
+                "playbooks/change_settings_redis.yml sets it live by hand"))
         if key in needs_restart:
             raise _fail(f"{p}.live[{j}]", f"{key!r} needs a restart and cannot change live")
     for j, key in enumerate(restart):

@@ -11,8 +11,9 @@
 #   tick 1 judges the last window against the declared configuration, forecasts, plans with
 #   the lab's model and applies what is due: at 512 entries half the hashes are hashtables
 #   and the data does not fit, so the model expects more from listpacks up to 1024 entries
-#   (a live CONFIG SET, written into each node's conf file and read back) -> the window after
-#   the step (SETTLE s to re-encode as the cache refills, WINDOW s judged) -> tick 2 judges it
+#   (a reload: each node restarts on its new conf file, replicas first, a failover before
+#   each primary, and is read back; only a reload re-encodes the hashes it holds) -> the
+#   window after the step (SETTLE s as the cache refills, WINDOW s judged) -> tick 2 judges it
 #   -> the load stopped: ops, failures, lost WAIT-acknowledged writes, and the step's gain,
 #   expected against observed.
 #
@@ -28,7 +29,7 @@ STEP=10                         # seconds per collection round and trace step
 DAY=${KAIROS_DEMO_DAY:-40}      # seconds of the write-heavy day before the load turns
 FIRST_ROUNDS=10                 # rounds of the read-heavy load before tick 1 (naive: 10 points)
 WINDOW=${KAIROS_DEMO_WINDOW:-60}  # seconds of a window the autopilot judges (after SETTLE)
-SETTLE=${KAIROS_DEMO_SETTLE:-60}  # seconds after a change: the cache refills, re-encoded
+SETTLE=${KAIROS_DEMO_SETTLE:-60}  # seconds after a change: the cache refills
 KEYS=7000                       # hashes, as in the calibration (PROVENANCE.md, redis-*)
 DEMO=$(realpath -m "${KAIROS_DEMO_DIR:-.kairos/demo-redis}")
 PREFIX=kairos_demo_redis

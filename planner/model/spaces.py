@@ -652,16 +652,24 @@ def load_config(path: str | Path, *, engine: str) -> dict[str, Any]:
 
 
 def change_kind(engine: str, key: str, old: Any, new: Any) -> Change:
-    """How a change of ``key`` from ``old`` to ``new`` takes effect, per transition.
+    """How a change of ``key`` from ``old`` to ``new`` takes effect, per transition: how a
+    plan applies it.
 
     Same as the parameter's ``change`` except where the space's note says otherwise: a
     Cassandra ``row_cache_size`` resize between two non-zero sizes is live
     (``nodetool setcachecapacity``), while enabling or disabling the row cache needs a restart.
+    A re-encoding threshold (``Parameter.reencode``: Redis' compact encodings) is a restart
+    although CONFIG SET takes it: its effect, as measured (docs/redis-executor.md, "A reload
+    re-encodes"), is that of data encoded under it, which only a reload gives; set live, the
+    keys written before keep their encoding. ``kairos rollout adhoc`` and
+    playbooks/change_settings_redis.yml still set it live, by the parameter's ``change``.
     """
-    change = get_space(engine)[key].change
+    param = get_space(engine)[key]
     if key == "row_cache_size" and row_cache_enabled(old) and row_cache_enabled(new):
         return "live"
-    return change
+    if param.reencode:
+        return "restart"
+    return param.change
 
 
 def render_settings(engine: str, config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

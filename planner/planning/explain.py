@@ -197,9 +197,9 @@ def _step_lines(
                 lines.append(f"      batch safety: UNSAFE {v.describe()}")
             elif v.reason:
                 lines.append(f"        batch {v.index}: {v.reason}")
+        lines += _reencode_lines(s, config, reencode)
     else:
         lines.append("      applied live, no restart")
-        lines += _reencode_lines(s, config, reencode)
     e = s.expected
     lines.append(
         f"      expected until the next step, vs the previous configuration: "
@@ -210,14 +210,13 @@ def _step_lines(
 
 
 def _reencode_lines(s: Any, config: dict[str, Any], reencode: frozenset[str]) -> list[str]:
-    """What a live step that changes an encoding threshold does to the data already held."""
+    """Why a step that changes an encoding threshold restarts the nodes: a reload."""
     changed = sorted(k for k in reencode if k in s.target and config.get(k) != s.target[k])
     if not changed:
         return []
-    return [f"      {', '.join(changed)}: encodes only what is written after the change; what "
-            "the nodes hold keeps its encoding until evicted and refilled, or reloaded "
-            "(playbooks/change_settings_redis.yml -e kairos_restart_all=true; docs/"
-            "redis-executor.md, \"A reload re-encodes\")"]
+    return [f"      {', '.join(changed)}: a reload; each node restarts and encodes the data "
+            "it holds under the new value (set live, only what is written after the change "
+            "would be; docs/redis-executor.md, \"A reload re-encodes\")"]
 
 
 def _gain_lines(e: Any) -> list[str]:

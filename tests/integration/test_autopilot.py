@@ -333,15 +333,16 @@ def test_a_failed_apply_releases_the_run_lock_holds_that_engine_and_is_not_reapp
     assert pids() == before
 
 
-def test_the_redis_demo_plans_and_applies_a_live_step_under_a_shifting_load(
+def test_the_redis_demo_plans_and_applies_its_step_under_a_shifting_load(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
     """`make demo-redis`, shortened (tests/demo_redis.sh): the load turns from write-heavy to
     read-heavy hashes; tick 1 judges the declared configuration's window, plans with the
-    lab's calibrated Redis model and applies its step live under load; tick 2 judges the
-    step's window. Nothing is forced: whatever step the planner chose must be running on
-    every node and written in every conf file, with 0 failed operations and 0 lost
-    WAIT-acknowledged writes, and its served gain is measured beside the expected one."""
+    lab's calibrated Redis model and applies its step under load (a threshold change is a
+    reload: every node restarts, replicas first); tick 2 judges the step's window. Nothing
+    is forced: whatever step the planner chose must be running on every node and written in
+    every conf file, with 0 failed operations and 0 lost WAIT-acknowledged writes, and its
+    served gain is measured beside the expected one."""
     from ansible.module_utils.kairos_redis import parse_conf, same_value
 
     keep = ("maxmemory-policy", "hash-max-listpack-entries")
@@ -365,7 +366,7 @@ def test_the_redis_demo_plans_and_applies_a_live_step_under_a_shifting_load(
         assert declared["step_id"] == "current" and declared["plan"] == ""
         assert {k: declared["config"][k] for k in keep} == {
             "maxmemory-policy": "allkeys-lfu", "hash-max-listpack-entries": 512}
-        (step,) = summary["steps"]  # the plan acted: one step, applied live under load
+        (step,) = summary["steps"]  # the plan acted: one step, applied under load
         assert [j["step_id"] for j in judged] == [step["id"]], judged
         plan = Path(judged[0]["plan"])  # tick 2 may re-plan after it: the step's own plan
         state = json.loads(plan.with_name(plan.name + ".state.json").read_text())

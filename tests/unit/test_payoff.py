@@ -507,16 +507,18 @@ class Lab:
         self.clock = clock
         self.nodes: dict[str, Any] = {"concurrent_reads": 32}
         self.applied: list[dict[str, Any]] = []
+        self.restart_all: list[bool] = []  # what each executor call was asked to restart
         self.loads: list[FakeLoad] = []
         self.fail_on = fail_on
         self.settled: list[tuple[int, int]] = []  # (changes applied, loads run) at each wait
         self.settle_error: str | None = None
 
-    def apply(self, bench: Any, changes: Mapping[str, Any]) -> None:
+    def apply(self, bench: Any, changes: Mapping[str, Any], *, restart_all: bool = False) -> None:
         self.clock.t += 10.0  # an executor run takes time
         if self.fail_on is not None and dict(changes) == dict(self.fail_on):
             raise KairosError("the executor failed (rc 2) applying ...")
         self.applied.append(dict(changes))
+        self.restart_all.append(restart_all)
         self.nodes.update(changes)
 
     def read(self, params: Any, **_: Any) -> tuple[dict[str, Any], str]:
@@ -579,7 +581,8 @@ def fake_bench(monkeypatch: pytest.MonkeyPatch, name: str, lab: Lab, load: Any,
 
     module = load_bench(monkeypatch, name)
     monkeypatch.setattr(module, "time", lab.clock)
-    monkeypatch.setattr(cb.ExecutorBench, "apply", lambda self, ch: lab.apply(self, ch))
+    monkeypatch.setattr(cb.ExecutorBench, "apply", lambda self, ch, restart_all=False:
+                        lab.apply(self, ch, restart_all=restart_all))
     monkeypatch.setattr(cb, "read_running_config", read_config)
     monkeypatch.setattr(cb, "wait_for_compactions", settle)
     monkeypatch.setattr(lg, "BackgroundLoad", lambda config, **kw: load(lab, config, **kw))

@@ -118,11 +118,11 @@ def test_on_the_hash_day_every_policy_but_default_runs_lru_and_1024_entries(
     assert plans["static-best"].start == BEST and plans["static-best"].changes == ()
     assert plans["static-best"].info["predicted_gain_over_default"] == pytest.approx(
         0.82, abs=0.01)
-    for policy in ("naive", "kairos"):  # live at once: both settings are CONFIG SET
+    for policy in ("naive", "kairos"):  # at once, a reload: the threshold re-encodes
         plan = plans[policy]
         assert plan.start == DEFAULT
         assert [(c.at, dict(c.settings), c.restart) for c in plan.changes] == [
-            (0.0, BEST, False)]
+            (0.0, BEST, True)]
         assert po.expected_final(plan.start, plan.changes) == BEST
     assert plans["kairos"].info["steps"] == 1
     assert plans["kairos"].changes[0].reason.startswith("plan step s1")
@@ -140,7 +140,9 @@ def test_a_redis_schedule_is_refused_with_a_cassandra_model() -> None:
 
 
 def test_a_restart_is_the_engine_s() -> None:
-    assert not po.needs_restart(DEFAULT, BEST, engine="redis")
+    # A threshold is CONFIG SET, but a plan changes it by a reload; the policy alone is live.
+    assert po.needs_restart(DEFAULT, BEST, engine="redis")
+    assert not po.needs_restart(DEFAULT, {"maxmemory-policy": "allkeys-lru"}, engine="redis")
     assert po.needs_restart({"io-threads": 1}, {"io-threads": 2}, engine="redis")
     assert not po.needs_restart({}, {"concurrent_reads": 64}, engine="cassandra")
 
@@ -172,9 +174,9 @@ class RedisLab(Lab):
         self.unlinked: list[tuple[str, int]] = []  # (prefix, loads started so far)
         self.unlink_error: Exception | None = None
 
-    def apply(self, bench: Any, changes: Any) -> None:
+    def apply(self, bench: Any, changes: Any, *, restart_all: bool = False) -> None:
         self.playbooks.append(Path(bench.playbook).name)
-        super().apply(bench, changes)
+        super().apply(bench, changes, restart_all=restart_all)
 
     def read(self, params: Any, **kw: Any) -> tuple[dict[str, Any], str]:
         self.read_hosts.append(tuple(kw["hosts"]))
@@ -300,9 +302,10 @@ def test_the_driver_runs_redis_through_its_executor_load_and_config_get(
 ) -> None:
     module, lab = bench
     out = tmp_path / "out"
+    # T_r 1 s: the reload pays within the minute (at 60 s a node it does not: dropped).
     rc = module.main(["--engine", "redis", "--minutes", "1", "--policies",
                       "default,static-best,kairos", "--repetitions", "1", "--warmup", "0",
-                      "--out", str(out)])
+                      "--restart-warmup", "0", "--restart-seconds", "1", "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert results["engine"] == "redis"
@@ -310,11 +313,13 @@ def test_the_driver_runs_redis_through_its_executor_load_and_config_get(
     assert [(r["policy"], r["status"]) for r in runs] == [
         ("default", "ok"), ("static-best", "ok"), ("kairos", "ok")]
     # static-best before its load; kairos back to the default first, then its change at 0 s;
-    # the default restored at the end; all through the Redis executor
+    # the default restored at the end; all through the Redis executor, each a reload (the
+    # threshold changes every time: only a restart re-encodes the hashes held)
     assert lab.applied == [BEST, DEFAULT, BEST, DEFAULT]
+    assert lab.restart_all == [True] * 4
     assert set(lab.playbooks) == {"change_settings_redis.yml"}
     assert runs[2]["changes"][0]["started"] == 0.0 and runs[2]["changes_made"] == 1
-    assert [r["restarts"] for r in runs] == [0, 0, 0]
+    assert [r["restarts"] for r in runs] == [0, 0, 1]
     # every run starts from an empty cache: its keys unlinked before its load; and at the end
     assert lab.unlinked == [("kairos_payoff", 0), ("kairos_payoff", 1), ("kairos_payoff", 2),
                             ("kairos_payoff", 3)]
