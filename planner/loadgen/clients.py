@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from planner._module_utils import kairos_driverlog
@@ -446,6 +446,34 @@ def _unlink(rc: Any, keys: list[str]) -> int:
     return sum(int(n) for n in pipe.execute())
 
 
+class EvictionMeter:
+    """The keys the cluster's nodes evicted, counted through failovers and restarts.
+
+    INFO's ``evicted_keys`` is a node's own and starts again from 0 when the node restarts
+    (a new ``run_id``), and a failover moves a node from the primaries to the replicas: a
+    sum over the primaries at the start and at the end misses both (a reload restarts every
+    node). Each reading adds, per node, what its counter rose since that node's last
+    reading, or its whole count under a new run id. A node is counted from its first
+    reading, and what it evicted after its last reading before it stopped is missed: the
+    total is a lower bound, so no missing key is put down to an eviction that did not
+    happen."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[str, int]] = {}  # node -> (run_id, evicted_keys)
+        self.total = 0
+        self.readings = 0
+
+    def add(self, infos: Mapping[str, Mapping[str, Any]]) -> None:
+        """One reading: INFO server and stats of the nodes that answered, by node."""
+        for node, info in infos.items():
+            run_id, count = str(info["run_id"]), int(info["evicted_keys"])
+            before = self.seen.get(node)
+            if before is not None:
+                self.total += count - before[1] if run_id == before[0] else count
+            self.seen[node] = (run_id, count)
+        self.readings += 1
+
+
 #: The "other" operation: a Lua script (Redis's "other" class) touching one key.
 _OTHER_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
 
@@ -475,7 +503,8 @@ class _RedisWorker:
         self.hashes = config.shape is not None and SHAPES[config.shape].hashes
         self.miss_penalty = config.miss_penalty_ms / 1000.0
         self.began = time.monotonic()
-        self.evicted_before: int | None = None
+        # A shaped run's evictions (None: not measured, or not readable).
+        self.meter: EvictionMeter | None = EvictionMeter() if config.shape else None
 
     def connect(self) -> None:
         from redis.cluster import RedisCluster
@@ -483,26 +512,31 @@ class _RedisWorker:
         kairos_driverlog.route_driver_log()  # a spawned worker: its own handler
         self.rc = redis_cluster(self.config)
         self.rc.ping(target_nodes=RedisCluster.PRIMARIES)
-        if self.config.shape:
-            self.evicted_before = self.evicted_keys()
+        self.read_evictions()
 
-    def evicted_keys(self) -> int | None:
-        """Keys evicted so far, summed over the primaries (INFO stats); None if unreadable
-        (e.g. a login refused INFO)."""
-        from redis.cluster import RedisCluster
-
-        try:
-            infos = self.rc.info("stats", target_nodes=RedisCluster.PRIMARIES)
-        except Exception:
-            return None
-        if not isinstance(infos, dict) or not infos:
-            return None
-        if "evicted_keys" in infos:  # one node: redis-py returns its reply itself
-            infos = {"node": infos}
-        try:
-            return sum(int(info["evicted_keys"]) for info in infos.values())
-        except (KeyError, TypeError, ValueError):
-            return None
+    def read_evictions(self) -> None:
+        """Add a reading of every node's evictions to the meter (shaped runs: at the start,
+        every second while the load runs, and at the end). A node that does not answer (it
+        restarts) is read again next time; a reading refused (e.g. a login without INFO)
+        leaves the count unknown."""
+        if self.meter is None:
+            return
+        infos: dict[str, Mapping[str, Any]] = {}
+        for node in self.rc.get_nodes():
+            try:
+                info = self.rc.info("server", "stats", target_nodes=node)
+            except Exception as exc:  # a node down (restarting) answers next time
+                if "NOPERM" in str(exc):
+                    self.meter = None
+                    return
+                continue
+            if isinstance(info, Mapping) and node.name in info:  # redis-py: {name: reply}
+                info = info[node.name]
+            if not (isinstance(info, Mapping) and "evicted_keys" in info and "run_id" in info):
+                self.meter = None
+                return
+            infos[node.name] = info
+        self.meter.add(infos)
 
     def close(self) -> None:
         if self.rc is not None:
@@ -721,15 +755,14 @@ class _RedisWorker:
                 "verified_keys": checked, "verified": not errors}
 
     def evictions(self) -> dict[str, Any]:
-        """A shaped run's ``evicted_keys``: the keys the primaries evicted since
-        :meth:`connect` (after the read-back, when there is one), verified or not."""
+        """A shaped run's ``evicted_keys``: the keys the nodes evicted since :meth:`connect`
+        (after the read-back, when there is one), verified or not; None when unknown."""
         if not self.choosers:
             return {}
-        after = self.evicted_keys()
-        before = self.evicted_before
-        # None when unread, or when a counter went back (a restarted node): unknown.
-        return {"evicted_keys": (after - before if after is not None and before is not None
-                                 and after >= before else None)}
+        self.read_evictions()
+        meter = self.meter
+        return {"evicted_keys": meter.total if meter is not None and meter.readings >= 2
+                else None}
 
     def _read_back(self, names: list[str]) -> list[Any]:
         """The values to check of ``names``: a hash's marker field (set by every HSET of it

@@ -63,6 +63,8 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
                 snap = (worker.progress() if isinstance(worker, _RedisWorker)
                         else worker.stats.snapshot())
                 messages.put(("progress", index, snap))
+                if isinstance(worker, _RedisWorker):
+                    worker.read_evictions()  # through the failovers and restarts
 
         reporter = threading.Thread(target=report, daemon=True)
         reporter.start()

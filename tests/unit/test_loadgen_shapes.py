@@ -25,6 +25,7 @@ from planner.loadgen import (
     aggregate,
     hash_fields,
 )
+from planner.loadgen.clients import EvictionMeter
 from planner.loadgen.shapes import (
     BURST_PERIOD,
     BURST_SECONDS,
@@ -290,8 +291,9 @@ def _worker(shape: str, **options: Any) -> tuple[_RedisWorker, _FakeCluster]:
         return True
 
     worker.acked_write = acked_write  # type: ignore[method-assign]
-    worker.evicted_keys = lambda: 0  # type: ignore[method-assign]
-    worker.evicted_before = 0  # what connect() reads first
+    worker.read_evictions = lambda: None  # type: ignore[method-assign]
+    worker.meter = EvictionMeter()
+    worker.meter.readings = 2  # what connect() and the end read: nothing evicted
     return worker, fake
 
 
@@ -339,26 +341,54 @@ def test_hash_writes_set_the_marker_in_the_same_command_and_are_verified() -> No
     assert worker.verify()["lost"] == {"foreign": 1}
 
 
-def test_evicted_keys_sum_the_primaries_and_are_none_when_unreadable() -> None:
+def test_evictions_are_counted_on_every_node_through_failovers_and_restarts() -> None:
+    def node(run_id: str, evicted: int) -> dict[str, Any]:
+        return {"run_id": run_id, "evicted_keys": evicted}
+
+    meter = EvictionMeter()
+    meter.add({"a:1": node("A", 10), "b:2": node("B", 0)})
+    assert meter.total == 0  # the first reading is the baseline
+    # a evicts 5 more, then fails over (a replica now: it evicts nothing), b evicts 3
+    meter.add({"a:1": node("A", 15), "b:2": node("B", 3)})
+    # a restarts (a new run id, its counter from 0) and, a primary again, evicts 4; b is down
+    meter.add({"a:1": node("A2", 4)})
+    # a new run id whose count is above the old one is still a restart: its whole count
+    meter.add({"a:1": node("A3", 20), "b:2": node("B", 7)})
+    assert meter.total == 5 + 3 + 4 + 20 + 4 and meter.readings == 4
+
+
+def test_a_worker_reads_every_node_and_an_unreadable_count_is_unknown() -> None:
     worker, _fake = _worker("cache-hot", keys=100)
-    del worker.evicted_keys  # the real method again (the helper stubbed it)
+    del worker.read_evictions  # the real method again (the helper stubbed it)
+    worker.meter = EvictionMeter()
+
+    class Node:
+        def __init__(self, name: str) -> None:
+            self.name = name
 
     class Info:
-        def __init__(self, reply: Any) -> None:
-            self.reply = reply
+        def __init__(self, replies: dict[str, Any]) -> None:
+            self.replies = replies
 
-        def info(self, section: str, target_nodes: Any = None) -> Any:
-            assert section == "stats" and target_nodes is not None
-            if isinstance(self.reply, Exception):
-                raise self.reply
-            return self.reply
+        def get_nodes(self) -> list[Node]:
+            return [Node(n) for n in self.replies]
 
-    worker.rc = Info({"127.0.0.1:7001": {"evicted_keys": 3, "expired_keys": 9},
-                      "127.0.0.1:7002": {"evicted_keys": 4}})
-    assert worker.evicted_keys() == 7
-    worker.rc = Info({"evicted_keys": 5, "keyspace_hits": 1})  # one node: its own reply
-    assert worker.evicted_keys() == 5
-    worker.rc = Info(PermissionError("NOPERM this user has no permissions to run 'info'"))
-    assert worker.evicted_keys() is None
-    worker.rc = Info({"127.0.0.1:7001": {"keyspace_hits": 1}})
-    assert worker.evicted_keys() is None
+        def info(self, *sections: str, target_nodes: Any = None) -> Any:
+            assert sections == ("server", "stats")
+            reply = self.replies[target_nodes.name]
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+    worker.rc = Info({"n1": {"run_id": "x", "evicted_keys": 3},
+                      "n2": {"n2": {"run_id": "y", "evicted_keys": 4}}})  # either reply shape
+    worker.read_evictions()
+    worker.rc = Info({"n1": {"run_id": "x", "evicted_keys": 5},
+                      "n2": ConnectionError("restarting")})  # read again next time
+    assert worker.evictions() == {"evicted_keys": 2}
+    worker.rc = Info({"n1": PermissionError("NOPERM this user has no permissions to run 'info'"),
+                      "n2": {"run_id": "y", "evicted_keys": 4}})
+    assert worker.evictions() == {"evicted_keys": None}
+    worker.meter = EvictionMeter()
+    worker.rc = Info({"n1": {"keyspace_hits": 1}})
+    assert worker.evictions() == {"evicted_keys": None}
