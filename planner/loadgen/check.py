@@ -225,6 +225,7 @@ class LoadResult:
     misses_by_class: Mapping[str, int] = field(default_factory=dict)
     evicted_keys: int | None = None
     missing_evicted: int = 0
+    failure_messages: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
@@ -276,7 +277,17 @@ class LoadResult:
                                                    | set(self.misses_by_class))},
             "evicted_keys": self.evicted_keys,
             "missing_evicted": self.missing_evicted,
+            "failure_messages": {k: list(v) for k, v in self.failure_messages.items()},
         }
+
+
+def merge_failure_messages(into: dict[str, list[str]], more: Mapping[str, Sequence[str]]) -> None:
+    """Add ``more``'s messages to ``into``'s: three distinct ones a kind at most."""
+    for kind, messages in more.items():
+        said = into.setdefault(kind, [])
+        for message in messages:
+            if len(said) < 3 and message not in said:
+                said.append(message)
 
 
 class WorkerStats:
@@ -292,6 +303,7 @@ class WorkerStats:
         self.unacknowledged = 0
         self.hits: Counter[str] = Counter()
         self.misses: Counter[str] = Counter()
+        self.failure_messages: dict[str, list[str]] = {}
         self.lock = threading.Lock()
 
     def lookups(self, cls: str, hits: int, misses: int) -> None:
@@ -311,6 +323,9 @@ class WorkerStats:
         with self.lock:
             self.ops[cls] += 1
             self.failures[type(exc).__name__] += 1
+            # The first messages of each kind, to tell what failed (one reply can stand for
+            # several causes: a ResponseError is any error reply).
+            merge_failure_messages(self.failure_messages, {type(exc).__name__: [str(exc)[:200]]})
             if step is not None and step < len(self.step_ops):
                 self.step_ops[step] += 1
                 self.step_failures[step] += 1
@@ -323,6 +338,7 @@ class WorkerStats:
         return {
             "ops": dict(self.ops),
             "failures": dict(self.failures),
+            "failure_messages": {k: list(v) for k, v in self.failure_messages.items()},
             "hist": {c: h.state() for c, h in self.hist.items()},
             "step_ops": list(self.step_ops),
             "step_failures": list(self.step_failures),
@@ -349,6 +365,7 @@ def aggregate(
     classes = config.classes
     ops = dict.fromkeys(classes, 0)
     failures: Counter[str] = Counter()
+    messages: dict[str, list[str]] = {}
     verify_errors: Counter[str] = Counter()
     lost: Counter[str] = Counter()
     hists = {c: LatencyHistogram() for c in classes}
@@ -361,6 +378,7 @@ def aggregate(
         for c, n in p.get("ops", {}).items():
             ops[c] = ops.get(c, 0) + int(n)
         failures.update(p.get("failures", {}))
+        merge_failure_messages(messages, p.get("failure_messages", {}))
         verify_errors.update(p.get("verify_errors", {}))
         lost.update(p.get("lost", {}))
         for c, state in p.get("hist", {}).items():
@@ -405,6 +423,7 @@ def aggregate(
         misses_by_class=misses,
         evicted_keys=evicted,
         missing_evicted=excused,
+        failure_messages=messages,
     )
 
 

@@ -31,6 +31,7 @@ from planner.loadgen.check import (
     WorkerStats,
     check_value,
     make_value,
+    merge_failure_messages,
     owned_key,
 )
 from planner.loadgen.config import LoadConfig, split_host_port
@@ -563,6 +564,7 @@ class _RedisWorker:
             ClusterDownError,
             ConnectionError,
             MovedError,
+            ResponseError,
             TimeoutError,
             TryAgainError,
         )
@@ -588,7 +590,13 @@ class _RedisWorker:
             except MovedError as exc:
                 ask = None
                 self.rc.nodes_manager.move_slot(exc)
-            except (ConnectionError, TimeoutError, ClusterDownError, TryAgainError):
+            except (ConnectionError, TimeoutError, ClusterDownError, TryAgainError,
+                    ResponseError) as exc:
+                # A primary that turns replica (a failover) ends the WAITs it holds with
+                # UNBLOCKED: the slot moved, as with MOVED; the write goes again to the new
+                # primary (the same value: idempotent). Any other error reply is the load's.
+                if isinstance(exc, ResponseError) and not str(exc).startswith("UNBLOCKED"):
+                    raise
                 ask = None
                 if time.monotonic() >= deadline:
                     raise
@@ -789,6 +797,7 @@ class _RedisWorker:
             for c, n in s.ops.items():
                 merged.ops[c] += n
             merged.failures.update(s.failures)
+            merge_failure_messages(merged.failure_messages, s.failure_messages)
             for c, h in s.hist.items():
                 hists[c].merge(h)
             merged.step_ops = [a + b for a, b in zip(merged.step_ops, s.step_ops, strict=True)]

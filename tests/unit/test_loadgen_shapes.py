@@ -392,3 +392,47 @@ def test_a_worker_reads_every_node_and_an_unreadable_count_is_unknown() -> None:
     worker.meter = EvictionMeter()
     worker.rc = Info({"n1": {"keyspace_hits": 1}})
     assert worker.evictions() == {"evicted_keys": None}
+
+
+def test_a_wait_a_failover_ends_is_written_again_and_other_error_replies_fail() -> None:
+    from redis.exceptions import ResponseError
+
+    worker = _RedisWorker(LoadConfig(engine="redis", concurrency=1, seed=1), 0, "t1",
+                          threading.Event())
+    calls: list[tuple[Any, ...]] = []
+    replies: list[Any] = [ResponseError("UNBLOCKED force unblock from blocking operation, "
+                                        "instance state changed (master -> replica?)"),
+                          ["OK", 1]]
+
+    class Pipe:
+        def execute_command(self, *args: Any) -> None:
+            calls.append(args)
+
+        def execute(self) -> Any:
+            reply = replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+    class Cluster:
+        class nodes_manager:
+            @staticmethod
+            def initialize() -> None:
+                calls.append(("refresh",))
+
+        def get_node_from_key(self, name: str) -> str:
+            return "node"
+
+        def get_redis_connection(self, node: str) -> Any:
+            return type("Conn", (), {"pipeline": lambda self, transaction: Pipe()})()
+
+    worker.rc = Cluster()
+
+    def write(pipe: Any, name: str) -> None:
+        pipe.execute_command("SET", name, "v")
+
+    assert worker.acked_write("k", write)
+    assert [c[0] for c in calls] == ["SET", "WAIT", "refresh", "SET", "WAIT"]
+    replies[:] = [ResponseError("WRONGTYPE Operation against a key holding the wrong kind")]
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        worker.acked_write("k", write)
