@@ -210,9 +210,11 @@ def format_result(result: Any) -> str:
         f"failures          {d['failed']}"
         + (" (" + ", ".join(f"{k} {v}" for k, v in d["failures"].items()) + ")"
            if d["failures"] else ""),
-        f"latency ms        p50 {ms(lat['p50'])}  p95 {ms(lat['p95'])}  p99 {ms(lat['p99'])}"
-        f"  max {ms(lat['max'])}",
     ]
+    for kind, said in d.get("failure_messages", {}).items():  # what the first ones said
+        lines += [f"  {kind}: {message}" for message in said]
+    lines.append(f"latency ms        p50 {ms(lat['p50'])}  p95 {ms(lat['p95'])}  "
+                 f"p99 {ms(lat['p99'])}  max {ms(lat['max'])}")
     for cls, s in d["latency_ms_by_class"].items():
         lines.append(f"  {cls:<15} p50 {ms(s['p50'])}  p95 {ms(s['p95'])}  p99 {ms(s['p99'])}")
     lines.append(f"acknowledged      {d['acknowledged_writes']} writes"

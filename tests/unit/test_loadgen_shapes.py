@@ -436,3 +436,17 @@ def test_a_wait_a_failover_ends_is_written_again_and_other_error_replies_fail() 
     replies[:] = [ResponseError("WRONGTYPE Operation against a key holding the wrong kind")]
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         worker.acked_write("k", write)
+
+
+def test_the_result_says_what_the_first_failures_of_each_kind_said() -> None:
+    stats = WorkerStats(("read", "write"))
+    for _ in range(5):
+        stats.failure("write", ValueError("UNBLOCKED force unblock"))
+    stats.failure("read", KeyError("gone"))
+    payload = stats.payload()
+    assert payload["failure_messages"] == {"ValueError": ["UNBLOCKED force unblock"],
+                                           "KeyError": ["'gone'"]}
+    result = aggregate(LoadConfig(engine="redis"), [payload], seconds=1.0)
+    text = format_result(result)
+    assert "  ValueError: UNBLOCKED force unblock" in text and "  KeyError: 'gone'" in text
+    assert text.index("failures          6") < text.index("ValueError: UNBLOCKED")
