@@ -537,7 +537,8 @@ def _parse_step(
     config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
     per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
     changed, needs_restart, table_changes = _changes(space, prev, config, prev_nodes, per_node)
-    live, restart = _live_restart(st, p, changed, needs_restart, _reencode_keys(space))
+    live, restart = _live_restart(st, p, changed, needs_restart,
+                                  _reencode_keys(space, changed))
     batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
     if restart and not batches:
         raise _fail(f"{p}.batches", "empty, but the step restarts parameters")
@@ -638,10 +639,11 @@ def _changes(
     return changed, needs_restart, table_changes
 
 
-def _reencode_keys(space: SpaceLike) -> frozenset[str]:
-    """The space's re-encoding thresholds (``Parameter.reencode``; none for other spaces)."""
-    params = getattr(space, "parameters", {})
-    return frozenset(k for k, param in params.items() if getattr(param, "reencode", False))
+def _reencode_keys(space: SpaceLike, keys: Iterable[str]) -> frozenset[str]:
+    """Those of ``keys`` that re-encode the data only at a reload
+    (``ConfigSpace.reencode_params``; none for a space without them)."""
+    reencode_params = getattr(space, "reencode_params", None)
+    return frozenset(reencode_params(keys)) if callable(reencode_params) else frozenset()
 
 
 def _live_restart(

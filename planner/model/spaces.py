@@ -343,6 +343,11 @@ class ConfigSpace:
         """The subset of ``keys`` that can change on a running node (in the given order)."""
         return [k for k in keys if self._param(k).change == "live"]
 
+    def reencode_params(self, keys: Iterable[str]) -> list[str]:
+        """The subset of ``keys`` that re-encode the data only at a reload (in the given
+        order; ``Parameter.reencode``, which :func:`change_kind` makes restart-class)."""
+        return [k for k in keys if self._param(k).reencode]
+
     def changed_keys(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         """Keys whose value differs between two configurations (missing = default)."""
         a, b = self.complete(old), self.complete(new)

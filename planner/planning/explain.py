@@ -41,7 +41,7 @@ def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = Non
         return "\n".join(lines)
     config = dict(plan.current_config)
     space = get_space(plan.engine)
-    reencode = frozenset(k for k, p in space.parameters.items() if p.reencode)
+    reencode = frozenset(space.reencode_params(space.parameters))
     lines.append(f"{len(plan.steps)} step(s):")
     for s in plan.steps:
         lines += _step_lines(s, config, by_step.get(s.id, []), plan.availability, reencode)
