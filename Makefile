@@ -17,14 +17,19 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export ANSIBLE_FORCE_COLOR := 0
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help setup setup-lab setup-lab-system setup-packages setup-system setup-python \
+.PHONY: help setup setup-lab setup-lab-system setup-packages setup-system setup-system-then-cassandra setup-python \
         setup-cassandra lab-up lab-down lab-status \
         test test-unit test-integration test-molecule lint demo demo-redis clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: setup-system setup-python setup-cassandra  ## Install everything (idempotent)
+setup: setup-python setup-system-then-cassandra  ## Install everything (idempotent)
+
+# pip needs no Debian package, Maven does: under -j2 (.ci/run) the Python packages install
+# beside the Debian packages and then the Cassandra jars.
+setup-system-then-cassandra: setup-system
+	@$(MAKE) -s setup-cassandra
 
 # The demo needs the lab only; the tests also need Chromium (the report's browser test), cron
 # (the autopilot's cron test) and promtool.

@@ -34,6 +34,9 @@ def loads_lines(demo: Path, names: list[str]) -> tuple[dict[str, Any], bool]:
               f"ops/s), failures {r['failed']} {r['failures'] or ''}, acknowledged writes "
               f"{r['acknowledged_writes']}, lost acknowledged writes "
               f"{r['lost_acknowledged_writes']}{evicted}, verified {r['verified']}")
+        for kind, messages in (r.get("failure_messages") or {}).items():
+            for message in messages:  # what the first failures said: the cause to look at
+                print(f"    {kind}: {message}")
         bad |= bool(r["failed"] or r["lost_acknowledged_writes"] or not r["verified"])
     return results, bad
 

@@ -478,6 +478,14 @@ class EvictionMeter:
 #: The "other" operation: a Lua script (Redis's "other" class) touching one key.
 _OTHER_SCRIPT = "return redis.call('EXISTS', KEYS[1])"
 
+#: Error replies of a WAIT whose primary has just turned replica (Redis 7.0's words).
+_FAILED_OVER_REPLIES = ("UNBLOCKED", "WAIT cannot be used with replica instances")
+
+
+def _failed_over(reply: str) -> bool:
+    """An error reply that says the write's primary turned replica under it."""
+    return reply.startswith(_FAILED_OVER_REPLIES)
+
 
 class _RedisWorker:
     """One worker process's Redis Cluster client: ``concurrency`` threads, one writer each."""
@@ -593,9 +601,10 @@ class _RedisWorker:
             except (ConnectionError, TimeoutError, ClusterDownError, TryAgainError,
                     ResponseError) as exc:
                 # A primary that turns replica (a failover) ends the WAITs it holds with
-                # UNBLOCKED: the slot moved, as with MOVED; the write goes again to the new
+                # UNBLOCKED, and refuses a WAIT that reaches it just after (the SET before
+                # it done): the slot moved, as with MOVED; the write goes again to the new
                 # primary (the same value: idempotent). Any other error reply is the load's.
-                if isinstance(exc, ResponseError) and not str(exc).startswith("UNBLOCKED"):
+                if isinstance(exc, ResponseError) and not _failed_over(str(exc)):
                     raise
                 ask = None
                 if time.monotonic() >= deadline:

@@ -433,6 +433,14 @@ def test_a_wait_a_failover_ends_is_written_again_and_other_error_replies_fail() 
 
     assert worker.acked_write("k", write)
     assert [c[0] for c in calls] == ["SET", "WAIT", "refresh", "SET", "WAIT"]
+    # The WAIT that reaches the primary just after it turned replica (the SET before it done).
+    calls.clear()
+    replies[:] = [ResponseError("WAIT cannot be used with replica instances. Please also note "
+                                "that since Redis 4.0 if a replica is configured to be "
+                                "writable (which is not the default) writes to replicas are "
+                                "just local and are not propagated."), ["OK", 1]]
+    assert worker.acked_write("k", write)
+    assert [c[0] for c in calls] == ["SET", "WAIT", "refresh", "SET", "WAIT"]
     replies[:] = [ResponseError("WRONGTYPE Operation against a key holding the wrong kind")]
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         worker.acked_write("k", write)
