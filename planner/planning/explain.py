@@ -54,14 +54,19 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
     """Cluster, horizon, availability, batch safety on the ring, and the provenance."""
     hz = plan.horizon
     av = plan.availability
+    engine = get_engine(plan.engine)
     lines = [
         f"Plan for {plan.engine} cluster {plan.cluster!r} (made {plan.created_at})",
         f"Horizon: {hz.steps} x {hz.step_seconds:g}s from {hz.start.isoformat()} "
         f"to {hz.end.isoformat()}",
-        f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
-        + (", AGGRESSIVE (availability may drop)" if av.aggressive else ""),
+        (f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
+         + (", AGGRESSIVE (availability may drop)" if av.aggressive else "")) if engine.ring
+        # No consistency level to batch on: the executor restarts one node at a time.
+        else "Availability: restarts one node at a time" + (
+            ", replicas first, a coordinated failover before each primary"
+            if engine.replica_roles else ""),
     ]
-    if get_engine(plan.engine).ring:
+    if engine.ring:
         if safety is None:
             lines.append(f"{NO_RING} (give {RING_HINT})")
             lines += _planned_batching_lines(plan.provenance)

@@ -71,6 +71,10 @@ def test_a_threshold_changes_by_a_reload_and_explain_says_why_the_nodes_restart(
     assert "hash-max-listpack-entries: 512 -> 1024  [restart]" in text
     assert "maxmemory-policy: 'allkeys-lfu' -> 'allkeys-lru'  [live]" in text
     assert "rolling restart in 6 batch(es)" in text
+    # No consistency level applies to Redis: the line says how its executor restarts.
+    assert ("Availability: restarts one node at a time, replicas first, a coordinated "
+            "failover before each primary" in text), text
+    assert "tolerated failure" not in text
     assert ("hash-max-listpack-entries: a reload; each node restarts and encodes the data it "
             "holds under the new value" in text), text
     # A step that changes no threshold (or keeps it) says nothing of encodings.
