@@ -53,23 +53,9 @@ sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+import memory_split_lab as lab  # noqa: E402
 from kairos_nodetool import parse_cache_capacities  # noqa: E402
 from lab_load import lab_login  # noqa: E402
-from memory_split_lab import (  # noqa: E402
-    LiveChange,
-    SettlingMeter,
-    add_split_arguments,
-    curve_document,
-    decide,
-    findings,
-    finish,
-    lab_executor,
-    parse_split_arguments,
-    run_document,
-    say,
-    served_change,
-    stop_load,
-)
 
 from planner.calibrate.bench import cache_window, read_caches  # noqa: E402
 from planner.errors import KairosError, ValidationError  # noqa: E402
@@ -92,13 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cl", default="QUORUM")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight a process")
     p.add_argument("--processes", type=int, default=2)
-    add_split_arguments(p, parameter="key_cache_size", start="2MiB", grid="1:16:1", unit_mib=1)
+    lab.add_split_arguments(p, parameter="key_cache_size", start="2MiB", grid="1:16:1", unit_mib=1)
     p.add_argument("--warmup", type=float, default=60.0,
                    help="seconds of load before the first size (the JIT, the page cache)")
     p.add_argument("--keep", action="store_true",
                    help="leave the nodes at the split (default: back to what they ran)")
     # setcachecapacity takes whole MiB.
-    return parse_split_arguments(p, argv, whole_mib=True)
+    return lab.parse_split_arguments(p, argv, whole_mib=True)
 
 
 # ----------------------------------------------------------------------- the nodes
@@ -158,7 +144,7 @@ def envelopes() -> dict[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------- measuring
-class Meter(SettlingMeter):
+class Meter(lab.SettlingMeter):
     """The key cache's hits from system_views.caches, disk reads from the envelopes."""
 
     def window(self, seconds: float) -> dict[str, Any]:
@@ -209,7 +195,7 @@ def measured_curve(windows: list[dict[str, Any]], figures: Mapping[str, float],
                    args: argparse.Namespace) -> dict[str, Any]:
     """The memory curve file of the windows (planner.model.memory_curve)."""
     unit = args.unit_mib
-    return curve_document(
+    return lab.curve_document(
         windows, script="memory_split_cassandra.py", engine="cassandra",
         parameter="key_cache_size", size_key="key_cache_mib", share=MIX["read"],
         miss="a key cache miss", envelope_mib=int(figures["envelope_mib"]),
@@ -227,94 +213,96 @@ def main(argv: list[str] | None = None) -> int:
     others = {name: parse_cache_capacities(info) for name, info in infos.items()}
     running = {name: f"{c['key']}MiB" for name, c in others.items()}
     original = next(iter(running.values()))
-    say(f"the nodes run key_cache_size {running}, heap "
-        f"{ {n: heap_mib(i)[1] for n, i in infos.items()} } MiB")
+    lab.say(f"the nodes run key_cache_size {running}, heap "
+            f"{ {n: heap_mib(i)[1] for n, i in infos.items()} } MiB")
     config = LoadConfig(engine="cassandra", contact_points=tuple(NODES.values()), cl=args.cl,
                         keyspace=KEYSPACE, mix=MIX, keys=args.keys, max_keys=args.keys,
                         value_size=args.value_size, distribution="zipfian",
                         concurrency=args.concurrency, processes=args.processes,
                         seconds=3600, seed=43, preload=True)
-    executor = lab_executor(config, playbook="change_settings.yml", rollout_cl=args.cl,
-                            log_name="memory-split-cassandra.log")
-    say(f"the nodes to key_cache_size {args.start} (the executor)")
+    executor = lab.lab_executor(config, playbook="change_settings.yml", rollout_cl=args.cl,
+                                log_name="memory-split-cassandra.log")
+    lab.say(f"the nodes to key_cache_size {args.start} (the executor)")
     executor.apply({"key_cache_size": args.start})
     start_bytes = ms.config_bytes("cassandra", {"key_cache_size": args.start})["key_cache_size"]
     meter = Meter()
     load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
                           on_progress=meter.progress)
-    result = run_document("memory_split_cassandra.py", argv)
-    change = LiveChange(executor, "key_cache_size")
-    try:
-        load.start()
-        say(f"writing {args.keys} partitions of {args.value_size} B, then zipfian reads and "
+    change = lab.LiveChange(executor, "key_cache_size")
+
+    def restore() -> None:
+        if not (change.applied and args.keep):
+            lab.say(f"back to key_cache_size {original} through the executor")
+            executor.apply({"key_cache_size": original})
+
+    def measure(result: dict[str, Any]) -> None:
+        measure_and_apply(args, nodes, others, start_bytes, meter, change, result)
+        result["running_before_run"] = running
+
+    # Every acknowledged write is read back at the end: on the enveloped nodes at about 500
+    # a second, far slower than the load's own default allows.
+    return lab.run_under_load("memory_split_cassandra.py", argv, load, measure, out=args.out,
+                              report=report, restore=restore, timeout=120 + args.keys / 400)
+
+
+def measure_and_apply(args: argparse.Namespace, nodes: list[LabNode],
+                      others: Mapping[str, Mapping[str, int]], start_bytes: int,
+                      meter: Meter, change: lab.LiveChange, result: dict[str, Any]) -> None:
+    """Under the running load: the partitions written and compacted, the refinement's
+    windows, the curve and the split it advises, applied live (from ``start_bytes``, probed
+    by hand); what was found goes into ``result``. ``others``: each node's row and counter
+    cache capacities, kept."""
+    lab.say(f"writing {args.keys} partitions of {args.value_size} B, then zipfian reads and "
             f"updates at {args.cl}, {args.processes} x {args.concurrency} in flight")
-        deadline = time.monotonic() + 120 + args.keys / 200  # the writes, at 0.4 CPU a node
-        while not meter.points or meter.points[-1][1] <= 0:
-            if time.monotonic() > deadline:
-                raise KairosError(f"the load served nothing within {120 + args.keys / 200:.0f} s "
-                                  f"of writing {args.keys} partitions")
-            time.sleep(1)
-        for node in nodes:  # the reads go through the SSTables' partition index
-            node.nodetool("flush", KEYSPACE)
-            # One SSTable a node: the compactions of the written data would otherwise go on
-            # through the refinement, each one making the key cache's entries of the tables
-            # it replaces useless (the first run's hit ratio rose with time, not with size).
-            node.nodetool("compact", KEYSPACE)
-        say("written, flushed and compacted; the load runs")
-        warm = meter.window(args.warmup)
-        say(f"warm-up {args.warmup:g} s: {warm['ops_per_s']:.0f} ops/s")
-        windows: list[dict[str, Any]] = []
-        heap_used: list[float] = []
-        gc_seconds(nodes)  # starts the interval the refinement's collections are counted in
-        ops_before, began = meter.points[-1][1], time.monotonic()
+    deadline = time.monotonic() + 120 + args.keys / 200  # the writes, at 0.4 CPU a node
+    while not meter.points or meter.points[-1][1] <= 0:
+        if time.monotonic() > deadline:
+            raise KairosError(f"the load served nothing within {120 + args.keys / 200:.0f} s "
+                              f"of writing {args.keys} partitions")
+        time.sleep(1)
+    for node in nodes:  # the reads go through the SSTables' partition index
+        node.nodetool("flush", KEYSPACE)
+        # One SSTable a node: the compactions of the written data would otherwise go on
+        # through the refinement, each one making the key cache's entries of the tables
+        # it replaces useless (the first run's hit ratio rose with time, not with size).
+        node.nodetool("compact", KEYSPACE)
+    lab.say("written, flushed and compacted; the load runs")
+    warm = meter.window(args.warmup)
+    lab.say(f"warm-up {args.warmup:g} s: {warm['ops_per_s']:.0f} ops/s")
+    windows: list[dict[str, Any]] = []
+    heap_used: list[float] = []
+    gc_seconds(nodes)  # starts the interval the refinement's collections are counted in
+    ops_before, began = meter.points[-1][1], time.monotonic()
 
-        def measure(size: float) -> float:
-            set_key_cache(nodes, others, int(size))
-            w = {"key_cache_mib": size / ms.MIB, **meter.settled_window(args)}
-            # the heap in use beside the key cache (it lives on the heap, up to its capacity)
-            heap_used.append(min(heap_mib(n.nodetool("info"))[0] for n in nodes) - size / ms.MIB)
-            windows.append(w)
-            say(f"key cache {size / ms.MIB:g} MiB: {describe(w)}")
-            return float(w["hit_ratio"])
+    def measure(size: float) -> float:
+        set_key_cache(nodes, others, int(size))
+        w = {"key_cache_mib": size / ms.MIB, **meter.settled_window(args)}
+        # the heap in use beside the key cache (it lives on the heap, up to its capacity)
+        heap_used.append(min(heap_mib(n.nodetool("info"))[0] for n in nodes) - size / ms.MIB)
+        windows.append(w)
+        lab.say(f"key cache {size / ms.MIB:g} MiB: {describe(w)}")
+        return float(w["hit_ratio"])
 
-        refinement = ms.refine(measure, grid_bytes=args.grid, budget=args.measurements)
-        gc_s, ops = gc_seconds(nodes), meter.points[-1][1] - ops_before
-        figures = budget_figures(nodes, gc_s, ops, heap_used,
-                                 sum(w["key_cache_mib"] for w in windows) / len(windows))
-        say(f"collections: {gc_s:.1f} s over {time.monotonic() - began:.0f} s and {ops} "
+    refinement = ms.refine(measure, grid_bytes=args.grid, budget=args.measurements)
+    gc_s, ops = gc_seconds(nodes), meter.points[-1][1] - ops_before
+    figures = budget_figures(nodes, gc_s, ops, heap_used,
+                             sum(w["key_cache_mib"] for w in windows) / len(windows))
+    lab.say(f"collections: {gc_s:.1f} s over {time.monotonic() - began:.0f} s and {ops} "
             f"operations ({figures['gc_seconds_per_op'] * 1e6:.1f} us an operation); heap "
             f"{figures['heap_mib']:.0f} MiB, live set at most {figures['gc_live_mib']:.0f} MiB; "
             f"the JVM beyond its heap {figures['overhead_mib']:.0f} MiB")
-        doc = measured_curve(windows, figures, args)
-        curve, advice = decide(doc, args, MIX)
-        before, after = change.before_and_after(
-            meter, args, advice["advised"],
-            back_to_start=lambda: set_key_cache(nodes, others, start_bytes),
-            before_line=describe, after_line=describe)
-        result.update(findings(windows=windows, refinement=refinement, figures=figures, doc=doc,
-                               curve=curve, advice=advice, start=args.start, before=before,
-                               after=after, nodes=NODES),
-                      running_before_run=running)
-    except (KairosError, ValidationError) as exc:
-        say(f"stopped: {exc}")
-        result["error"] = str(exc)
-    finally:
-        try:
-            # Every acknowledged write is read back at the end: on the enveloped nodes at
-            # about 500 a second, far slower than the load's own default allows.
-            outcome = stop_load(load, result, timeout=120 + args.keys / 400)
-        finally:
-            if not (change.applied and args.keep):
-                say(f"back to key_cache_size {original} through the executor")
-                executor.apply({"key_cache_size": original})
-    return finish(result, outcome, args.out, report)
+    result.update(lab.conclude(
+        change, meter, args, doc=measured_curve(windows, figures, args), mix=MIX,
+        measured={"windows": windows, "refinement": refinement, "figures": figures},
+        nodes=NODES, back_to_start=lambda: set_key_cache(nodes, others, start_bytes),
+        before_line=describe, after_line=describe))
 
 
 def report(result: dict[str, Any]) -> None:
     b, a = result["before"], result["after"]
-    say(f"key_cache_size {result['start']} -> {result['chosen']}: hit ratio "
-        f"{served_change(result)}; disk reads "
-        f"{b['disk_reads_per_s']:.0f} -> {a['disk_reads_per_s']:.0f}/s")
+    lab.say(f"key_cache_size {result['start']} -> {result['chosen']}: hit ratio "
+            f"{lab.served_change(result)}; disk reads "
+            f"{b['disk_reads_per_s']:.0f} -> {a['disk_reads_per_s']:.0f}/s")
 
 
 if __name__ == "__main__":

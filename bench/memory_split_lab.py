@@ -18,7 +18,7 @@ from typing import Any
 import kairos_cgroup
 
 from planner.calibrate.bench import ExecutorBench
-from planner.errors import KairosError
+from planner.errors import KairosError, ValidationError
 from planner.loadgen import LoadConfig
 from planner.loadgen.run import LoadError
 from planner.model import memory_curve
@@ -248,6 +248,48 @@ def findings(*, windows: list[dict[str, Any]], refinement: ms.Refinement,
                       "reads_per_s_before": curve.cost.ops_per_second(before["hit_ratio"])},
         "environment": kairos_cgroup.held([f"lab-{n}" for n in nodes]),
     }
+
+
+def conclude(change: LiveChange, meter: SettlingMeter, args: argparse.Namespace, *,
+             doc: dict[str, Any], mix: dict[str, float], measured: Mapping[str, Any],
+             nodes: Iterable[str], back_to_start: Callable[[], None],
+             before_line: Callable[[dict[str, Any]], str],
+             after_line: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """From the measured curve ``doc`` to the run's :func:`findings`: the split it advises
+    (:func:`decide`) applied live between a window before and one after
+    (:meth:`LiveChange.before_and_after`). ``measured``: the run's windows, refinement and
+    figures."""
+    curve, advice = decide(doc, args, mix)
+    before, after = change.before_and_after(meter, args, advice["advised"],
+                                            back_to_start=back_to_start,
+                                            before_line=before_line, after_line=after_line)
+    return findings(windows=measured["windows"], refinement=measured["refinement"],
+                    figures=measured["figures"], doc=doc, curve=curve, advice=advice,
+                    start=args.start, before=before, after=after, nodes=nodes)
+
+
+def run_under_load(script: str, argv: list[str] | None, load: Any,
+                   measure: Callable[[dict[str, Any]], None], *, out: Path | None,
+                   report: Callable[[dict[str, Any]], None], restore: Callable[[], None],
+                   **stop: Any) -> int:
+    """A whole run, its exit code (:func:`finish`): ``load`` started, ``measure`` fills the
+    run's document (:func:`run_document`); a KairosError or ValidationError it raises is
+    said and recorded as the run's error, not a traceback. Then the load stops (``stop``:
+    its ``stop`` arguments) and, even when that fails, ``restore`` puts the nodes back."""
+    result = run_document(script, argv)
+    outcome = None
+    try:
+        load.start()
+        measure(result)
+    except (KairosError, ValidationError) as exc:
+        say(f"stopped: {exc}")
+        result["error"] = str(exc)
+    finally:
+        try:
+            outcome = stop_load(load, result, **stop)
+        finally:
+            restore()
+    return finish(result, outcome, out, report)
 
 
 def served_change(result: Mapping[str, Any]) -> str:

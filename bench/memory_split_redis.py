@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,22 +44,8 @@ sys.path.insert(0, str(REPO))
 sys.path.append(str(REPO / "module_utils"))  # after library/ in tests: names overlap
 
 import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
+import memory_split_lab as lab  # noqa: E402
 from lab_load import lab_login  # noqa: E402
-from memory_split_lab import (  # noqa: E402
-    LiveChange,
-    SettlingMeter,
-    add_split_arguments,
-    curve_document,
-    decide,
-    findings,
-    finish,
-    lab_executor,
-    parse_split_arguments,
-    run_document,
-    say,
-    served_change,
-    stop_load,
-)
 
 from planner import loadgen  # noqa: E402
 from planner.calibrate.redis_bench import read_running_redis  # noqa: E402
@@ -83,8 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--miss-penalty-ms", type=float, default=2.0,
                    help="what the application's backing store costs a miss before the fill "
                    "(kairos load --miss-penalty-ms; default 2)")
-    add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2)
-    return parse_split_arguments(p, argv)
+    lab.add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2)
+    return lab.parse_split_arguments(p, argv)
 
 
 # ----------------------------------------------------------------------- the nodes
@@ -151,7 +138,7 @@ def budget_figures(infos: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------- measuring
-class Meter(SettlingMeter):
+class Meter(lab.SettlingMeter):
     """The primaries' read hits from INFO."""
 
     def window(self, seconds: float) -> dict[str, float]:
@@ -175,9 +162,9 @@ def measure_at(meter: Meter, size: int, args: argparse.Namespace,
     w = {"maxmemory_mib": size / ms.MIB, **meter.settled_window(args),
          "memory": budget_figures(node_info())}
     windows.append(w)
-    say(f"maxmemory {size / ms.MIB:g} MiB: read hit ratio {w['hit_ratio']:.1%}, "
-        f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; settled after "
-        f"{w['settled_seconds']} s)")
+    lab.say(f"maxmemory {size / ms.MIB:g} MiB: read hit ratio {w['hit_ratio']:.1%}, "
+            f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; settled after "
+            f"{w['settled_seconds']} s)")
     return float(w["hit_ratio"])
 
 
@@ -186,7 +173,7 @@ def measured_curve(windows: list[dict[str, Any]], figures: dict[str, int],
                    args: argparse.Namespace) -> dict[str, Any]:
     """The memory curve file of the windows (planner.model.memory_curve): what a miss costs,
     fitted over them, and the budget; the overhead rounded up to the split's grid."""
-    return curve_document(
+    return lab.curve_document(
         windows, script="memory_split_redis.py", engine="redis", parameter="maxmemory",
         size_key="maxmemory_mib", share=MIX["read"], miss="a miss",
         envelope_mib=figures["envelope_bytes"] // ms.MIB,
@@ -199,62 +186,63 @@ def main(argv: list[str] | None = None) -> int:
     lab_login()
     envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))  # this script: the control host
     running, version = read_running_redis(["maxmemory"], hosts=list(NODES.values()))
-    say(f"Redis {version}; the nodes run maxmemory {running['maxmemory']}")
+    lab.say(f"Redis {version}; the nodes run maxmemory {running['maxmemory']}")
     config = LoadConfig(engine="redis", contact_points=CONTACT, prefix=PREFIX, shape="cache-hot",
                         mix=MIX, keys=args.keys, max_keys=args.keys,
                         value_size=args.value_size, distribution="zipfian",
                         concurrency=args.concurrency, processes=1, seconds=3600, seed=43,
                         miss_penalty_ms=args.miss_penalty_ms)
-    executor = lab_executor(config, playbook="change_settings_redis.yml", rollout_cl="ONE",
-                            log_name="memory-split.log")
+    executor = lab.lab_executor(config, playbook="change_settings_redis.yml", rollout_cl="ONE",
+                                log_name="memory-split.log")
     start_bytes = _size_bytes(args.start)
-    say(f"the nodes to maxmemory {args.start} (the executor)")
+    lab.say(f"the nodes to maxmemory {args.start} (the executor)")
     executor.apply({"maxmemory": args.start})
     loadgen.unlink_load_keys(config)
     meter = Meter()
     load = BackgroundLoad(config, max_seconds=3600, max_requests=None,
                           on_progress=meter.progress)
-    result = run_document("memory_split_redis.py", argv)
-    change = LiveChange(executor, "maxmemory")
-    try:
-        load.start()
-        say(f"cache-hot load running: {args.keys} keys of {args.value_size} B, zipfian, "
-            f"{args.concurrency} in flight, {args.miss_penalty_ms:g} ms of backing store a miss")
-        windows: list[dict[str, Any]] = []
-        refinement = ms.refine(lambda s: measure_at(meter, int(s), args, windows),
-                               grid_bytes=args.grid, budget=args.measurements)
-        # The most each figure reached in any window: the fork copies the largest data set.
-        figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
-        doc = measured_curve(windows, figures, args)
-        curve, advice = decide(doc, args, MIX)
-        before, after = change.before_and_after(
-            meter, args, advice["advised"], back_to_start=lambda: set_maxmemory(start_bytes),
-            before_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
-                                   f"{w['reads_per_s']:.0f} reads/s"),
-            after_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
-                                  f"{w['reads_per_s']:.0f} reads/s "
-                                  f"(settled after {w['settled_seconds']} s)"))
-        result.update(findings(windows=windows, refinement=refinement, figures=figures, doc=doc,
-                               curve=curve, advice=advice, start=args.start, before=before,
-                               after=after, nodes=NODES))
-    except (KairosError, ValidationError) as exc:
-        say(f"stopped: {exc}")
-        result["error"] = str(exc)
-    finally:
-        outcome = stop_load(load, result)
+    change = lab.LiveChange(executor, "maxmemory")
+
+    def restore() -> None:
         if not change.applied:
-            say(f"back to {args.start} through the executor (the probes set it by hand)")
+            lab.say(f"back to {args.start} through the executor (the probes set it by hand)")
             executor.apply({"maxmemory": args.start})
         loadgen.unlink_load_keys(config)
-    return finish(result, outcome, args.out, report)
+
+    return lab.run_under_load("memory_split_redis.py", argv, load,
+                              partial(measure_and_apply, args, meter, change, start_bytes),
+                              out=args.out, report=report, restore=restore)
+
+
+def measure_and_apply(args: argparse.Namespace, meter: Meter, change: lab.LiveChange,
+                      start_bytes: int, result: dict[str, Any]) -> None:
+    """Under the running load: the refinement's windows, the curve and the split it
+    advises, applied live (from ``start_bytes``, probed by hand); what was found goes into
+    ``result``."""
+    lab.say(f"cache-hot load running: {args.keys} keys of {args.value_size} B, zipfian, "
+            f"{args.concurrency} in flight, {args.miss_penalty_ms:g} ms of backing store a miss")
+    windows: list[dict[str, Any]] = []
+    refinement = ms.refine(lambda s: measure_at(meter, int(s), args, windows),
+                           grid_bytes=args.grid, budget=args.measurements)
+    # The most each figure reached in any window: the fork copies the largest data set.
+    figures = {k: max(w["memory"][k] for w in windows) for k in windows[0]["memory"]}
+    result.update(lab.conclude(
+        change, meter, args, doc=measured_curve(windows, figures, args), mix=MIX,
+        measured={"windows": windows, "refinement": refinement, "figures": figures},
+        nodes=NODES, back_to_start=lambda: set_maxmemory(start_bytes),
+        before_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
+                               f"{w['reads_per_s']:.0f} reads/s"),
+        after_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
+                              f"{w['reads_per_s']:.0f} reads/s "
+                              f"(settled after {w['settled_seconds']} s)")))
 
 
 def report(result: dict[str, Any]) -> None:
     b, a = result["before"], result["after"]
-    say(f"maxmemory {result['start']} -> {result['chosen']}: read hit ratio "
-        f"{served_change(result)}; misses sent to the "
-        f"backing store {b['reads_per_s'] * (1 - b['hit_ratio']):.0f} -> "
-        f"{a['reads_per_s'] * (1 - a['hit_ratio']):.0f}/s")
+    lab.say(f"maxmemory {result['start']} -> {result['chosen']}: read hit ratio "
+            f"{lab.served_change(result)}; misses sent to the "
+            f"backing store {b['reads_per_s'] * (1 - b['hit_ratio']):.0f} -> "
+            f"{a['reads_per_s'] * (1 - a['hit_ratio']):.0f}/s")
 
 
 def _size_bytes(text: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,35 @@ def test_a_load_that_does_not_stop_is_recorded_as_the_runs_error_not_a_traceback
     earlier = {"error": "the executor failed"}  # the first error is the one kept
     lab.stop_load(Stuck(), earlier, timeout=30)
     assert earlier["error"] == "the executor failed"
+
+
+def test_a_run_that_stops_records_its_error_and_puts_the_nodes_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from planner.loadgen.run import LoadError
+
+    said: list[str] = []
+
+    class Load:
+        def start(self) -> None:
+            said.append("started")
+
+        def stop(self, **kw: Any) -> Any:
+            said.append(f"stopped {kw}")
+            raise LoadError("load workers did not finish")
+
+    def measure(result: dict[str, Any]) -> None:
+        result["windows"] = []
+        raise KairosError("a 20-s window saw no load (is it running?)")
+
+    out = tmp_path / "run.json"
+    code = lab.run_under_load("memory_split_redis.py", ["--out", str(out)], Load(), measure,
+                              out=out, report=lambda r: said.append("reported"),
+                              restore=lambda: said.append("restored"), timeout=30)
+    assert code == 1
+    assert said == ["started", "stopped {'timeout': 30}", "restored"]  # no report: no "after"
+    doc = json.loads(out.read_text())
+    assert doc["error"] == "a 20-s window saw no load (is it running?)"  # the first error
+    assert doc["windows"] == [] and doc["load"] is None
+    assert doc["command"].startswith("bench/memory_split_redis.py --out ")
+    assert "stopped: a 20-s window saw no load" in capsys.readouterr().out
