@@ -50,6 +50,17 @@ def explain_text(plan: Any, *, safety: Any = None, ring_source: str | None = Non
     return "\n".join(lines)
 
 
+def _availability_line(av: Any, engine: Any) -> str:
+    """The consistency level batches are found at, on a ring; else how the executor restarts
+    (no consistency level to batch on: one node at a time)."""
+    if engine.ring:
+        return (f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated "
+                "failure(s)" + (", AGGRESSIVE (availability may drop)" if av.aggressive else ""))
+    return "Availability: restarts one node at a time" + (
+        ", replicas first, a coordinated failover before each primary"
+        if engine.replica_roles else "")
+
+
 def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[str]:
     """Cluster, horizon, availability, batch safety on the ring, and the provenance."""
     hz = plan.horizon
@@ -59,12 +70,7 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
         f"Plan for {plan.engine} cluster {plan.cluster!r} (made {plan.created_at})",
         f"Horizon: {hz.steps} x {hz.step_seconds:g}s from {hz.start.isoformat()} "
         f"to {hz.end.isoformat()}",
-        (f"Availability: {av.consistency_level}, {av.tolerated_failures} tolerated failure(s)"
-         + (", AGGRESSIVE (availability may drop)" if av.aggressive else "")) if engine.ring
-        # No consistency level to batch on: the executor restarts one node at a time.
-        else "Availability: restarts one node at a time" + (
-            ", replicas first, a coordinated failover before each primary"
-            if engine.replica_roles else ""),
+        _availability_line(av, engine),
     ]
     if engine.ring:
         if safety is None:
