@@ -150,6 +150,36 @@ def current_of(keys: list[str], ports: dict[str, int] = PORTS, password: str = "
     return values
 
 
+#: The restart-class directive the restart tests flip. With io-threads at 1 (the role's
+#: default) it changes nothing the nodes do, so the tests after this module (the Redis demo,
+#: the calibration, the memory split) run on the configuration the lab's model was measured
+#: on: flipping io-threads itself left the lab on 2 I/O threads, which in a quarter-core
+#: envelope served the calibration's hash-read shape 20 % less (session 44).
+RESTART_KEY = "io-threads-do-reads"
+#: The live directives this module's tests change; put back when the module ends.
+LIVE_KEYS = ("hz", "maxmemory-policy")
+
+
+def restart_class_flip() -> tuple[dict[str, str], dict[str, str]]:
+    """(current, target) of a restart-class change: RESTART_KEY to its other value."""
+    now = running(PORTS["redis1"], RESTART_KEY)
+    assert {running(p, RESTART_KEY) for p in PORTS.values()} == {now}, "nodes disagree"
+    assert running(PORTS["redis1"], "io-threads") == "1", "the flip is inert only at io-threads 1"
+    return {RESTART_KEY: now}, {RESTART_KEY: "yes" if now == "no" else "no"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def live_settings_restored(lab: PlaybookRun) -> Iterator[None]:
+    """What the lab runs of LIVE_KEYS before this module, put back live after it."""
+    before = current_of(list(LIVE_KEYS))
+    yield
+    if current_of(list(LIVE_KEYS)) != before:
+        restored = run_playbook("playbooks/change_settings_redis.yml",
+                                "-e", json.dumps({"settings": before}))
+        assert restored.rc == 0, restored.output[-3000:]
+        assert current_of(list(LIVE_KEYS)) == before
+
+
 # ----------------------------------------------------------------- tests
 def test_live_only_change_restarts_nothing_and_file_matches(
     lab: PlaybookRun, tmp_path: Path
@@ -191,8 +221,7 @@ def test_restart_change_under_load_fails_over_every_primary_and_keeps_live_chang
     live = {"hz": 13 if hz["hz"] != 13 else 14}
     set_live = apply(write_plan(tmp_path / "live.yml", current=hz, target=live))
     assert set_live.rc == 0, set_live.output[-4000:]
-    current = current_of(["io-threads"])
-    target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
+    current, target = restart_class_flip()
     topo = assert_healthy()
     old_primaries = sorted(topo["primaries"])
     before = pids()
@@ -231,8 +260,8 @@ def test_restart_change_under_load_fails_over_every_primary_and_keeps_live_chang
     assert pids().keys() == before.keys()
     assert all(pids()[h] != before[h] for h in PORTS), "every node restarted once"
     for host, port in PORTS.items():
-        assert running(port, "io-threads") == str(target["io-threads"]), host
-        assert in_file(LAB, host, port)["io-threads"] == str(target["io-threads"]), host
+        assert running(port, RESTART_KEY) == target[RESTART_KEY], host
+        assert in_file(LAB, host, port)[RESTART_KEY] == target[RESTART_KEY], host
         assert running(port, "hz") == str(live["hz"]), f"{host} lost the live change at restart"
     # Every old primary was failed over before its restart, and is a replica now.
     timings = state(plan)["steps"]["s1"]["nodes"]
@@ -255,8 +284,7 @@ def test_restart_change_under_load_fails_over_every_primary_and_keeps_live_chang
 
 
 def test_replica_that_fails_to_restart_stops_the_rollout(lab: PlaybookRun, tmp_path: Path) -> None:
-    current = current_of(["io-threads"])
-    target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
+    current, target = restart_class_flip()
     topo = assert_healthy()
     hosts = list(PORTS)
     first = restart_order(topo, hosts)[0]
@@ -291,8 +319,8 @@ def test_replica_that_fails_to_restart_stops_the_rollout(lab: PlaybookRun, tmp_p
         h: p for h, p in before.items() if h != victim
     }, "nodes after the failed one were touched"
     port = PORTS[victim]
-    assert running(port, "io-threads") == str(current["io-threads"])
-    assert in_file(LAB, victim, port)["io-threads"] == str(current["io-threads"])
+    assert running(port, RESTART_KEY) == current[RESTART_KEY]
+    assert in_file(LAB, victim, port)[RESTART_KEY] == current[RESTART_KEY]
 
     refused = apply(plan)
     assert refused.rc != 0 and "to retry: -e retry_failed=true" in refused.output
@@ -349,8 +377,7 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
     write is lost. The dead node never answers again: the failover's wait and the rescue's
     gate stop once it has refused every connection for kairos_redis_down_grace (15 s), rather
     than at their timeouts (120 and 180 s)."""
-    current = current_of(["io-threads"])
-    target = {"io-threads": 2 if current["io-threads"] == 1 else 1}
+    current, target = restart_class_flip()
     topo = assert_healthy()
     primaries = sorted(topo["primaries"])
     before = pids()
@@ -426,7 +453,7 @@ def test_a_primary_killed_during_the_batch_s_failover_halts_the_rollout(
                 time.sleep(2)
         resumed = apply(plan, "-e", "retry_failed=true")
         assert resumed.rc == 0, resumed.output[-4000:]
-        assert current_of(["io-threads"]) == {"io-threads": target["io-threads"]}
+        assert current_of([RESTART_KEY]) == target
         assert_healthy()
 
 
