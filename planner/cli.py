@@ -3,7 +3,8 @@
 Each sub-command lives in ``planner/commands/<name>.py`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` (``args -> int``).
 Command modules import their heavy dependencies (statsmodels, DEAP) inside ``func``
-so that ``kairos --help`` stays fast.
+so that ``kairos --help`` stays fast, and a run of one command registers that command's
+parser alone (:func:`build_parser`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(command: str) -> str | None:
+    """The module of sub-command ``command`` (``validate-plan`` -> ``validate_plan``), or None."""
+    name = command.replace("-", "_")
+    return name if name in COMMAND_MODULES else None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every sub-command, or of ``command``'s alone when it names one: a
+    command's run then imports its own module's dependencies only, not the planner's
+    (about a second a process on a quiet machine, three on a busy one)."""
     parser = argparse.ArgumentParser(
         prog="kairos",
         description=(
@@ -45,16 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kairos {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    only = command_module(command) if command else None
+    for name in (only,) if only else COMMAND_MODULES:
         importlib.import_module(f"planner.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
-        parser.print_help()
+        build_parser().print_help()  # every command, as for ``kairos`` alone
         return 2
     try:
         return int(args.func(args))
