@@ -66,6 +66,12 @@ options:
       ALL})); empty does not compare it."
     type: dict
     default: {}
+  per_table:
+    description:
+      - "Table (one of I(tables)) -> its own C(compaction) and/or C(caching), compared in place
+        of I(compaction) and I(caching) for that table (a plan step's per_table)."
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -100,7 +106,7 @@ from ansible.module_utils.kairos_settings import (
     running_value,
     same_setting,
     settings_row,
-    wanted_caching,
+    table_wants,
 )
 
 _HEAP = re.compile(r"^Heap Memory \(MB\)\s*:\s*[\d.]+\s*/\s*([\d.]+)", re.M)
@@ -141,10 +147,11 @@ def table_problems(params, tables, readback):
     ``readback["tables"]``: table -> what was compared, e.g. ``LeveledCompactionStrategy;
     caching keys=ALL, rows_per_partition=ALL``.
     """
-    want = params["compaction"].rsplit(".", 1)[-1]
-    caching = wanted_caching(params["caching"])
+    wants = table_wants(list(tables), params["compaction"], params["caching"],
+                        params["per_table"])
     problems, shown = [], {}
     for table, options in sorted(tables.items()):
+        want, caching = wants[table]
         if options is None:
             shown[table] = None
             problems.append(f"table {table}: not found")
@@ -206,10 +213,15 @@ def main():
             tables=dict(type="list", elements="str", default=[]),
             compaction=dict(type="str", default=""),
             caching=dict(type="dict", default={}),
+            per_table=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     params = module.params
+    try:
+        table_wants(params["tables"], "", {}, params["per_table"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     expected = params["settings"]
     readback, problems = {}, []
     if expected or params["tables"]:

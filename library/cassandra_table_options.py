@@ -33,7 +33,14 @@ options:
     description:
       - "The C(caching) map, e.g. C({keys: ALL, rows_per_partition: ALL}). C(keys) is ALL or
         NONE; C(rows_per_partition) ALL, NONE or a number of rows."
-      - Empty leaves the caching as it is. One of I(compaction) and I(caching) is required.
+      - Empty leaves the caching as it is. One of I(compaction), I(caching) and
+        I(per_table) is required.
+    type: dict
+    default: {}
+  per_table:
+    description:
+      - "Table (one of I(tables)) -> its own C(compaction) and/or C(caching), in place of
+        I(compaction) and I(caching) for that table (a plan step's per_table)."
     type: dict
     default: {}
   timeout:
@@ -48,6 +55,14 @@ EXAMPLES = r"""
     tables: [shop.orders]
     compaction: LeveledCompactionStrategy
     caching: {keys: ALL, rows_per_partition: ALL}
+  run_once: true
+
+- name: A read-heavy table on leveled compaction, the others on size-tiered
+  cassandra_table_options:
+    host: 127.0.0.1
+    tables: [shop.events, shop.profiles]
+    compaction: SizeTieredCompactionStrategy
+    per_table: {shop.profiles: {compaction: LeveledCompactionStrategy}}
   run_once: true
 """
 
@@ -69,6 +84,7 @@ from ansible.module_utils.kairos_cql import connect_one, cql_argument_spec
 from ansible.module_utils.kairos_settings import (
     caching_differs,
     read_table_options,
+    table_wants,
     wanted_caching,
 )
 
@@ -94,28 +110,50 @@ def cql_map(mapping):
     return "{" + ", ".join(f"'{k}': '{v}'" for k, v in sorted(mapping.items())) + "}"
 
 
+def check_compaction(module, value, field):
+    """The short class name of ``value``, or fail naming ``field``."""
+    compaction = short(value) if value else ""
+    if compaction and not re.match(r"^[A-Za-z]+CompactionStrategy$", compaction):
+        module.fail_json(msg=f"{field}: not a compaction strategy class: {value!r}")
+    return compaction
+
+
+def check_caching(module, value, field):
+    """``value`` as the schema writes it, or fail naming ``field`` and the entry."""
+    caching = wanted_caching(value)
+    unknown = sorted(set(caching) - {"keys", "rows_per_partition"})
+    if unknown:
+        module.fail_json(msg=f"{field}: unknown option {unknown[0]!r} "
+                             "(keys, rows_per_partition)")
+    if caching.get("keys", "ALL") not in ("ALL", "NONE"):
+        module.fail_json(msg=f"{field}.keys: expected ALL or NONE, got {caching['keys']!r}")
+    if not ROWS.match(caching.get("rows_per_partition", "ALL")):
+        module.fail_json(msg=f"{field}.rows_per_partition: expected ALL, NONE or a number of "
+                             f"rows, got {caching['rows_per_partition']!r}")
+    return caching
+
+
 def check_arguments(module, params):
-    """(compaction short name, caching with string values), or fail naming the argument."""
+    """Table -> (compaction short name, caching with string values) it must end with, or
+    fail naming the argument."""
     bad = [t for t in params["tables"] if not NAME.match(t)]
     if bad:
         module.fail_json(msg=f"tables must be keyspace.table: {', '.join(bad)}")
-    compaction = short(params["compaction"]) if params["compaction"] else ""
-    if compaction and not re.match(r"^[A-Za-z]+CompactionStrategy$", compaction):
-        module.fail_json(msg=f"compaction: not a compaction strategy class: "
-                             f"{params['compaction']!r}")
-    caching = wanted_caching(params["caching"])
-    unknown = sorted(set(caching) - {"keys", "rows_per_partition"})
-    if unknown:
-        module.fail_json(msg=f"caching: unknown option {unknown[0]!r} "
-                             "(keys, rows_per_partition)")
-    if caching.get("keys", "ALL") not in ("ALL", "NONE"):
-        module.fail_json(msg=f"caching.keys: expected ALL or NONE, got {caching['keys']!r}")
-    if not ROWS.match(caching.get("rows_per_partition", "ALL")):
-        module.fail_json(msg="caching.rows_per_partition: expected ALL, NONE or a number of "
-                             f"rows, got {caching['rows_per_partition']!r}")
-    if not compaction and not caching:
+    compaction = check_compaction(module, params["compaction"], "compaction")
+    caching = check_caching(module, params["caching"], "caching")
+    per_table = params["per_table"] or {}
+    for table, own in per_table.items():
+        if not isinstance(own, dict):
+            module.fail_json(msg=f"per_table.{table}: expected a mapping, got {own!r}")
+        check_compaction(module, own.get("compaction"), f"per_table.{table}.compaction")
+        check_caching(module, own.get("caching"), f"per_table.{table}.caching")
+    try:
+        wants = table_wants(params["tables"], compaction, caching, per_table)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if not any(c or ca for c, ca in wants.values()):
         module.fail_json(msg="give compaction, caching or both")
-    return compaction, caching
+    return wants
 
 
 def main():
@@ -124,19 +162,20 @@ def main():
             tables=dict(type="list", elements="str", required=True),
             compaction=dict(type="str", default=""),
             caching=dict(type="dict", default={}),
+            per_table=dict(type="dict", default={}),
             timeout=dict(default=30),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    compaction, caching = check_arguments(module, params)
+    wants = check_arguments(module, params)
     cluster, session = connect_one(module, params)
     try:
         before = read_table_options(session, params["tables"])
         missing = [t for t, options in before.items() if options is None]
         if missing:
             module.fail_json(msg=f"no such table: {', '.join(missing)}")
-        todo = {t: d for t, o in before.items() if (d := differs(o, compaction, caching))}
+        todo = {t: d for t, o in before.items() if (d := differs(o, *wants[t]))}
         if not todo or module.check_mode:
             after = {t: {**o, **todo.get(t, {})} for t, o in before.items()}
             module.exit_json(
@@ -156,7 +195,7 @@ def main():
         after = read_table_options(session, params["tables"])
     finally:
         cluster.shutdown()
-    unmet = {t: d for t, o in after.items() if (d := differs(o, compaction, caching))}
+    unmet = {t: d for t, o in after.items() if (d := differs(o, *wants[t]))}
     if unmet:
         module.fail_json(
             msg="ALTER TABLE did not take: "

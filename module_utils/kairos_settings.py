@@ -170,6 +170,29 @@ def wanted_caching(caching):
     return {str(k): str(v).upper() for k, v in (caching or {}).items()}
 
 
+def table_wants(tables, compaction, caching, per_table):
+    """``keyspace.table`` -> (compaction short name, caching map) that table must have: its
+    ``per_table`` entry's options where it has them, else ``compaction`` and ``caching``.
+
+    Raises ValueError naming the entry when ``per_table`` names a table outside ``tables``
+    or an option other than compaction and caching.
+    """
+    per_table = per_table or {}
+    outside = sorted(set(per_table) - set(tables))
+    if outside:
+        raise ValueError(f"per_table: {outside[0]} is not one of tables")
+    out = {}
+    for table in tables:
+        own = per_table.get(table) or {}
+        unknown = sorted(set(own) - {"compaction", "caching"})
+        if unknown:
+            raise ValueError(f"per_table.{table}: unknown option {unknown[0]!r} "
+                             "(compaction, caching)")
+        cls = own.get("compaction") or compaction or ""
+        out[table] = (str(cls).rsplit(".", 1)[-1], wanted_caching(own.get("caching") or caching))
+    return out
+
+
 def caching_differs(current, wanted):
     """Whether a table's ``current`` caching map lacks any entry of ``wanted``."""
     return any(str(current.get(k)) != v for k, v in wanted.items())

@@ -149,6 +149,9 @@ class Step:
     per_node: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: ``keyspace.table`` names a table-level change (``compaction``) applies to.
     tables: tuple[str, ...] = ()
+    #: ``keyspace.table`` -> table-level values that differ from ``target`` for that table
+    #: (issue 42: a table's own compaction); each table is one of ``tables``.
+    per_table: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,8 @@ class Plan:
                     "target": _plain(dict(s.target)),
                     "per_node": _plain({h: dict(v) for h, v in s.per_node.items()}),
                     **({"tables": list(s.tables)} if s.tables else {}),
+                    **({"per_table": _plain({t: dict(v) for t, v in s.per_table.items()})}
+                       if s.per_table else {}),
                     "live": list(s.live),
                     "restart": list(s.restart),
                     "batches": [list(b) for b in s.batches],
@@ -390,6 +395,7 @@ def plan_from_dict(
             ids=ids,
             prev=prev,
             prev_nodes=steps[-1].per_node if steps else {},
+            prev_tables=steps[-1].per_table if steps else {},
             last_due=steps[-1].due if steps else None,
         )
         ids.add(step.id)
@@ -521,6 +527,7 @@ def _parse_step(
     prev: Mapping[str, Any],
     prev_nodes: Mapping[str, Mapping[str, Any]],
     last_due: datetime | None,
+    prev_tables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Step, dict[str, Any]]:
     """One step at path ``p``, checked against the configuration before it.
 
@@ -536,7 +543,12 @@ def _parse_step(
     target_raw = dict(_mapping(_require(st, "target", p), f"{p}.target"))
     config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
     per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
+    per_table = _per_table(st, p, space=space, config=config)
     changed, needs_restart, table_changes = _changes(space, prev, config, prev_nodes, per_node)
+    table_changing = _per_table_changes(space, prev, config, prev_tables or {}, per_table)
+    for keys in table_changing.values():
+        table_changes |= keys
+        changed |= keys
     live, restart = _live_restart(st, p, changed, needs_restart,
                                   _reencode_keys(space, changed))
     batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
@@ -559,7 +571,9 @@ def _parse_step(
         batches=batches,
         expected=_expected(st, p),
         tables=_step_tables(st, p, table_changes),
+        per_table=per_table,
     )
+    _check_per_table_listed(step, p, table_changing)
     return step, config
 
 
@@ -605,10 +619,64 @@ def _per_node(
             raise _fail(
                 f"{hp}.{table[0]}",
                 "a table setting is cluster-wide (the nodes share the tables' schema); "
-                "set it in target, not per node",
+                "set it in target (or per_table, for one table), not per node",
             )
         per_node[str(host)] = {k: node_cfg[k] for k in overrides}
     return per_node
+
+
+def _per_table(
+    st: Mapping[str, Any], p: str, *, space: SpaceLike, config: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The step's per-table overrides: table settings only, each checked on top of the
+    step's configuration."""
+    raw = _mapping(st.get("per_table", {}) or {}, f"{p}.per_table")
+    check_tables(list(raw), f"{p}.per_table")
+    per_table: dict[str, dict[str, Any]] = {}
+    for table, overrides in raw.items():
+        tp = f"{p}.per_table.{table}"
+        overrides = dict(_mapping(overrides, tp))
+        if not overrides:
+            raise _fail(tp, "empty: give the table settings that differ, or leave the table out")
+        node_level = sorted(set(overrides) - set(_table_keys(space, overrides)))
+        if node_level:
+            raise _fail(f"{tp}.{node_level[0]}", (
+                "not a table setting: a table can override only what lives in its schema "
+                f"({', '.join(_table_keys(space, getattr(space, 'parameters', {}))) or 'none'})"))
+        table_cfg = _check_config(space, {**config, **overrides}, tp)
+        per_table[str(table)] = {k: table_cfg[k] for k in overrides}
+    return per_table
+
+
+def _per_table_changes(
+    space: SpaceLike,
+    prev: Mapping[str, Any],
+    config: Mapping[str, Any],
+    prev_tables: Mapping[str, Mapping[str, Any]],
+    per_table: Mapping[str, Mapping[str, Any]],
+) -> dict[str, set[str]]:
+    """Per table with an override now or in the previous step, the table settings that
+    change for it (an override holds for its step only, as ``per_node``'s do); tables
+    that do not change are left out."""
+    out: dict[str, set[str]] = {}
+    for table in sorted(set(prev_tables) | set(per_table)):
+        before = {**prev, **prev_tables.get(table, {})}
+        after = {**config, **per_table.get(table, {})}
+        keys = {k for k in _table_keys(space, set(before) | set(after))
+                if before.get(k) != after.get(k)}
+        if keys:
+            out[table] = keys
+    return out
+
+
+def _check_per_table_listed(step: Step, p: str, changing: Iterable[str]) -> None:
+    """Every table whose own settings change is one the step names: the executor ALTERs
+    the tables named, and a table returning to the cluster-wide value changes too."""
+    for table in sorted(set(step.per_table) | set(changing)):
+        if step.tables and table not in step.tables:
+            where = "per_table" if table in step.per_table else "the previous step's per_table"
+            raise _fail(f"{p}.tables",
+                        f"{table!r} is in {where} but not in tables; name it there too")
 
 
 def _changes(

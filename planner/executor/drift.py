@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from planner._module_utils import kairos_redis, kairos_settings
@@ -45,13 +45,16 @@ class Expected:
     """Per node, the values Kairos applied, as the engine writes them.
 
     ``settings``: cassandra.yaml key or redis.conf directive -> value (``memtable`` as its
-    mapping); ``tables``: Cassandra table option -> value (``compaction``: the class).
+    mapping); ``tables``: Cassandra table option -> value (``compaction``: the class);
+    ``table_overrides``: ``keyspace.table`` -> the options that differ for that table (the
+    last applied step's ``per_table``).
     """
 
     engine: str
     applied_through: str | None
     settings: Mapping[str, Mapping[str, Any]]
     tables: Mapping[str, Any]
+    table_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,15 +80,24 @@ def expected_values(plan: Plan, state: Mapping[str, Any], hosts: Iterable[str]) 
     for host in hosts:
         rendered = render_settings(plan.engine, composed.nodes[host])
         settings[host] = dict(rendered.get("cassandra.yaml", rendered.get("redis.conf", {})))
-        table = rendered.get("table", {})
-        if "compaction" in table:
-            tables["compaction"] = table["compaction"]["class"]
+        tables.update(_table_options(plan.engine, composed.nodes[host]))
+    overrides = {
+        table: _table_options(plan.engine, {**composed.cluster, **own})
+        for table, own in composed.tables.items()
+    }
     return Expected(
         engine=plan.engine,
         applied_through=plan.steps[index].id if index >= 0 else None,
         settings=settings,
         tables=tables,
+        table_overrides={t: o for t, o in overrides.items() if o != tables},
     )
+
+
+def _table_options(engine: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The table options of ``config`` as the schema shows them (``compaction``: the class)."""
+    table = render_settings(engine, config).get("table", {})
+    return {"compaction": table["compaction"]["class"]} if "compaction" in table else {}
 
 
 def rendered_keys(plan: Plan, state: Mapping[str, Any]) -> list[str]:
@@ -133,7 +145,8 @@ def compare(expected: Expected, observed: Mapping[str, Mapping[str, Any]]) -> li
                 findings.append(Finding(node, key, source, want, got,
                                         not same(expected.engine, want, got)))
         for table, options in sorted((seen.get("tables") or {}).items()):
-            for key, want in sorted(expected.tables.items()):
+            wanted = {**expected.tables, **expected.table_overrides.get(table, {})}
+            for key, want in sorted(wanted.items()):
                 got = None if options is None else options.get(key)
                 findings.append(Finding(node, key, f"table {table}", want, got,
                                         not same(expected.engine, want, got)))

@@ -100,6 +100,9 @@ class RolloutStep:
         Host -> the full composed file settings (everything applied, merged).
     tables
         ``keyspace.table`` names the ``table`` changes apply to.
+    table_options
+        ``keyspace.table`` -> the ``table`` values that differ for that table (a plan
+        step's ``per_table``); each is one of ``tables``, which get ``table`` otherwise.
     superseded
         Earlier steps not applied whose changes this rollout carries; recording it
         applied records them ``superseded``.
@@ -128,6 +131,7 @@ class RolloutStep:
     state: str = ""
     tables: tuple[str, ...] = ()
     node_live: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    table_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     superseded: tuple[str, ...] = ()
     verified_hosts: tuple[str, ...] = ()
     fingerprint: str = ""
@@ -492,10 +496,13 @@ class Composition:
         ``current_config`` with the steps' targets merged in order.
     nodes
         Host -> ``cluster`` with the last composed step's ``per_node`` overrides for it.
+    tables
+        ``keyspace.table`` -> the last composed step's ``per_table`` overrides for it.
     """
 
     cluster: Mapping[str, Any]
     nodes: Mapping[str, Mapping[str, Any]]
+    tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -504,28 +511,32 @@ class ChangeSet:
 
     ``live``, ``restart`` and ``table`` hold the cluster-wide values after the change
     (``table``: the tables' options, see :class:`RolloutStep`); ``node_live`` the live values
-    of each host (per-node overrides included).
+    of each host (per-node overrides included); ``table_options`` the values of the
+    ``table`` keys that differ for a table (its ``per_table`` override).
     """
 
     live: Mapping[str, Any]
     restart: Mapping[str, Any]
     table: Mapping[str, Any]
     node_live: Mapping[str, Mapping[str, Any]]
+    table_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def compose(plan: Plan, *, through: int, hosts: Iterable[str]) -> Composition:
     """The configuration after ``plan.steps[0..through]`` (``through=-1``: current_config).
 
-    A step's ``per_node`` overrides hold for that step only (the validator reads them so:
-    a host the next step does not override returns to the cluster-wide value), so only
-    the last composed step's overrides apply.
+    A step's ``per_node`` and ``per_table`` overrides hold for that step only (the validator
+    reads them so: a host or table the next step does not override returns to the
+    cluster-wide value), so only the last composed step's overrides apply.
     """
     cluster = dict(plan.current_config)
     for step in plan.steps[: through + 1]:
         cluster.update(step.target)
-    overrides = plan.steps[through].per_node if through >= 0 else {}
+    last = plan.steps[through] if through >= 0 else None
+    overrides = last.per_node if last else {}
     return Composition(
-        cluster=cluster, nodes={h: {**cluster, **overrides.get(h, {})} for h in hosts}
+        cluster=cluster, nodes={h: {**cluster, **overrides.get(h, {})} for h in hosts},
+        tables={t: dict(o) for t, o in (last.per_table if last else {}).items()},
     )
 
 
@@ -549,12 +560,17 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
     A key is ``table`` when the space keeps it in the tables' schema, else ``restart``
     when its change needs a restart on any node (:func:`planner.model.spaces.change_kind`, per
     transition), else ``live``. A row cache turned on or off on any node also sets the
-    tables' ``caching`` (the tables hold no rows in the cache without it).
+    tables' ``caching`` (the tables hold no rows in the cache without it). A table with an
+    override before or after is compared on its own values.
     """
     space = get_space(engine)
     defaults = space.defaults()
     pairs = [(before.cluster, after.cluster)] + [
         (before.nodes.get(h, before.cluster), config) for h, config in after.nodes.items()
+    ] + [
+        ({**before.cluster, **before.tables.get(t, {})},
+         {**after.cluster, **after.tables.get(t, {})})
+        for t in sorted(set(before.tables) | set(after.tables))
     ]
     kinds: dict[str, str] = {}
     caching = False
@@ -581,11 +597,16 @@ def change_set(engine: str, before: Composition, after: Composition) -> ChangeSe
         h: {k: {**defaults, **config}[k] for k in by_kind["live"]}
         for h, config in after.nodes.items()
     }
+    table_options = {
+        t: {k: v for k, v in overrides.items() if k in by_kind["table"]}
+        for t, overrides in sorted(after.tables.items())
+    }
     return ChangeSet(
         live=by_kind["live"],
         restart=by_kind["restart"],
         table=by_kind["table"],
         node_live=node_live,
+        table_options={t: o for t, o in table_options.items() if o},
     )
 
 
@@ -596,6 +617,7 @@ def fingerprint(engine: str, target: Composition, tables: Iterable[str] = ()) ->
         "cluster": target.cluster,
         "nodes": target.nodes,
         "tables": sorted(tables),
+        **({"table_options": target.tables} if target.tables else {}),
     }
     text = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -786,6 +808,8 @@ def decide(
         state=state_path,
         tables=tables,
         node_live=changes.node_live,
+        # A table with an override that this rollout does not name keeps its options.
+        table_options={t: o for t, o in changes.table_options.items() if t in tables},
         superseded=tuple(s.id for s in pending) if index > applied else (),
         verified_hosts=verified,
         fingerprint=digest,

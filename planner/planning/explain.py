@@ -196,6 +196,10 @@ def _step_lines(
         lines.append(f"      {key}: {config.get(key)!r} -> {value!r}  [{kind}]")
     for host, over in s.per_node.items():
         lines.append(f"      on {host}: {dict(over)}")
+    if s.tables:
+        lines.append(f"      tables: {', '.join(s.tables)}")
+    for table, over in s.per_table.items():
+        lines.append(f"      table {table}: {dict(over)}")
     if s.batches:
         order = " | ".join(" ".join(b) for b in s.batches)
         lines.append(f"      rolling restart in {len(s.batches)} batch(es): {order}")

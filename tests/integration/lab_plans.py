@@ -53,9 +53,11 @@ def write_plan(
     cl: str = "QUORUM",
     current: dict[str, Any] | None = None,
     source: str = "tests/integration/test_apply_plan.py",
+    tables: list[str] | None = None,
+    per_table: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
     """A one-step plan due a minute ago; ``current`` defaults to what cass1 runs of the
-    target's keys."""
+    target's keys; a compaction change names ``tables`` (default: the application table)."""
     now = datetime.now(UTC)
     start = now - timedelta(minutes=5)
     plan = {
@@ -84,7 +86,8 @@ def write_plan(
                 "restart": restart,
                 "batches": batches if restart else [],
                 "expected": {"benefit_ops": 1.0e6, "cost_ops": 1.0e4, "net_ops": 9.9e5},
-                **({"tables": [APP_TABLE]} if "compaction" in target else {}),
+                **({"tables": tables or [APP_TABLE]} if "compaction" in target else {}),
+                **({"per_table": per_table} if per_table else {}),
             }
         ],
     }

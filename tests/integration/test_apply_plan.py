@@ -126,6 +126,30 @@ def app_table(lab: PlaybookRun) -> Iterator[None]:
     assert not lock.exists(), "a rollout left the lock behind"
 
 
+def ensure_second_table() -> str:
+    """A second application table (RF 3), for a plan that gives a table its own options."""
+    table = "kairos_app.profiles"
+    cluster = cql_cluster(["127.0.0.1", "127.0.0.2", "127.0.0.3"], app=True)
+    try:
+        cluster.connect().execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (id bigint PRIMARY KEY, body text)", timeout=60)
+    finally:
+        cluster.shutdown()
+    return table
+
+
+def table_compactions() -> dict[str, str]:
+    """The kairos_app tables' compaction classes (short names), read over CQL."""
+    cluster = cql_cluster(["127.0.0.1"])
+    try:
+        rows = cluster.connect().execute(
+            "SELECT table_name, compaction FROM system_schema.tables "
+            "WHERE keyspace_name='kairos_app'")
+        return {r.table_name: r.compaction["class"].rsplit(".", 1)[-1] for r in rows}
+    finally:
+        cluster.shutdown()
+
+
 # ------------------------------------------------------------------- tests
 def test_malformed_plan_is_refused_before_anything_is_touched(tmp_path: Path) -> None:
     before = pids()
@@ -161,9 +185,12 @@ def test_malformed_plan_is_refused_before_anything_is_touched(tmp_path: Path) ->
 
 
 def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) -> None:
+    """A live step, with a table of its own (issue 42): the application table gets the
+    step's compaction, a second table its per_table override."""
     before = pids()
     reads = toggle(yaml_setting("cass1", "concurrent_reads"), 40, 56)
     writes = toggle(yaml_setting("cass1", "concurrent_writes"), 40, 56)
+    own = ensure_second_table()
     plan = write_plan(
         tmp_path / "live.yml",
         target={
@@ -174,6 +201,8 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
         live=["compaction", "concurrent_reads", "concurrent_writes"],
         restart=[],
         batches=[],
+        tables=[APP_TABLE, own],
+        per_table={own: {"compaction": "UnifiedCompactionStrategy"}},
     )
     began = time.monotonic()
     # -vvv --diff prints every module's arguments and results: run_playbook fails if a
@@ -187,25 +216,15 @@ def test_live_only_change_restarts_nothing_and_the_file_matches(tmp_path: Path) 
         assert pools == {"ReadStage": reads, "MutationStage": writes}
         assert yaml_setting(host, "concurrent_reads") == reads
         assert yaml_setting(host, "concurrent_writes") == writes
-    cluster = cql_cluster(["127.0.0.1"])
-    try:
-        row = (
-            cluster.connect()
-            .execute(
-                "SELECT compaction FROM system_schema.tables "
-                "WHERE keyspace_name='kairos_app' AND table_name='events'"
-            )
-            .one()
-        )
-    finally:
-        cluster.shutdown()
-    assert row.compaction["class"].endswith("LeveledCompactionStrategy")
+    assert table_compactions() == {"events": "LeveledCompactionStrategy",
+                                   "profiles": "UnifiedCompactionStrategy"}
     recorded = state(plan)["steps"]["s1"]
     assert recorded["status"] == "applied"
-    # Applied only after every node read its values back (and the table its compaction).
+    # Applied only after every node read its values back (and each table its compaction).
     for host in HOSTS:
         readback = recorded["verified"][host]["readback"]
-        assert readback["tables"] == {APP_TABLE: "LeveledCompactionStrategy"}
+        assert readback["tables"] == {APP_TABLE: "LeveledCompactionStrategy",
+                                      own: "UnifiedCompactionStrategy"}
         assert readback["running"]["concurrent_reads"] == str(reads)
         assert readback["file"]["concurrent_writes"] == writes
 
