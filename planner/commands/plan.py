@@ -132,6 +132,12 @@ def register(subparsers: Any) -> None:
         help="tables a table-level change (compaction) applies to; needed when the plan "
         "changes one",
     )
+    p.add_argument(
+        "--table-forecast", action="append", default=[], metavar="KS.TABLE=FILE",
+        help="a table's own forecast (kairos forecast of its trace, same start and step as "
+        "the plan's); repeat per table: each table then gets its own compaction strategy "
+        "where that pays (per_table overrides)",
+    )
     p.add_argument("-o", "--output", required=True, help="plan file to write")
     p.set_defaults(func=run)
 
@@ -208,7 +214,33 @@ def request_from_args(args: argparse.Namespace) -> Any:
         tables=[t.strip() for t in args.tables.split(",") if t.strip()],
         scale_in_after_seconds=args.scale_in_after * 3600,
         durability_floor=durability_floor_arg(getattr(args, "durability_floor", None)),
+        table_forecasts=table_forecasts_arg(getattr(args, "table_forecast", None) or []),
     )
+
+
+def table_forecasts_arg(items: list[str]) -> dict[str, str] | None:
+    """The ``--table-forecast KS.TABLE=FILE`` options as a mapping (None: none given).
+
+    Raises
+    ------
+    ValidationError
+        ``--table-forecast ...`` for an item that is not ``table=file`` or a table given twice
+        (the names themselves are checked by the plan, :func:`planner.plan.check_tables`).
+    """
+    from planner.errors import ValidationError
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ValidationError(
+                f"--table-forecast: {item!r} is not KS.TABLE=FILE, e.g. "
+                "--table-forecast shop.events=events-forecast.json")
+        if name in out:
+            raise ValidationError(f"--table-forecast {name}: given twice ({out[name]}, {path})")
+        out[name] = path
+    return out or None
 
 
 def durability_floor_arg(text: str | None) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,7 @@ __all__ = [
     "harmonic_capacity",
     "segment_starts",
     "table_keys",
+    "with_per_table",
 ]
 
 #: Seconds of full throughput a change of ``key`` from ``old`` to ``new`` costs.
@@ -119,6 +121,7 @@ class PerTableChoices:
 
     keys: tuple[str, ...]
     starts: tuple[int, ...]
+    running: Mapping[str, Any]
     cluster: tuple[Mapping[str, Any], ...]
     tables: Mapping[str, TableChoice]
     segment_gain_ops: tuple[float, ...]
@@ -138,11 +141,10 @@ class PerTableChoices:
 
     def changes(self, segment: int) -> tuple[str, ...]:
         """The table-level keys some table's value changes at the start of ``segment``
-        (beyond the cluster-wide change, which the step itself says)."""
-        if segment == 0:
-            return ()
+        (from the running values for segment 0), the cluster-wide change included."""
         return tuple(k for k in self.keys if any(
-            c.values[segment][k] != c.values[segment - 1][k] for c in self.tables.values()))
+            c.values[segment][k] != (c.values[segment - 1][k] if segment else self.running[k])
+            for c in self.tables.values()))
 
     @property
     def gain_ops(self) -> float:
@@ -379,7 +381,7 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
         for i, name in enumerate(names)
     }
     return PerTableChoices(
-        keys=keys, starts=setting.starts,
+        keys=keys, starts=setting.starts, running=dict(options[running]),
         cluster=tuple(dict(options[int(setting.cluster[t])]) for t in setting.starts),
         tables=choices, segment_gain_ops=tuple(seg_gain),
         segment_cost_ops=tuple(float(c) for c in seg_cost),
@@ -400,3 +402,55 @@ def _table_choice(setting: _Setting, i: int, name: str, path: np.ndarray, best: 
         capacity_cluster=float(np.mean(setting.caps[i, t, setting.cluster])),
         gain_ops=gain, cost_ops=cost, reason=reason,
     )
+
+
+def with_per_table(
+    steps: Sequence[Mapping[str, Any]], choices: PerTableChoices, *, tables: Sequence[str],
+    start: datetime, step_seconds: float, n_steps: int,
+) -> list[dict[str, Any]]:
+    """The plan's steps (plain data, :func:`planner.planning.pipeline.steps_from_evaluation`)
+    with the per-table overrides of ``choices``, whose segments are the steps' intervals.
+
+    Each step gets its segment's ``per_table`` (an override holds for its step only, so a
+    step repeats those that go on), the ``tables`` given where a table's value changes or
+    is overridden, the changed keys in ``live`` (a table option changes live) and the
+    segment's gain and cost in ``expected``. When no step is due at the start and an
+    override pays before the first, a step due at the start changes only the tables.
+    """
+    due = [round((datetime.fromisoformat(s["due"]) - start).total_seconds() / step_seconds)
+           for s in steps]
+    out = [dict(s) for s in steps]
+    if (not due or due[0] > 0) and choices.overrides(0):  # an override pays in the hold
+        until = start + timedelta(seconds=(due[0] if due else n_steps) * step_seconds)
+        out.insert(0, {"id": "", "due": start.isoformat(), "until": until.isoformat(),
+                       "target": {}, "per_node": {}, "live": [], "restart": [],
+                       "batches": [], "expected": {"benefit_ops": 0.0, "cost_ops": 0.0,
+                                                   "net_ops": 0.0}})
+        due.insert(0, 0)
+    for i, (step, t) in enumerate(zip(out, due, strict=True)):
+        if t not in choices.starts:  # a caller's bug: the choices were made on other steps
+            raise ValueError(f"step {step['id']} is due at interval {t}, where the choices' "
+                             f"cluster-wide configuration does not change ({choices.starts})")
+        j = choices.starts.index(t)
+        step["id"] = f"s{i + 1}"
+        _add_segment(step, choices, j, tables)
+    return out
+
+
+def _add_segment(step: dict[str, Any], choices: PerTableChoices, j: int,
+                 tables: Sequence[str]) -> None:
+    """Step ``step`` (segment ``j``) with the segment's overrides, tables, live keys and
+    expected figures."""
+    overrides = choices.overrides(j)
+    changed = choices.changes(j)
+    if overrides:
+        step["per_table"] = overrides
+    if overrides or changed:
+        step["tables"] = list(dict.fromkeys([*step.get("tables", []), *tables]))
+    step["live"] = [*step["live"], *(k for k in changed
+                                     if k not in step["live"] and k not in step["restart"])]
+    ex = dict(step["expected"])
+    ex["benefit_ops"] = float(ex["benefit_ops"]) + choices.segment_gain_ops[j]
+    ex["cost_ops"] = float(ex["cost_ops"]) + choices.segment_cost_ops[j]
+    ex["net_ops"] = ex["benefit_ops"] - ex["cost_ops"]
+    step["expected"] = ex

@@ -55,6 +55,13 @@ from planner.planning.costbenefit import (
     lockout_matrix,
     served_matrix,
 )
+from planner.planning.per_table import (
+    PerTableChoices,
+    TableWorkload,
+    choose_per_table,
+    table_keys,
+    with_per_table,
+)
 from planner.planning.split_step import with_split_step
 from planner.topology.batching import safe_batches
 from planner.topology.ring import Ring, load_ring
@@ -589,6 +596,13 @@ class PlanRequest:
         A memory curve file (:mod:`planner.model.memory_curve`, measured by
         bench/memory_split_redis.py): the plan's ``provenance.memory_split`` carries the split
         it advises from the running configuration under the forecast's mean mix.
+    table_forecasts
+        Per ``keyspace.table``: a forecast of that table's own load and mix (a
+        :class:`planner.forecast.forecaster.Forecast` or its file, sharing the forecast's
+        start and step). Each table then gets its own table-level values where they pay
+        (:mod:`planner.planning.per_table`): the steps carry ``per_table`` overrides and the
+        plan's ``provenance.per_table`` says what each table was given and why. None or
+        empty: every table runs the cluster-wide values.
     """
 
     forecast: Forecast | PathLike | None = None
@@ -627,6 +641,7 @@ class PlanRequest:
     scale_in_after_seconds: float = cap_advice.DEFAULT_SCALE_IN_AFTER_SECONDS
     durability_floor: Mapping[str, Any] | DurabilityFloor | None = None
     memory_curve: PathLike | None = None
+    table_forecasts: Mapping[str, Forecast | PathLike] | None = None
 
 
 #: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
@@ -657,6 +672,7 @@ class PlanResult:
     batches: tuple[tuple[str, ...], ...]
     p_gain: tuple[float, ...] = ()
     dropped: tuple[rk.Dropped, ...] = ()
+    per_table: PerTableChoices | None = None
 
     def summary(self) -> str:
         """Steps and expected net gain, e.g. ``2 step(s), expected net gain 3.1e+06 ops (...)``.
@@ -673,6 +689,11 @@ class PlanResult:
         if self.dropped:
             conf = self.plan.provenance.get("uncertainty", {}).get("confidence")
             text += f"; {len(self.dropped)} step(s) dropped below confidence {conf}"
+        if self.per_table is not None:
+            taken = [n for n, c in self.per_table.tables.items() if c.override]
+            text += (f"; per-table overrides for {len(taken)} of {len(self.per_table.tables)} "
+                     f"table(s): gain {self.per_table.gain_ops:.4g} ops, cost "
+                     f"{self.per_table.cost_ops:.4g} ops")
         return text
 
 
@@ -682,6 +703,10 @@ def _check_request(req: PlanRequest) -> tuple[str, ...]:
         raise ValidationError(f"--horizon: must be >= 2, got {req.horizon}")
     get_space(req.engine)  # an unknown engine is refused here
     tables = check_tables(list(req.tables), "--tables")
+    if req.table_forecasts:
+        if not get_engine(req.engine).tables:
+            raise ValidationError(f"--table-forecast: {req.engine} has no table-level settings")
+        check_tables(list(req.table_forecasts), "--table-forecast")
     if (req.forecast is None) == (req.trace is None):
         raise ValidationError("forecast, trace: give exactly one")
     if not 0 <= req.samples <= MAX_SAMPLES:
@@ -1307,6 +1332,132 @@ def _memory_curve(request: PlanRequest) -> memory_advice.MeasuredCurve | None:
     return curve
 
 
+def _table_forecast(name: str, given: Forecast | PathLike, fc: Forecast,
+                    horizon: int) -> Forecast:
+    """Table ``name``'s forecast, read and checked against the plan's forecast.
+
+    Raises
+    ------
+    ValidationError
+        ``--table-forecast <table>=<file>: <problem>``.
+    """
+    from planner.forecast.forecaster import load_forecast
+
+    if isinstance(given, str | os.PathLike):
+        where = f"--table-forecast {name}={os.fspath(given)}"
+        try:
+            tf = load_forecast(os.fspath(given))
+        except ValidationError as exc:
+            raise ValidationError(f"{where}: {exc}") from None
+    else:
+        where, tf = f"--table-forecast {name}=<in-process>", given
+    problem = None
+    if tf.engine != fc.engine:
+        problem = f"is a {tf.engine} forecast, the plan's is {fc.engine}"
+    elif tf.step_seconds != fc.step_seconds:
+        problem = (f"has {tf.step_seconds:g}-s steps, the plan's forecast "
+                   f"{fc.step_seconds:g}-s ones")
+    elif float(tf.timestamps[0]) != float(fc.timestamps[0]):
+        problem = (f"starts at {float(tf.timestamps[0]):.0f}, the plan's forecast at "
+                   f"{float(fc.timestamps[0]):.0f} (epoch seconds): forecast both from the "
+                   "same time")
+    elif tf.horizon < horizon:
+        problem = f"covers {tf.horizon} steps, the plan's horizon {horizon}"
+    if problem is not None:
+        raise ValidationError(f"{where}: {problem}")
+    return tf
+
+
+def _table_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel,
+                     horizon: int) -> tuple[dict[str, TableWorkload], TableWorkload | None]:
+    """Each table's forecast load and mix over the horizon, and the rest of the forecast's
+    load (its operations per class less the tables'; None when the tables hold it all)."""
+    def mix_of(f: Forecast) -> np.ndarray:
+        return np.stack([np.asarray(f.mix_mean[c], dtype=float)[:horizon]
+                         for c in perf.classes], axis=1)
+
+    tables = {}
+    for name, given in (req.table_forecasts or {}).items():
+        tf = _table_forecast(name, given, fc, horizon)
+        tables[name] = TableWorkload(np.asarray(tf.load_mean, dtype=float)[:horizon], mix_of(tf))
+    total = np.asarray(fc.load_mean, dtype=float)[:horizon, None] * mix_of(fc)
+    ops = np.clip(total - sum(w.load[:, None] * w.mix for w in tables.values()), 0.0, None)
+    load = ops.sum(axis=1)
+    if not np.any(load > 1e-6 * np.maximum(total.sum(axis=1), 1.0)):
+        return tables, None
+    mix = np.where(load[:, None] > 0, ops / np.where(load > 0, load, 1.0)[:, None], mix_of(fc))
+    return tables, TableWorkload(load, mix)
+
+
+def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
+               candidates: Sequence[Mapping[str, Any]], evaluation: Evaluation,
+               current: Mapping[str, Any], horizon: int, change_costs: ChangeCosts | None,
+               workloads: tuple[dict[str, TableWorkload], TableWorkload | None] | None,
+               ) -> PerTableChoices | None:
+    """Each table's table-level values over the optimiser's schedule
+    (:func:`planner.planning.per_table.choose_per_table`), its changes priced as the
+    optimiser prices a cluster-wide one (``--compaction-seconds``, or measured); None
+    without table forecasts (``workloads``)."""
+    if workloads is None:
+        return None
+    space = get_space(req.engine)
+    index = np.zeros(horizon, dtype=np.int64)
+    for s in evaluation.switches:
+        index[s.t:] = s.target
+    full = [space.complete(c) for c in candidates]
+    measured = measured_values(perf)
+    seconds = {"compaction": req.compaction_seconds}
+
+    def change_seconds(key: str, old: Any, new: Any) -> float:
+        found = change_costs.seconds_for(key, old, new) if change_costs is not None else None
+        return float(seconds.get(key, 0.0)) if found is None else found
+
+    tables, rest = workloads
+    return choose_per_table(
+        model=perf, configs=[full[int(i)] for i in index], running=current, tables=tables,
+        step_seconds=float(fc.step_seconds), change_seconds=change_seconds, rest=rest,
+        values={k: measured.get(k) or space[k].candidate_values or () for k in
+                table_keys(req.engine)},
+        served=req.served, headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
+    )
+
+
+def _per_table_provenance(choices: PerTableChoices) -> dict[str, Any]:
+    """The plan's ``provenance.per_table``: the rule, and per table what it was given."""
+    return {
+        "rule": "each table's value maximises its own predicted capacity under its own "
+                "forecast mix (cluster capacity 1 / sum_t w_t / cap_t); overridden when "
+                "the served work it adds beats its change cost (the compaction change cost "
+                "times its share of the load)",
+        "gain_ops": round(choices.gain_ops, 1), "cost_ops": round(choices.cost_ops, 1),
+        "tables": {name: c.to_dict() for name, c in choices.tables.items()},
+    }
+
+
+def _plan_steps(
+    req: PlanRequest, decision: _Decision, per_table: PerTableChoices | None, *,
+    candidates: Sequence[Mapping[str, Any]], batches: Sequence[Sequence[str]],
+    tables: Sequence[str], start: datetime, step: float, horizon: int, pcap: np.ndarray,
+    pload: np.ndarray, prov: dict[str, Any], say: Progress,
+) -> list[dict[str, Any]]:
+    """The plan's steps: the optimiser's, with the per-table overrides (recorded in
+    ``prov``) and the advised memory split's step."""
+    steps = steps_from_evaluation(
+        engine=req.engine, evaluation=decision.evaluation, candidates=candidates,
+        batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
+        details=_step_details(decision.evaluation, cap=pcap, load=pload,
+                              step_seconds=step, p_gain=decision.p_gain),
+    )
+    if per_table is not None:
+        steps = with_per_table(steps, per_table, tables=[*tables, *per_table.tables],
+                               start=start, step_seconds=step, n_steps=horizon)
+        prov["per_table"] = _per_table_provenance(per_table)
+        say(f"plan: per-table overrides gain {per_table.gain_ops:.4g} ops for "
+            f"{per_table.cost_ops:.4g} ops of changes")
+    return with_split_step(steps, prov.get("memory_split"), start=start, step_seconds=step,
+                           horizon=horizon, capacity=pcap[:, 0], load=pload)
+
+
 def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> PlanResult:
     """Make a plan: forecast -> performance model -> cost/benefit -> optimiser -> plan.
 
@@ -1351,6 +1502,7 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     candidates, floor = _search_space(request, current, tables, perf, say)
     fc, source = _forecast(request, say)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
+    workloads = _table_workloads(request, fc, perf, horizon) if request.table_forecasts else None
     batches, hosts, batching = _batches(request, say)
     step = float(fc.step_seconds)
     restarts = _restarts(request)
@@ -1371,19 +1523,17 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     )
     prov.update(_advice(request, fc=fc, best_capacity=pcap.max(axis=1), nodes=len(hosts),
                         step=step, horizon=horizon, current=current, curve=curve))
-    steps = steps_from_evaluation(
-        engine=request.engine, evaluation=decision.evaluation, candidates=candidates,
-        batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
-        details=_step_details(decision.evaluation, cap=pcap, load=pload,
-                              step_seconds=step, p_gain=decision.p_gain),
-    )
-    steps = with_split_step(steps, prov.get("memory_split"), start=start, step_seconds=step,
-                            horizon=horizon, capacity=pcap[:, 0], load=pload)
+    per_table = _per_table(request, fc=fc, perf=perf, candidates=candidates,
+                           evaluation=decision.evaluation, current=current, horizon=horizon,
+                           change_costs=change_costs, workloads=workloads)
+    steps = _plan_steps(request, decision, per_table, candidates=candidates, batches=batches,
+                        tables=tables, start=start, step=step, horizon=horizon, pcap=pcap,
+                        pload=pload, prov=prov, say=say)
     doc = _plan_document(request, start=start, step=step, horizon=horizon, provenance=prov,
                          current=current, steps=steps)
     return PlanResult(
         plan=plan_from_dict(doc, known_hosts=hosts), evaluation=decision.evaluation,
         dp=decision.solution.dp, forecast=fc, hosts=hosts, batches=tuple(batches),
-        p_gain=decision.p_gain, dropped=decision.dropped,
+        p_gain=decision.p_gain, dropped=decision.dropped, per_table=per_table,
     )
 

@@ -7,17 +7,23 @@ writes with it, so a read-heavy table should get LCS and a write-heavy one keep 
 from __future__ import annotations
 
 import itertools
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from planner.cli import main
+from planner.forecast.results import Forecast, save_forecast
 from planner.model.performance import load_default_model
 from planner.model.spaces import get_space
 from planner.planning.per_table import (
     TableWorkload,
     choose_per_table,
     harmonic_capacity,
+    with_per_table,
 )
 
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
@@ -135,3 +141,119 @@ def test_the_load_no_table_forecast_names_runs_the_cluster_value() -> None:
     crowded = _choose({"ks.r": _table(20_000, 0.95)}, rest=_table(30_000, 0.05))
     # the rest dilutes the read table's share of cluster time, so its gain shrinks
     assert 0 < crowded.tables["ks.r"].gain_ops < alone.tables["ks.r"].gain_ops
+
+
+# ------------------------------------------------------------------ the plan's steps
+START = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def _iso(t: int) -> str:
+    return (START + timedelta(seconds=t * STEP)).isoformat()
+
+
+def _optimiser_step(t: int) -> dict[str, Any]:
+    """A step as steps_from_evaluation writes it: a live node-level change due at ``t``."""
+    return {"id": "s1", "due": _iso(t), "until": _iso(T), "target": {"concurrent_reads": 64},
+            "per_node": {}, "live": ["concurrent_reads"], "restart": [], "batches": [],
+            "expected": {"benefit_ops": 10.0, "cost_ops": 0.0, "net_ops": 10.0}}
+
+
+def test_an_override_that_pays_in_the_hold_gets_a_step_due_at_the_start() -> None:
+    reads = {**CONFIG, "concurrent_reads": 64}
+    found = _choose({"shop.events": _table(50_000, 0.05), "shop.profiles": _table(50_000, 0.95)},
+                    configs=[CONFIG] * 2 + [reads] * (T - 2))
+    steps = with_per_table([_optimiser_step(2)], found, tables=["shop.events", "shop.profiles"],
+                           start=START, step_seconds=STEP, n_steps=T)
+    assert [s["id"] for s in steps] == ["s1", "s2"]
+    first, second = steps
+    assert (first["due"], first["until"], first["target"]) == (_iso(0), _iso(2), {})
+    assert first["per_table"] == {"shop.profiles": {"compaction": LCS}}
+    assert first["tables"] == ["shop.events", "shop.profiles"]
+    assert first["live"] == ["compaction"] and first["restart"] == []
+    ex = first["expected"]
+    assert ex["benefit_ops"] == pytest.approx(found.segment_gain_ops[0])
+    assert ex["cost_ops"] == pytest.approx(found.segment_cost_ops[0]) and ex["cost_ops"] > 0
+    assert ex["net_ops"] == pytest.approx(ex["benefit_ops"] - ex["cost_ops"])
+    # the override holds for its step only: the next step repeats it, changing no table
+    assert second["per_table"] == {"shop.profiles": {"compaction": LCS}}
+    assert second["live"] == ["concurrent_reads"]
+    assert second["expected"]["benefit_ops"] == pytest.approx(10.0 + found.segment_gain_ops[1])
+    assert second["expected"]["cost_ops"] == 0.0
+
+
+def test_a_plan_that_holds_gets_one_per_table_step_over_the_horizon() -> None:
+    found = _choose({"shop.profiles": _table(50_000, 0.95)})
+    (step,) = with_per_table([], found, tables=["shop.profiles"], start=START,
+                             step_seconds=STEP, n_steps=T)
+    assert (step["id"], step["due"], step["until"]) == ("s1", _iso(0), _iso(T))
+    assert step["per_table"] == {"shop.profiles": {"compaction": LCS}}
+
+
+def test_without_an_override_that_pays_the_steps_are_left_as_they_were() -> None:
+    reads = {**CONFIG, "concurrent_reads": 64}
+    found = _choose({"shop.profiles": _table(500, 0.95)}, configs=[CONFIG] * 2 + [reads] * (T - 2))
+    steps = with_per_table([_optimiser_step(2)], found, tables=["shop.profiles"], start=START,
+                           step_seconds=STEP, n_steps=T)
+    assert steps == [_optimiser_step(2)]
+
+
+# ------------------------------------------------------------------ kairos plan
+def _forecast_file(path: Path, *, load: float, read: float, start: float = 1.7e9,
+                   step: float = STEP, n: int = 12) -> Path:
+    t = start + step * np.arange(n)
+    mix = {"read": np.full(n, read), "update": np.full(n, 1 - read), "insert": np.zeros(n),
+           "scan": np.zeros(n)}
+    level = np.full(n, load)
+    save_forecast(Forecast("cassandra", t, level, 0.9 * level, 1.1 * level, mix, mix, mix,
+                           level=0.9, model="naive", step_seconds=step), path)
+    return path
+
+
+@pytest.fixture()
+def forecasts(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "main": _forecast_file(tmp_path / "main.json", load=60_000, read=0.5),
+        "events": _forecast_file(tmp_path / "events.json", load=30_000, read=0.05),
+        "profiles": _forecast_file(tmp_path / "profiles.json", load=30_000, read=0.95),
+        "late": _forecast_file(tmp_path / "late.json", load=100, read=0.5, start=1.7e9 + STEP),
+        "coarse": _forecast_file(tmp_path / "coarse.json", load=100, read=0.5, step=2 * STEP),
+        "short": _forecast_file(tmp_path / "short.json", load=100, read=0.5, n=6),
+    }
+
+
+def _plan(forecasts: dict[str, Path], *table_forecast: str) -> list[str]:
+    out = ["plan", "--forecast", str(forecasts["main"]), "--horizon", "12", "--method", "dp",
+           "--served", "offered", "--scenarios", "0", "--confidence", "0",
+           "-o", str(forecasts["main"].parent / "plan.yml")]
+    for item in table_forecast:
+        out += ["--table-forecast", item]
+    return out
+
+
+@pytest.mark.parametrize(("item", "expected"), [
+    ("shop.events", r"--table-forecast: 'shop.events' is not KS.TABLE=FILE"),
+    ("=events.json", r"--table-forecast: '=events.json' is not KS.TABLE=FILE"),
+    ("shop-events={events}", r"--table-forecast\[0\]: 'shop-events' is not keyspace.table"),
+    ("shop.events={dir}/absent.json", r"--table-forecast shop.events=.*absent.json: .*absent"),
+    ("shop.events={late}", r"--table-forecast shop.events=.*late.json: starts at 1700000300, "
+                           r"the plan's forecast at 1700000000"),
+    ("shop.events={coarse}", r"--table-forecast shop.events=.*coarse.json: has 600-s steps, "
+                             r"the plan's forecast 300-s ones"),
+    ("shop.events={short}", r"--table-forecast shop.events=.*short.json: covers 6 steps, the "
+                            r"plan's horizon 12"),
+])
+def test_bad_table_forecast_input_is_refused_naming_the_flag_table_and_problem(
+    forecasts: dict[str, Path], capsys: pytest.CaptureFixture[str], item: str, expected: str,
+) -> None:
+    arg = item.format(dir=forecasts["main"].parent, **{k: v for k, v in forecasts.items()})
+    assert main(_plan(forecasts, arg)) == 2
+    err = capsys.readouterr().err
+    assert re.search(expected, err), err
+    assert "Traceback" not in err
+
+
+def test_a_table_given_twice_is_refused(forecasts: dict[str, Path],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_plan(forecasts, f"shop.events={forecasts['events']}",
+                      f"shop.events={forecasts['profiles']}")) == 2
+    assert "--table-forecast shop.events: given twice" in capsys.readouterr().err
