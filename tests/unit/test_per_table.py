@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from planner.cli import main
 from planner.forecast.results import Forecast, save_forecast
 from planner.model.performance import load_default_model
 from planner.model.spaces import get_space
+from planner.plan import load_plan
 from planner.planning.per_table import (
     TableWorkload,
     choose_per_table,
@@ -257,3 +259,29 @@ def test_a_table_given_twice_is_refused(forecasts: dict[str, Path],
     assert main(_plan(forecasts, f"shop.events={forecasts['events']}",
                       f"shop.events={forecasts['profiles']}")) == 2
     assert "--table-forecast shop.events: given twice" in capsys.readouterr().err
+
+
+@pytest.mark.xfail(strict=True, reason="the plan-file contract's per_table (issue 42, on main "
+                   "in parallel) is not on this branch yet: plan_from_dict refuses it; drop "
+                   "this mark on rebasing onto it")
+def test_kairos_plan_writes_per_table_overrides_the_plan_loader_accepts(
+    forecasts: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _plan(forecasts, f"shop.events={forecasts['events']}",
+                 f"shop.profiles={forecasts['profiles']}")
+    assert main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "per-table overrides for 1 of 2 table(s)" in out
+    path = forecasts["main"].parent / "plan.yml"
+    doc = yaml.safe_load(path.read_text())
+    first = doc["steps"][0]
+    assert first["per_table"] == {"shop.profiles": {"compaction": LCS}}
+    assert first["tables"] == ["shop.events", "shop.profiles"]
+    assert "compaction" in first["live"]
+    summary = doc["provenance"]["per_table"]["tables"]
+    assert summary["shop.profiles"]["override"] is True
+    assert summary["shop.profiles"]["capacity_chosen"] > summary["shop.profiles"][
+        "capacity_cluster_wide"]
+    assert summary["shop.events"]["reason"] == "the cluster-wide value is already its best"
+    plan = load_plan(path, known_hosts=["cass1", "cass2", "cass3"])
+    assert plan.steps[0].id == "s1"
