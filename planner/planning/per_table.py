@@ -412,10 +412,11 @@ def with_per_table(
     with the per-table overrides of ``choices``, whose segments are the steps' intervals.
 
     Each step gets its segment's ``per_table`` (an override holds for its step only, so a
-    step repeats those that go on), the ``tables`` given where a table's value changes or
-    is overridden, the changed keys in ``live`` (a table option changes live) and the
-    segment's gain and cost in ``expected``. When no step is due at the start and an
-    override pays before the first, a step due at the start changes only the tables.
+    step repeats those that go on), the ``tables`` given where a table's value changes
+    (a table returning to the cluster-wide value included), the changed keys in ``live``
+    (a table option changes live) and the segment's gain and cost in ``expected``. When
+    no step is due at the start and an override pays before the first, a step due at the
+    start changes only the tables.
     """
     due = [round((datetime.fromisoformat(s["due"]) - start).total_seconds() / step_seconds)
            for s in steps]
@@ -445,7 +446,7 @@ def _add_segment(step: dict[str, Any], choices: PerTableChoices, j: int,
     changed = choices.changes(j)
     if overrides:
         step["per_table"] = overrides
-    if overrides or changed:
+    if changed:  # the plan names tables only where some table's values change
         step["tables"] = list(dict.fromkeys([*step.get("tables", []), *tables]))
     step["live"] = [*step["live"], *(k for k in changed
                                      if k not in step["live"] and k not in step["restart"])]

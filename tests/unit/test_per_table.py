@@ -178,7 +178,7 @@ def test_an_override_that_pays_in_the_hold_gets_a_step_due_at_the_start() -> Non
     assert ex["net_ops"] == pytest.approx(ex["benefit_ops"] - ex["cost_ops"])
     # the override holds for its step only: the next step repeats it, changing no table
     assert second["per_table"] == {"shop.profiles": {"compaction": LCS}}
-    assert second["live"] == ["concurrent_reads"]
+    assert second["live"] == ["concurrent_reads"] and "tables" not in second
     assert second["expected"]["benefit_ops"] == pytest.approx(10.0 + found.segment_gain_ops[1])
     assert second["expected"]["cost_ops"] == 0.0
 
@@ -261,9 +261,6 @@ def test_a_table_given_twice_is_refused(forecasts: dict[str, Path],
     assert "--table-forecast shop.events: given twice" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="the plan-file contract's per_table (issue 42, on main "
-                   "in parallel) is not on this branch yet: plan_from_dict refuses it; drop "
-                   "this mark on rebasing onto it")
 def test_kairos_plan_writes_per_table_overrides_the_plan_loader_accepts(
     forecasts: dict[str, Path], capsys: pytest.CaptureFixture[str],
 ) -> None:
