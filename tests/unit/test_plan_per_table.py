@@ -164,7 +164,7 @@ def test_the_modules_want_each_table_s_own_options() -> None:
         ["shop.events", "shop.profiles"], STCS, {},
         {"shop.profiles": {"compaction": f"org.apache.cassandra.db.compaction.{LCS}"}})
     assert wants == {"shop.events": (STCS, {}), "shop.profiles": (LCS, {})}
-    with pytest.raises(ValueError, match="per_table: shop.other is not one of tables"):
+    with pytest.raises(ValueError, match=r"per_table: shop\.other is not one of tables"):
         kairos_settings.table_wants(["shop.events"], STCS, {}, {"shop.other": {"compaction": LCS}})
     with pytest.raises(ValueError, match=r"per_table.shop.events: unknown option 'gc_grace'"):
         kairos_settings.table_wants(["shop.events"], STCS, {}, {"shop.events": {"gc_grace": 1}})
