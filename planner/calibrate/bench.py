@@ -132,12 +132,35 @@ class ExecutorBench:
         self.log = log
         self.playbook_timeout = playbook_timeout
 
-    def apply(self, changes: Mapping[str, Any], *, restart_all: bool = False) -> None:
+    def apply(self, changes: Mapping[str, Any], *, restart_all: bool = False,
+              tables: Sequence[str] = ()) -> None:
+        """``changes`` through playbooks/change_settings.yml (``tables``: the tables a
+        compaction change applies to, by default the load's)."""
         argv = change_settings_command(
             ansible_playbook=self.ansible_playbook, playbook=self.playbook,
             inventory=self.inventory, changes=changes, rollout_cl=self.rollout_cl,
-            tables=[f"{self.load.keyspace}.{self.load.table}"], restart_all=restart_all,
+            tables=list(tables) or [f"{self.load.keyspace}.{self.load.table}"],
+            restart_all=restart_all,
         )
+        self._run_playbook(argv, f"applying {dict(changes)}")
+        space = get_space(self.load.engine)
+        if self.settle_timeout > 0 and any(space[k].location == "table" for k in changes):
+            self.wait_for_compactions()
+
+    def apply_plan(self, plan: str | Path) -> None:
+        """The due step of ``plan`` through playbooks/apply_plan.yml (beside the playbook)."""
+        argv = [self.ansible_playbook, "-i", str(self.inventory),
+                str(self.playbook.parent / "apply_plan.yml"), "-e", f"plan={Path(plan).resolve()}"]
+        self._run_playbook(argv, f"applying the plan {plan}")
+        if self.settle_timeout > 0:
+            self.wait_for_compactions()
+
+    def wait_for_compactions(self) -> None:
+        waited = wait_for_compactions(self.load.contact_points, port=self.load.port or 9042,
+                                      timeout=self.settle_timeout, log=self.log)
+        self.log(f"calibrate: compactions finished {waited:.0f} s after the change (no load)")
+
+    def _run_playbook(self, argv: Sequence[str], what: str) -> None:
         # The repository root: ansible.cfg there sets the roles, modules and module_utils.
         root = self.playbook.parent.parent
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,23 +168,17 @@ class ExecutorBench:
             out.write(f"\n=== {datetime.now(UTC).isoformat()} {' '.join(argv)}\n")
             out.flush()
             # The environment passes through: credentials travel there, never in argv.
-            proc = subprocess.run(argv, cwd=root, env=dict(os.environ), stdout=out,
+            proc = subprocess.run(list(argv), cwd=root, env=dict(os.environ), stdout=out,
                                   stderr=subprocess.STDOUT, timeout=self.playbook_timeout,
                                   check=False)
         if proc.returncode != 0:
             # A log of subprocess output, shown not parsed: odd bytes are replaced.
             tail = self.log_path.read_text(errors="replace").splitlines()[-25:]
             raise KairosError(
-                f"the executor failed (rc {proc.returncode}) applying {dict(changes)}; the "
+                f"the executor failed (rc {proc.returncode}) {what}; the "
                 f"calibration state is saved, rerun the same command to resume. Last lines of "
                 f"{self.log_path}:\n" + "\n".join(tail)
             )
-        space = get_space(self.load.engine)
-        if self.settle_timeout > 0 and any(space[k].location == "table" for k in changes):
-            waited = wait_for_compactions(self.load.contact_points, port=self.load.port or 9042,
-                                          timeout=self.settle_timeout, log=self.log)
-            self.log(f"calibrate: compactions finished {waited:.0f} s after the change "
-                     "(no load)")
 
     def load_for(self, mix: Mapping[str, float], name: str) -> loadgen.LoadConfig:
         """The load that measures mix ``name`` (one load, its mix replaced)."""

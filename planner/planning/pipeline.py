@@ -1452,6 +1452,10 @@ def _plan_steps(
         steps = with_per_table(steps, per_table, tables=[*tables, *per_table.tables],
                                start=start, step_seconds=step, n_steps=horizon)
         prov["per_table"] = _per_table_provenance(per_table)
+        if "expected" in prov:  # the horizon's total includes what the tables add
+            net = per_table.gain_ops - per_table.cost_ops
+            prov["expected"] = {**prov["expected"], "per_table_net_ops": net,
+                                "total_ops": prov["expected"]["total_ops"] + net}
         say(f"plan: per-table overrides gain {per_table.gain_ops:.4g} ops for "
             f"{per_table.cost_ops:.4g} ops of changes")
     return with_split_step(steps, prov.get("memory_split"), start=start, step_seconds=step,

@@ -282,3 +282,8 @@ def test_kairos_plan_writes_per_table_overrides_the_plan_loader_accepts(
     assert summary["shop.events"]["reason"] == "the cluster-wide value is already its best"
     plan = load_plan(path, known_hosts=["cass1", "cass2", "cass3"])
     assert plan.steps[0].id == "s1"
+    # The horizon's expected total counts what the tables add, net of their changes.
+    expected, per_table = doc["provenance"]["expected"], doc["provenance"]["per_table"]
+    net = per_table["gain_ops"] - per_table["cost_ops"]
+    assert net > 0
+    assert expected["per_table_net_ops"] == pytest.approx(net, abs=0.1)

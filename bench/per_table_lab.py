@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Per-table compaction on the lab (issue 42): one plan gives a scan-heavy table and an
+update-heavy table different compaction strategies; the gain over one strategy for both is
+measured under load beside the prediction. A script that owns the lab while it runs, not a
+test.
+
+1. A fresh keyspace ``--keyspace`` with two tables, each ``--keys`` rows of
+   ``--value-size`` bytes written at ONE (the load's preload), on size-tiered compaction
+   (Cassandra's default); the writes' compactions are waited out.
+2. **one-for-both (STCS)**: two closed loops at ``--cl`` at once, each on its own table and
+   mix (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1), ``--warmup``
+   seconds, then ``--seconds`` measured.
+3. **the plan**: each table's measured rate and mix, as a constant trace per table and one
+   for the cluster, forecast (``kairos forecast --model naive``) and planned with
+   ``kairos plan --table-forecast`` on ``--model`` (the lab's compaction model by default);
+   ``kairos explain`` prints it. The plan is applied through the executor
+   (playbooks/apply_plan.yml: ALTER per table, read back per table on every node), the
+   rewrite it starts waited out, then measured as in 2.
+4. **one-for-both (LCS)**: both tables on leveled compaction through the executor
+   (playbooks/change_settings.yml), measured as in 2. (The order matters: a switch to
+   leveled compaction rewrites a table, one back to size-tiered rewrites nothing, so the
+   phases only ever level more.)
+5. The predictions, from the same model: the cluster's capacity with each phase's
+   strategies under the tables' measured shares (the harmonic rule of
+   planner/planning/per_table.py), against the measured total. Every load's failures and
+   lost acknowledged writes are counted. The keyspace is dropped at the end (``--keep``
+   leaves it).
+
+    make lab-up && .venv/bin/python bench/per_table_lab.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO / "module_utils"))  # memory_split_lab imports kairos_cgroup
+
+import numpy as np  # noqa: E402
+from lab_load import lab_login  # noqa: E402
+from memory_split_lab import lab_executor  # noqa: E402
+
+from planner.errors import KairosError  # noqa: E402
+from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
+from planner.loadgen.check import LoadResult  # noqa: E402
+from planner.model.performance import load_model  # noqa: E402
+from planner.planning.per_table import harmonic_capacity  # noqa: E402
+
+NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
+MIXES = {"updates": {"update": 0.9, "scan": 0.1}, "scans": {"scan": 0.9, "update": 0.1}}
+KAIROS = str(Path(sys.executable).parent / "kairos")
+
+
+def say(msg: str) -> None:
+    print(f"[per-table {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--keyspace", default="kairos_pertable")
+    p.add_argument("--keys", type=int, default=125_000, help="rows a table holds")
+    p.add_argument("--value-size", type=int, default=4000, help="bytes a row holds")
+    p.add_argument("--cl", default="QUORUM")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight a table")
+    p.add_argument("--warmup", type=float, default=60.0, help="seconds before each measure")
+    p.add_argument("--seconds", type=float, default=150.0, help="seconds each phase measures")
+    p.add_argument("--settle-timeout", type=float, default=900.0,
+                   help="seconds to wait for the compactions a strategy change starts")
+    p.add_argument("--model", type=Path,
+                   default=REPO / "inventories/local/calibration/cassandra-compaction-model.json")
+    p.add_argument("--compaction-seconds", type=float, default=30.0,
+                   help="what a strategy change costs the plan (docs/calibration.md: 26-51 s "
+                        "of rewrite for 1 GB a node)")
+    p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
+    p.add_argument("--out", type=Path, help="also write the JSON result here")
+    return p.parse_args(argv)
+
+
+def table_config(args: argparse.Namespace, table: str, seconds: float,
+                 preload: bool = False) -> LoadConfig:
+    return LoadConfig(engine="cassandra", contact_points=NODES, cl="ONE" if preload else args.cl,
+                      keyspace=args.keyspace, table=table, mix=MIXES[table], keys=args.keys,
+                      max_keys=args.keys, value_size=args.value_size, distribution="uniform",
+                      concurrency=64 if preload else args.concurrency, processes=1,
+                      seconds=seconds, preload=preload, verify=not preload,
+                      seed=42 + len(table))
+
+
+def run_both(args: argparse.Namespace, seconds: float) -> dict[str, LoadResult]:
+    """Both tables' loads at once for ``seconds``; their results."""
+    loads = {t: BackgroundLoad(table_config(args, t, seconds), max_seconds=seconds + 60,
+                               max_requests=None) for t in MIXES}
+    for load in loads.values():
+        load.start()
+    try:
+        while not all(load.wait(1.0) for load in loads.values()):
+            pass
+    finally:
+        results = {t: load.stop(timeout=120 + args.keys / 400) for t, load in loads.items()}
+    return results
+
+
+def measure(args: argparse.Namespace, phase: str) -> dict[str, Any]:
+    """A warm-up, then a measured window of both loads; per table and in all."""
+    say(f"{phase}: {args.warmup:.0f} s warm-up")
+    warm = run_both(args, args.warmup)
+    say(f"{phase}: {args.seconds:.0f} s measured")
+    measured = run_both(args, args.seconds)
+    out: dict[str, Any] = {"tables": {}}
+    for t, r in measured.items():
+        w = warm[t]
+        out["tables"][t] = {
+            "ops_per_s": round(r.ops_per_s, 1),
+            "failed": r.failed + w.failed,
+            "acknowledged_writes": r.acknowledged_writes + w.acknowledged_writes,
+            "lost_acknowledged_writes":
+                r.lost_acknowledged_writes + w.lost_acknowledged_writes,
+            "mix": {c: round(n / max(r.ops, 1), 4) for c, n in r.ops_by_class.items()},
+        }
+    out["total_ops_per_s"] = round(sum(v["ops_per_s"] for v in out["tables"].values()), 1)
+    say(f"{phase}: " + ", ".join(f"{t} {v['ops_per_s']:.0f} ops/s" for t, v in
+                                 out["tables"].items()) + f"; in all {out['total_ops_per_s']:.0f}")
+    return out
+
+
+def write_trace(path: Path, rate: float, mix: dict[str, float], *, end: datetime,
+                step: int = 60, points: int = 120) -> None:
+    """A constant trace of ``points`` steps ending one step before ``end``: the plan made
+    from its forecast starts at ``end``, so its first step is due now."""
+    classes = ("read", "update", "insert", "scan")
+    with path.open("w", newline="") as out:
+        w = csv.writer(out)
+        w.writerow(["timestamp", "load", *classes])
+        for i in range(points, 0, -1):
+            ts = end - timedelta(seconds=i * step)
+            shares = (f"{mix.get(c, 0.0):.4f}" for c in classes)
+            w.writerow([ts.isoformat(), f"{rate:.3f}", *shares])
+
+
+def kairos(*argv: str) -> str:
+    proc = subprocess.run([KAIROS, *argv], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise KairosError(f"kairos {argv[0]} failed (rc {proc.returncode}): "
+                          f"{proc.stderr.strip()[-1500:]}")
+    return proc.stdout
+
+
+def make_plan(args: argparse.Namespace, before: dict[str, Any], work: Path) -> Path:
+    """The plan from each table's measured rate and mix (constant traces), on ``--model``."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    forecasts: dict[str, Path] = {}
+    tables = before["tables"]
+    total = sum(v["ops_per_s"] for v in tables.values())
+    cluster_mix = {c: sum(v["ops_per_s"] * v["mix"].get(c, 0.0) for v in tables.values()) / total
+                   for c in ("read", "update", "insert", "scan")}
+    for name, rate, mix in [("cluster", total, cluster_mix)] + [
+            (t, v["ops_per_s"], v["mix"]) for t, v in tables.items()]:
+        trace = work / f"{name}.csv"
+        write_trace(trace, rate, mix, end=now)
+        forecasts[name] = work / f"{name}-forecast.json"
+        kairos("forecast", "--trace", str(trace), "--model", "naive", "--horizon", "60",
+               "--out", str(forecasts[name]))
+    plan = work / "plan.yml"
+    names = [f"{args.keyspace}.{t}" for t in tables]
+    kairos("plan", "--forecast", str(forecasts["cluster"]), "--model", str(args.model),
+           "--current", str(write_current(work)), "--hosts", "cass1,cass2,cass3",
+           "--tables", ",".join(names), "--compaction-seconds", str(args.compaction_seconds),
+           "--horizon", "60", "--served", "offered", "--method", "dp", "-o", str(plan),
+           *(x for t in tables for x in ("--table-forecast",
+                                         f"{args.keyspace}.{t}={forecasts[t]}")))
+    say("the plan:\n" + kairos("explain", str(plan)))
+    return plan
+
+
+def write_current(work: Path) -> Path:
+    path = work / "current.yml"
+    path.write_text(f"compaction: {STCS}\n")
+    return path
+
+
+def predictions(model_path: Path, before: dict[str, Any],
+                phases: dict[str, dict[str, str]]) -> dict[str, float]:
+    """Each phase's predicted cluster capacity (ops/s) under the tables' measured shares."""
+    model = load_model(model_path)
+    tables = list(before["tables"])
+    loads = [[before["tables"][t]["ops_per_s"]] for t in tables]
+    out = {}
+    for phase, strategies in phases.items():
+        caps = [[model.predict(before["tables"][t]["mix"],
+                               {"compaction": strategies[t]}).ops_per_s] for t in tables]
+        out[phase] = round(float(harmonic_capacity(np.array(loads), np.array(caps))[0]), 1)
+    return out
+
+
+def drop_keyspace(keyspace: str) -> None:
+    """As the application's login (it owns the data; Kairos' role may not drop it), when it
+    exists; then the snapshot auto_snapshot takes of it."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    from planner.lab.sstable_layout import lab_nodes
+    from planner.workload import collect
+
+    login = collect.cassandra_login(application=True)
+    auth = PlainTextAuthProvider(username=login[0], password=login[1]) if login else None
+    cluster = Cluster(list(NODES), protocol_version=5, auth_provider=auth,
+                      ssl_context=collect.cassandra_ssl_context())
+    try:
+        session = cluster.connect()
+        if not session.execute("SELECT keyspace_name FROM system_schema.keyspaces "
+                               "WHERE keyspace_name = %s", (keyspace,)).one():
+            return
+        session.execute(f"DROP KEYSPACE {keyspace}", timeout=120)
+    finally:
+        cluster.shutdown()
+    for node in lab_nodes(REPO / ".lab" / "cassandra", list(NODES)):
+        node.nodetool("clearsnapshot", "--all", "--", keyspace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    lab_login()
+    envelope.enter_lab(str(REPO / ".lab" / "envelopes.json"))  # this script: the control host
+    work = REPO / ".kairos" / "per-table"
+    work.mkdir(parents=True, exist_ok=True)
+    executor = lab_executor(table_config(args, "scans", 1), playbook="change_settings.yml",
+                            rollout_cl=args.cl, log_name="per-table-lab.log")
+    executor.settle_timeout = args.settle_timeout
+    result: dict[str, Any] = {"script": "bench/per_table_lab.py", "argv": argv or sys.argv[1:],
+                              "started": datetime.now(UTC).isoformat(), "phases": {}}
+    try:
+        say(f"a fresh {args.keyspace}: {len(MIXES)} tables of {args.keys} rows of "
+            f"{args.value_size} B, written at ONE")
+        drop_keyspace(args.keyspace)
+        for t in MIXES:
+            preload(args, t)
+        executor.wait_for_compactions()
+        result["phases"]["stcs_for_both"] = before = measure(args, "STCS for both")
+        plan = make_plan(args, before, work)
+        executor.apply_plan(plan)
+        result["plan"] = str(plan)
+        result["phases"]["per_table"] = measure(args, "per table (the plan)")
+        executor.apply({"compaction": LCS}, tables=[f"{args.keyspace}.{t}" for t in MIXES])
+        result["phases"]["lcs_for_both"] = measure(args, "LCS for both")
+    except KairosError as exc:
+        say(f"stopped: {exc}")
+        result["error"] = str(exc)
+    finally:
+        if not args.keep:
+            drop_keyspace(args.keyspace)
+    return finish(args, result)
+
+
+def preload(args: argparse.Namespace, table: str) -> None:
+    from planner.loadgen import run_load
+
+    r = run_load(table_config(args, table, 1, preload=True))
+    say(f"{table}: {args.keys} rows written ({r.failed} failed)")
+    if r.failed:
+        raise KairosError(f"{table}: {r.failed} writes of the preload failed")
+
+
+def finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    phases = result["phases"]
+    if len(phases) == 3:
+        before = phases["stcs_for_both"]
+        plan_strategies = plan_tables(Path(result["plan"]), args.keyspace)
+        predicted = predictions(args.model, before, {
+            "stcs_for_both": dict.fromkeys(MIXES, STCS),
+            "per_table": plan_strategies,
+            "lcs_for_both": dict.fromkeys(MIXES, LCS)})
+        result["per_table_strategies"] = plan_strategies
+        result["predicted_capacity"] = predicted
+        for one in ("stcs_for_both", "lcs_for_both"):
+            m = phases["per_table"]["total_ops_per_s"] / phases[one]["total_ops_per_s"] - 1
+            p = predicted["per_table"] / predicted[one] - 1
+            result[f"gain_over_{one}"] = {"measured": round(m, 4), "predicted": round(p, 4)}
+            say(f"per table against {one}: measured {m:+.1%}, predicted {p:+.1%}")
+    bad = {(ph, t): (v["failed"], v["lost_acknowledged_writes"])
+           for ph, r in phases.items() for t, v in r["tables"].items()
+           if v["failed"] or v["lost_acknowledged_writes"]}
+    result["failed_or_lost"] = {f"{ph}/{t}": v for (ph, t), v in bad.items()}
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 1 if "error" in result or bad else 0
+
+
+def plan_tables(plan: Path, keyspace: str) -> dict[str, str]:
+    """Each table's strategy after the plan's first step (its override or the target)."""
+    import yaml
+
+    doc = yaml.safe_load(plan.read_text())
+    step = doc["steps"][0] if doc["steps"] else {"target": {}, "per_table": {}}
+    cluster = {**doc["current_config"], **step["target"]}.get("compaction", STCS)
+    own = step.get("per_table") or {}
+    return {t: (own.get(f"{keyspace}.{t}") or {}).get("compaction", cluster) for t in MIXES}
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
