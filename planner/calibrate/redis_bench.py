@@ -135,8 +135,9 @@ class RedisShapeBench(ExecutorBench):
                               f"{', '.join(self.loads)}")
         return replace(self.loads[name], mix=dict(mix))
 
-    def apply(self, changes: Mapping[str, Any], *, restart_all: bool = False) -> None:
-        super().apply(changes, restart_all=restart_all)
+    def apply(self, changes: Mapping[str, Any], *, restart_all: bool = False,
+              tables: Sequence[str] = ()) -> None:
+        super().apply(changes, restart_all=restart_all, tables=tables)
         self._last_shape = None  # a change may have emptied or re-encoded the cache
 
     def _clear_others(self, name: str) -> None:
