@@ -10,10 +10,13 @@ test.
 2. **one-for-both (STCS)**: two closed loops at ``--cl`` at once, each on its own table and
    mix (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1), ``--warmup``
    seconds, then ``--seconds`` measured.
-3. **the plan**: each table's measured rate and mix, as a constant trace per table and one
-   for the cluster, forecast (``kairos forecast --model naive``) and planned with
-   ``kairos plan --table-forecast`` on ``--model`` (the lab's compaction model by default);
-   ``kairos explain`` prints it. The plan is applied through the executor
+3. **the plan**: while 2 measures, the collector reads each table's requests from the
+   nodes every ``--collect-interval`` seconds (planner.workload.collect with
+   ``per_table``: the coordinators' per-table counters, as ``kairos collect --per-table``)
+   into a store of the run's own; the store derives each table's series and the cluster's,
+   each is forecast (``kairos forecast --model naive``) and planned with ``kairos plan
+   --table-forecast`` on ``--model`` (the lab's compaction model by default); ``kairos
+   explain`` prints it. The plan is applied through the executor
    (playbooks/apply_plan.yml: ALTER per table, read back per table on every node), the
    rewrite it starts waited out, then measured as in 2.
 4. **one-for-both (LCS)**: both tables on leveled compaction through the executor
@@ -32,13 +35,13 @@ test.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compaction-seconds", type=float, default=30.0,
                    help="what a strategy change costs the plan (docs/calibration.md: 26-51 s "
                         "of rewrite for 1 GB a node)")
+    p.add_argument("--collect-interval", type=float, default=10.0,
+                   help="seconds between the collector's rounds (the plan's step)")
     p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
     p.add_argument("--out", type=Path, help="also write the JSON result here")
     return p.parse_args(argv)
@@ -112,12 +117,53 @@ def run_both(args: argparse.Namespace, seconds: float) -> dict[str, LoadResult]:
     return results
 
 
-def measure(args: argparse.Namespace, phase: str) -> dict[str, Any]:
-    """A warm-up, then a measured window of both loads; per table and in all."""
+class Collector:
+    """Per-table collection rounds into ``store`` every ``interval`` seconds, on a thread of
+    its own (the store's SQLite connection is made there), while the loads run."""
+
+    def __init__(self, keyspace: str, store: Path, interval: float) -> None:
+        self.keyspace, self.store, self.interval = keyspace, store, interval
+        self.stopped = threading.Event()
+        self.errors: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from planner.workload.collect import collect
+        from planner.workload.store import Store
+
+        store = Store(self.store)
+        hosts = ",".join(f"cass{i + 1}={a}" for i, a in enumerate(NODES))
+        while not self.stopped.is_set():
+            result = collect("cassandra", hosts, per_table=True, keyspaces=[self.keyspace],
+                             timeout=10)
+            self.errors += [f"{n}: {e}" for n, e in result.errors.items()]
+            if result.samples:
+                store.append_counters("cassandra", "pertable", result.samples,
+                                      round_ts=result.round_ts)
+            self.stopped.wait(self.interval)
+
+    def __enter__(self) -> Collector:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=60)
+
+
+def measure(args: argparse.Namespace, phase: str, store: Path | None = None) -> dict[str, Any]:
+    """A warm-up, then a measured window of both loads; per table and in all. With
+    ``store``, the collector reads the tables' requests into it while the window runs."""
     say(f"{phase}: {args.warmup:.0f} s warm-up")
     warm = run_both(args, args.warmup)
     say(f"{phase}: {args.seconds:.0f} s measured")
-    measured = run_both(args, args.seconds)
+    if store is None:
+        measured = run_both(args, args.seconds)
+    else:
+        with Collector(args.keyspace, store, args.collect_interval) as collector:
+            measured = run_both(args, args.seconds)
+        if collector.errors:
+            raise KairosError(f"the collector: {'; '.join(collector.errors[:3])}")
     out: dict[str, Any] = {"tables": {}}
     for t, r in measured.items():
         w = warm[t]
@@ -135,20 +181,6 @@ def measure(args: argparse.Namespace, phase: str) -> dict[str, Any]:
     return out
 
 
-def write_trace(path: Path, rate: float, mix: dict[str, float], *, end: datetime,
-                step: int = 60, points: int = 120) -> None:
-    """A constant trace of ``points`` steps ending one step before ``end``: the plan made
-    from its forecast starts at ``end``, so its first step is due now."""
-    classes = ("read", "update", "insert", "scan")
-    with path.open("w", newline="") as out:
-        w = csv.writer(out)
-        w.writerow(["timestamp", "load", *classes])
-        for i in range(points, 0, -1):
-            ts = end - timedelta(seconds=i * step)
-            shares = (f"{mix.get(c, 0.0):.4f}" for c in classes)
-            w.writerow([ts.isoformat(), f"{rate:.3f}", *shares])
-
-
 def kairos(*argv: str) -> str:
     proc = subprocess.run([KAIROS, *argv], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -157,31 +189,37 @@ def kairos(*argv: str) -> str:
     return proc.stdout
 
 
-def make_plan(args: argparse.Namespace, before: dict[str, Any], work: Path) -> Path:
-    """The plan from each table's measured rate and mix (constant traces), on ``--model``."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
+def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, dict[str, Any]]:
+    """The plan from the collected requests: the store's series per table and for the
+    cluster, forecast and planned on ``--model``; the plan and the collected rates."""
+    from planner.workload.series import save_trace
+    from planner.workload.store import Store
+
+    db = Store(store)
     forecasts: dict[str, Path] = {}
-    tables = before["tables"]
-    total = sum(v["ops_per_s"] for v in tables.values())
-    cluster_mix = {c: sum(v["ops_per_s"] * v["mix"].get(c, 0.0) for v in tables.values()) / total
-                   for c in ("read", "update", "insert", "scan")}
-    for name, rate, mix in [("cluster", total, cluster_mix)] + [
-            (t, v["ops_per_s"], v["mix"]) for t, v in tables.items()]:
-        trace = work / f"{name}.csv"
-        write_trace(trace, rate, mix, end=now)
+    collected: dict[str, Any] = {}
+    for name in ("cluster", *MIXES):
+        table = None if name == "cluster" else f"{args.keyspace}.{name}"
+        series = db.cluster_series("cassandra", "pertable", table=table,
+                                   step_seconds=args.collect_interval)
+        save_trace(series, work / f"{name}.json")
+        collected[name] = {"ops_per_s": round(float(series.load.mean()), 1), "mix": {
+            c: round(float(series.mix[c].mean()), 4) for c in series.classes}}
         forecasts[name] = work / f"{name}-forecast.json"
-        kairos("forecast", "--trace", str(trace), "--model", "naive", "--horizon", "60",
-               "--out", str(forecasts[name]))
+        kairos("forecast", "--trace", str(work / f"{name}.json"), "--model", "naive",
+               "--horizon", "60", "--out", str(forecasts[name]))
+    say("collected: " + ", ".join(f"{n} {c['ops_per_s']:.0f} ops/s {c['mix']}"
+                                  for n, c in collected.items()))
     plan = work / "plan.yml"
-    names = [f"{args.keyspace}.{t}" for t in tables]
+    names = [f"{args.keyspace}.{t}" for t in MIXES]
     kairos("plan", "--forecast", str(forecasts["cluster"]), "--model", str(args.model),
            "--current", str(write_current(work)), "--hosts", "cass1,cass2,cass3",
            "--tables", ",".join(names), "--compaction-seconds", str(args.compaction_seconds),
            "--horizon", "60", "--served", "offered", "--method", "dp", "-o", str(plan),
-           *(x for t in tables for x in ("--table-forecast",
-                                         f"{args.keyspace}.{t}={forecasts[t]}")))
+           *(x for t in MIXES for x in ("--table-forecast",
+                                        f"{args.keyspace}.{t}={forecasts[t]}")))
     say("the plan:\n" + kairos("explain", str(plan)))
-    return plan
+    return plan, collected
 
 
 def write_current(work: Path) -> Path:
@@ -247,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         for t in MIXES:
             preload(args, t)
         executor.wait_for_compactions()
-        result["phases"]["stcs_for_both"] = before = measure(args, "STCS for both")
-        plan = make_plan(args, before, work)
+        store = work / "kairos.db"
+        store.unlink(missing_ok=True)
+        result["phases"]["stcs_for_both"] = measure(args, "STCS for both", store)
+        plan, result["collected"] = make_plan(args, store, work)
         executor.apply_plan(plan)
         result["plan"] = str(plan)
         result["phases"]["per_table"] = measure(args, "per table (the plan)")
