@@ -544,11 +544,8 @@ def _parse_step(
     config = _check_config(space, {**prev, **target_raw}, f"{p}.target")
     per_node = _per_node(st, p, space=space, config=config, hosts=hosts)
     per_table = _per_table(st, p, space=space, config=config)
-    changed, needs_restart, table_changes = _changes(space, prev, config, prev_nodes, per_node)
-    table_changing = _per_table_changes(space, prev, config, prev_tables or {}, per_table)
-    for keys in table_changing.values():
-        table_changes |= keys
-        changed |= keys
+    changed, needs_restart, table_changes, table_changing = _changes(
+        space, prev, config, (prev_nodes, per_node), (prev_tables or {}, per_table))
     live, restart = _live_restart(st, p, changed, needs_restart,
                                   _reencode_keys(space, changed))
     batches = _batches(st.get("batches", []), f"{p}.batches", hosts)
@@ -648,27 +645,6 @@ def _per_table(
     return per_table
 
 
-def _per_table_changes(
-    space: SpaceLike,
-    prev: Mapping[str, Any],
-    config: Mapping[str, Any],
-    prev_tables: Mapping[str, Mapping[str, Any]],
-    per_table: Mapping[str, Mapping[str, Any]],
-) -> dict[str, set[str]]:
-    """Per table with an override now or in the previous step, the table settings that
-    change for it (an override holds for its step only, as ``per_node``'s do); tables
-    that do not change are left out."""
-    out: dict[str, set[str]] = {}
-    for table in sorted(set(prev_tables) | set(per_table)):
-        before = {**prev, **prev_tables.get(table, {})}
-        after = {**config, **per_table.get(table, {})}
-        keys = {k for k in _table_keys(space, set(before) | set(after))
-                if before.get(k) != after.get(k)}
-        if keys:
-            out[table] = keys
-    return out
-
-
 def _check_per_table_listed(step: Step, p: str, changing: Iterable[str]) -> None:
     """Every table whose own settings change is one the step names: the executor ALTERs
     the tables named, and a table returning to the cluster-wide value changes too."""
@@ -679,23 +655,29 @@ def _check_per_table_listed(step: Step, p: str, changing: Iterable[str]) -> None
                         f"{table!r} is in {where} but not in tables; name it there too")
 
 
+def _overridden(
+    prev: Mapping[str, Any], config: Mapping[str, Any],
+    prev_over: Mapping[str, Mapping[str, Any]], over: Mapping[str, Mapping[str, Any]],
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(name, before, after)`` for each host or table overridden now or in the previous
+    step: an override holds for its step only, so one the step drops returns to
+    ``config``, which is a change."""
+    return [(name, {**prev, **prev_over.get(name, {})}, {**config, **over.get(name, {})})
+            for name in sorted(set(over) | set(prev_over))]
+
+
 def _changes(
     space: SpaceLike,
     prev: Mapping[str, Any],
     config: Mapping[str, Any],
-    prev_nodes: Mapping[str, Mapping[str, Any]],
-    per_node: Mapping[str, Mapping[str, Any]],
-) -> tuple[set[str], set[str], set[str]]:
-    """The keys that change in a step, those of them that need a restart, and those that
-    change the tables' schema.
-
-    A step's ``per_node`` overrides hold for that step only: a host overridden by the
-    previous step and not by this one returns to the cluster-wide value, which is a change.
-    """
-    pairs = [(prev, config)] + [
-        ({**prev, **prev_nodes.get(h, {})}, {**config, **per_node.get(h, {})})
-        for h in sorted(set(per_node) | set(prev_nodes))
-    ]
+    nodes: tuple[Mapping[str, Mapping[str, Any]], Mapping[str, Mapping[str, Any]]],
+    tables: tuple[Mapping[str, Mapping[str, Any]], Mapping[str, Mapping[str, Any]]],
+) -> tuple[set[str], set[str], set[str], dict[str, set[str]]]:
+    """The keys that change in a step, those of them that need a restart, those that
+    change the tables' schema, and per table with an override (now or in the previous
+    step) the table settings that change for it. ``nodes`` and ``tables`` are the
+    previous step's overrides and this step's (``per_node``, ``per_table``)."""
+    pairs = [(prev, config)] + [(b, a) for _, b, a in _overridden(prev, config, *nodes)]
     changed: set[str] = set()
     needs_restart: set[str] = set()
     table_changes: set[str] = set()
@@ -704,7 +686,15 @@ def _changes(
         changed |= set(diff)
         needs_restart |= _restart_keys(space, diff, before, after)
         table_changes |= _table_changing_keys(space, diff, before, after)
-    return changed, needs_restart, table_changes
+    by_table: dict[str, set[str]] = {}
+    for table, before, after in _overridden(prev, config, *tables):
+        keys = {k for k in _table_keys(space, set(before) | set(after))
+                if before.get(k) != after.get(k)}
+        if keys:
+            by_table[table] = keys
+            changed |= keys
+            table_changes |= keys
+    return changed, needs_restart, table_changes, by_table
 
 
 def _reencode_keys(space: SpaceLike, keys: Iterable[str]) -> frozenset[str]:
