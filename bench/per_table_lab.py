@@ -14,7 +14,7 @@ test.
    nodes every ``--collect-interval`` seconds (planner.workload.collect with
    ``per_table``: the coordinators' per-table counters, as ``kairos collect --per-table``)
    into a store of the run's own; the store derives each table's series and the cluster's,
-   each is forecast (``kairos forecast --model naive``) and planned with ``kairos plan
+   each is forecast (``kairos forecast --model ets``) and planned with ``kairos plan
    --table-forecast`` on ``--model`` (the lab's compaction model by default); ``kairos
    explain`` prints it. The plan is applied through the executor
    (playbooks/apply_plan.yml: ALTER per table, read back per table on every node), the
@@ -118,11 +118,14 @@ def run_both(args: argparse.Namespace, seconds: float) -> dict[str, LoadResult]:
 
 
 class Collector:
-    """Per-table collection rounds into ``store`` every ``interval`` seconds, on a thread of
-    its own (the store's SQLite connection is made there), while the loads run."""
+    """Per-table collection rounds into ``store`` every ``interval`` seconds for ``seconds``,
+    on a thread of its own (the store's SQLite connection is made there), while the loads
+    run. It stops when their window ends: the loads then read back every acknowledged
+    write, reads the application never made."""
 
-    def __init__(self, keyspace: str, store: Path, interval: float) -> None:
+    def __init__(self, keyspace: str, store: Path, interval: float, seconds: float) -> None:
         self.keyspace, self.store, self.interval = keyspace, store, interval
+        self.seconds = seconds
         self.stopped = threading.Event()
         self.errors: list[str] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -133,7 +136,8 @@ class Collector:
 
         store = Store(self.store)
         hosts = ",".join(f"cass{i + 1}={a}" for i, a in enumerate(NODES))
-        while not self.stopped.is_set():
+        deadline = time.monotonic() + self.seconds
+        while not self.stopped.is_set() and time.monotonic() <= deadline:
             result = collect("cassandra", hosts, per_table=True, keyspaces=[self.keyspace],
                              timeout=10)
             self.errors += [f"{n}: {e}" for n, e in result.errors.items()]
@@ -160,7 +164,7 @@ def measure(args: argparse.Namespace, phase: str, store: Path | None = None) -> 
     if store is None:
         measured = run_both(args, args.seconds)
     else:
-        with Collector(args.keyspace, store, args.collect_interval) as collector:
+        with Collector(args.keyspace, store, args.collect_interval, args.seconds) as collector:
             measured = run_both(args, args.seconds)
         if collector.errors:
             raise KairosError(f"the collector: {'; '.join(collector.errors[:3])}")
@@ -206,7 +210,9 @@ def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, 
         collected[name] = {"ops_per_s": round(float(series.load.mean()), 1), "mix": {
             c: round(float(series.mix[c].mean()), 4) for c in series.classes}}
         forecasts[name] = work / f"{name}-forecast.json"
-        kairos("forecast", "--trace", str(work / f"{name}.json"), "--model", "naive",
+        # Exponential smoothing: a window of a few minutes is too short for the ensemble's
+        # backtests, and the last bin alone (naive) is one 10-s window's noise.
+        kairos("forecast", "--trace", str(work / f"{name}.json"), "--model", "ets",
                "--horizon", "60", "--out", str(forecasts[name]))
     say("collected: " + ", ".join(f"{n} {c['ops_per_s']:.0f} ops/s {c['mix']}"
                                   for n, c in collected.items()))
@@ -215,7 +221,7 @@ def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, 
     kairos("plan", "--forecast", str(forecasts["cluster"]), "--model", str(args.model),
            "--current", str(write_current(work)), "--hosts", "cass1,cass2,cass3",
            "--tables", ",".join(names), "--compaction-seconds", str(args.compaction_seconds),
-           "--horizon", "60", "--served", "offered", "--method", "dp", "-o", str(plan),
+           "--horizon", "60", "--method", "dp", "-o", str(plan),
            *(x for t in MIXES for x in ("--table-forecast",
                                         f"{args.keyspace}.{t}={forecasts[t]}")))
     say("the plan:\n" + kairos("explain", str(plan)))
@@ -276,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     executor = lab_executor(table_config(args, "scans", 1), playbook="change_settings.yml",
                             rollout_cl=args.cl, log_name="per-table-lab.log")
     executor.settle_timeout = args.settle_timeout
+    executor.log = say  # its lines carry this bench's name
     result: dict[str, Any] = {"script": "bench/per_table_lab.py", "argv": argv or sys.argv[1:],
                               "started": datetime.now(UTC).isoformat(), "phases": {}}
     try:
