@@ -27,16 +27,18 @@ Served work per time point is the pipeline's credit of that capacity
 (:func:`planner.planning.costbenefit.served_matrix`: ``min(load, capacity)``, plus the
 headroom term with ``served="work"``). A table gets an override only when its choice
 differs from the cluster-wide value and the served work it adds over the horizon
-(``sum over time points x step_seconds``) beats what its changes cost. Tables are taken
-in order of their gain alone, each credited with what it adds to those already taken, so
-the gains add up to the whole assignment's.
+(``sum over time points x step_seconds``) beats what its changes cost, and, with
+scenarios (``kairos plan --scenarios``, 200 by default), beats it in at least
+``--confidence`` of the model's coefficient draws: the rule the optimiser's steps follow.
+Tables are taken in order of their gain alone, each credited with what it adds to those
+already taken, so the gains add up to the whole assignment's.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -91,6 +93,8 @@ class TableChoice:
     gain_ops: float
     cost_ops: float
     reason: str | None = None
+    #: P(gain > cost) over the model's coefficient draws (None: not drawn).
+    p_gain: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's ``provenance.per_table`` entry of this table."""
@@ -104,6 +108,8 @@ class TableChoice:
             "gain_ops": round(self.gain_ops, 1),
             "cost_ops": round(self.cost_ops, 1),
         }
+        if self.p_gain is not None:
+            out["p_gain"] = round(self.p_gain, 4)
         if self.reason is not None:
             out["reason"] = self.reason
         return out
@@ -201,6 +207,20 @@ def _capacities(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarra
     return out
 
 
+def _capacity_draws(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarray,
+                    options: Sequence[Mapping[str, Any]], starts: Sequence[int], n: int,
+                    seed: Any) -> np.ndarray:
+    """``(S, T, V)``: :func:`_capacities` under ``n`` coefficient draws, each segment's from a
+    fresh stream of ``seed`` (so draw ``s`` is one model for every table and segment)."""
+    rows = mix / mix.sum(axis=1, keepdims=True)
+    out = np.empty((n, len(configs), len(options)))
+    for lo, hi in zip(starts, [*starts[1:], len(configs)], strict=True):
+        variants = [{**configs[lo], **o} for o in options]
+        out[:, lo:hi] = model.sample_capacity(rows[lo:hi], variants, n=n,
+                                              rng=np.random.default_rng(seed))
+    return out
+
+
 @dataclass(frozen=True)
 class _Setting:
     """The inputs of one choice, shared by its helpers."""
@@ -212,6 +232,17 @@ class _Setting:
     step_seconds: float
     served: Served
     headroom_weight: float
+    #: (S, n, T, V): ``caps`` under S coefficient draws of the model (None: not drawn).
+    draws: np.ndarray | None = None
+    confidence: float = 0.0
+
+    def p_gain(self, before: np.ndarray, after: np.ndarray, cost: float) -> float | None:
+        """P(the served work ``after`` adds over ``before`` beats ``cost``) over the draws."""
+        if self.draws is None:
+            return None
+        wins = [float(np.sum(drawn.served_ops(after) - drawn.served_ops(before))) > cost
+                for drawn in (replace(self, caps=c, draws=None) for c in self.draws)]
+        return float(np.mean(wins))
 
     def served_ops(self, paths: np.ndarray) -> np.ndarray:
         """``(T,)`` work credited per time point (ops) when table ``i`` runs option
@@ -276,6 +307,9 @@ def choose_per_table(
     values: Mapping[str, Sequence[Any]] | None = None,
     served: Served = "offered",
     headroom_weight: float = 0.0,
+    scenarios: int = 0,
+    confidence: float = 0.9,
+    seed: Any = 0,
 ) -> PerTableChoices:
     """Choose each table's table-level values over a plan (the rule: the module docstring).
 
@@ -300,6 +334,11 @@ def choose_per_table(
         Per table-level parameter, its candidate values (default: the space's).
     served, headroom_weight
         The credit of served work (:func:`planner.planning.costbenefit.served_matrix`).
+    scenarios, confidence, seed
+        With ``scenarios`` > 0, an override is kept only when its gain beats its cost in at
+        least ``confidence`` of that many coefficient draws of the model (the confidence rule
+        the optimiser's steps follow); every table's capacities are drawn from one stream
+        seeded by ``seed``, so draw ``s`` is the same model for all of them.
     """
     engine = model.engine
     keys = table_keys(engine)
@@ -311,12 +350,15 @@ def choose_per_table(
     cluster = np.array([index[tuple((k, c[k]) for k in keys)] for c in configs])
     starts = segment_starts(configs)
     workloads = [*tables.values(), *([rest] if rest is not None else [])]
+    mixes = [np.asarray(w.mix, dtype=float) for w in workloads]
     setting = _Setting(
         loads=np.stack([np.asarray(w.load, dtype=float) for w in workloads]),
-        caps=np.stack([_capacities(model, configs, np.asarray(w.mix, dtype=float), options,
-                                   starts) for w in workloads]),
+        caps=np.stack([_capacities(model, configs, m, options, starts) for m in mixes]),
         cluster=cluster, starts=starts, step_seconds=step_seconds, served=served,
-        headroom_weight=headroom_weight,
+        headroom_weight=headroom_weight, confidence=confidence,
+        draws=None if scenarios <= 0 else np.stack(
+            [_capacity_draws(model, configs, m, options, starts, scenarios, seed)
+             for m in mixes], axis=1),
     )
     running_option = index[tuple((k, running[k]) for k in keys)]
     return _decide(setting, list(tables), options, running_option, change_seconds, keys)
@@ -357,6 +399,7 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
     alone = [float(np.sum(setting.served_ops(with_path(paths, i)) - base_ops) - costs[i].sum())
              for i in range(len(names))]
     taken: dict[int, tuple[float, str | None]] = {}
+    probability: dict[int, float | None] = {}
     seg_cost = np.zeros(len(setting.starts))
     for i in sorted(range(len(names)), key=lambda i: (-alone[i], names[i])):
         cost = float(costs[i].sum())
@@ -365,9 +408,13 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
             continue
         trial = with_path(paths, i)
         gain = float(np.sum(setting.served_ops(trial) - setting.served_ops(paths)))
-        if gain > cost:
+        p = probability[i] = setting.p_gain(paths, trial, cost) if gain > cost else None
+        if gain > cost and (p is None or p >= setting.confidence):
             paths, seg_cost = trial, seg_cost + costs[i]
             taken[i] = (gain, None)
+        elif gain > cost:
+            taken[i] = (gain, f"P(gain > cost) {p:.2f} is below the confidence "
+                              f"{setting.confidence:g} over the model's coefficient draws")
         else:
             taken[i] = (gain, f"its gain {gain:.4g} ops does not beat its change cost "
                               f"{cost:.4g} ops")
@@ -376,8 +423,8 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
     seg_gain = [float(np.sum(final_ops[lo:hi] - base_ops[lo:hi]))
                 for lo, hi in zip(setting.starts, bounds, strict=True)]
     choices = {
-        name: _table_choice(setting, i, name, paths[i], best[i], options, taken[i],
-                            float(costs[i].sum()))
+        name: replace(_table_choice(setting, i, name, paths[i], best[i], options, taken[i],
+                                    float(costs[i].sum())), p_gain=probability.get(i))
         for i, name in enumerate(names)
     }
     return PerTableChoices(

@@ -1419,6 +1419,7 @@ def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
         values={k: measured.get(k) or space[k].candidate_values or () for k in
                 table_keys(req.engine)},
         served=req.served, headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
+        scenarios=req.scenarios, confidence=req.confidence, seed=(req.optimiser.seed, 16),
     )
 
 

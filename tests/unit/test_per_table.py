@@ -287,3 +287,32 @@ def test_kairos_plan_writes_per_table_overrides_the_plan_loader_accepts(
     net = per_table["gain_ops"] - per_table["cost_ops"]
     assert net > 0
     assert expected["per_table_net_ops"] == pytest.approx(net, abs=0.1)
+
+
+def test_an_override_is_kept_only_with_confidence_over_the_model_s_draws() -> None:
+    """The optimiser's confidence rule holds for the tables too: an override whose gain beats
+    its cost only just (cost 1/1.2 of the gain) loses in many coefficient draws and is not
+    made; one that beats it five times over is, with its P recorded."""
+    model, cfg = load_default_model("cassandra"), get_space("cassandra").complete({})
+
+    def workload(read: float) -> TableWorkload:
+        return TableWorkload(np.full(6, 50_000.0), np.tile([read, 1 - read, 0, 0], (6, 1)))
+
+    tables = {"shop.events": workload(0.05), "shop.profiles": workload(0.95)}
+
+    def choose(seconds: float, scenarios: int) -> Any:
+        return choose_per_table(model=model, configs=[cfg] * 6, running=cfg, step_seconds=300,
+                                tables=tables, change_seconds=lambda k, a, b: seconds,
+                                served="offered", scenarios=scenarios, confidence=0.9,
+                                seed=(0, 16)).tables["shop.profiles"]
+
+    sure = choose(120.0, 0)
+    ratio = sure.gain_ops / sure.cost_ops
+    assert sure.override and sure.p_gain is None  # no draws: the expected gain decides
+    marginal = choose(120.0 * ratio / 1.2, 200)
+    assert not marginal.override
+    assert marginal.p_gain is not None and marginal.p_gain < 0.9
+    assert marginal.reason is not None and "below the confidence 0.9" in marginal.reason
+    clear = choose(120.0 * ratio / 5, 200)
+    assert clear.override and clear.p_gain is not None and clear.p_gain >= 0.9
+    assert clear.to_dict()["p_gain"] == pytest.approx(clear.p_gain)
