@@ -6,28 +6,33 @@ test.
 
 1. A fresh keyspace ``--keyspace`` with two tables, each ``--keys`` rows of
    ``--value-size`` bytes written at ONE (the load's preload), on size-tiered compaction
-   (Cassandra's default); the writes' compactions are waited out.
-2. **one-for-both (STCS)**: two closed loops at ``--cl`` at once, each on its own table and
-   mix (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1), ``--warmup``
-   seconds, then ``--seconds`` measured.
-3. **the plan**: while 2 measures, the collector reads each table's requests from the
-   nodes every ``--collect-interval`` seconds (planner.workload.collect with
-   ``per_table``: the coordinators' per-table counters, as ``kairos collect --per-table``)
-   into a store of the run's own; the store derives each table's series and the cluster's,
-   each is forecast (``kairos forecast --model ets``) and planned with ``kairos plan
-   --table-forecast`` on ``--model`` (the lab's compaction model by default); ``kairos
-   explain`` prints it. The plan is applied through the executor
-   (playbooks/apply_plan.yml: ALTER per table, read back per table on every node), the
-   rewrite it starts waited out, then measured as in 2.
-4. **one-for-both (LCS)**: both tables on leveled compaction through the executor
-   (playbooks/change_settings.yml), measured as in 2. (The order matters: a switch to
-   leveled compaction rewrites a table, one back to size-tiered rewrites nothing, so the
-   phases only ever level more.)
-5. The predictions, from the same model: the cluster's capacity with each phase's
+   (Cassandra's default); then ``--age-seconds`` of both loads (below), so that the
+   size-tiered layout has the SSTables a table that has taken writes for a while has. The
+   compactions are waited out and both tables' SSTables saved (planner.lab.sstable_layout).
+2. The phases, each from the saved layout: both tables back on size-tiered compaction, the
+   saved SSTables put back (TRUNCATE, ``nodetool import``, each node's count read back),
+   the phase's strategies applied and their rewrite waited out, then both loads at once at
+   ``--cl`` (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1),
+   ``--warmup`` seconds, then ``--seconds`` measured:
+
+   - **STCS for both** (the default); while it measures, the collector reads each table's
+     requests from the nodes every ``--collect-interval`` seconds (planner.workload.collect
+     with ``per_table``, as ``kairos collect --per-table``) into a store of the run's own;
+     the store derives each table's series and the cluster's, each is forecast (``kairos
+     forecast --model ets``) and planned with ``kairos plan --table-forecast`` on
+     ``--model`` (the lab's compaction model by default); ``kairos explain`` prints it;
+   - **the plan**, applied through the executor (playbooks/apply_plan.yml: ALTER per
+     table, read back per table on every node; its state file is removed before each
+     phase, the cluster having been put back);
+   - **LCS for both** through the executor (playbooks/change_settings.yml).
+
+   The phases run in that order and then, with ``--mirror`` (the default), in the reverse
+   order, so that a drift of the lab over the run weighs on every phase alike.
+3. The predictions, from the same model: the cluster's capacity with each phase's
    strategies under the tables' measured shares (the harmonic rule of
-   planner/planning/per_table.py), against the measured total. Every load's failures and
-   lost acknowledged writes are counted. The keyspace is dropped at the end (``--keep``
-   leaves it).
+   planner/planning/per_table.py), against the measured totals (the mean of a phase's
+   runs). Every load's failures and lost acknowledged writes are counted. The keyspace, its
+   snapshots and the saved layout are removed at the end (``--keep`` leaves them).
 
     make lab-up && .venv/bin/python bench/per_table_lab.py [--out FILE]
 """
@@ -37,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -54,6 +60,7 @@ from lab_load import lab_login  # noqa: E402
 from memory_split_lab import lab_executor  # noqa: E402
 
 from planner.errors import KairosError  # noqa: E402
+from planner.executor.rollout import state_path_for  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
 from planner.loadgen.check import LoadResult  # noqa: E402
 from planner.model.performance import load_model  # noqa: E402
@@ -63,6 +70,17 @@ NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
 MIXES = {"updates": {"update": 0.9, "scan": 0.1}, "scans": {"scan": 0.9, "update": 0.1}}
 KAIROS = str(Path(sys.executable).parent / "kairos")
+#: The plan's horizon in collection intervals: long enough (an hour at 10 s) for its step to
+#: stay due through every phase that applies it.
+HORIZON = 360
+PHASES = ("stcs_for_both", "per_table", "lcs_for_both")
+TITLES = {"stcs_for_both": "STCS for both", "per_table": "per table (the plan)",
+          "lcs_for_both": "LCS for both"}
+
+
+def phase_order(mirror: bool) -> list[str]:
+    """The phases in the order they run: once, or there and back (A B C C B A)."""
+    return [*PHASES, *reversed(PHASES)] if mirror else list(PHASES)
 
 
 def say(msg: str) -> None:
@@ -86,6 +104,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compaction-seconds", type=float, default=30.0,
                    help="what a strategy change costs the plan (docs/calibration.md: 26-51 s "
                         "of rewrite for 1 GB a node)")
+    p.add_argument("--age-seconds", type=float, default=300.0,
+                   help="seconds of both loads before the layout is saved")
+    p.add_argument("--mirror", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the phases again in reverse order (default: yes)")
     p.add_argument("--collect-interval", type=float, default=10.0,
                    help="seconds between the collector's rounds (the plan's step)")
     p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
@@ -213,7 +235,7 @@ def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, 
         # Exponential smoothing: a window of a few minutes is too short for the ensemble's
         # backtests, and the last bin alone (naive) is one 10-s window's noise.
         kairos("forecast", "--trace", str(work / f"{name}.json"), "--model", "ets",
-               "--horizon", "60", "--out", str(forecasts[name]))
+               "--horizon", str(HORIZON), "--out", str(forecasts[name]))
     say("collected: " + ", ".join(f"{n} {c['ops_per_s']:.0f} ops/s {c['mix']}"
                                   for n, c in collected.items()))
     plan = work / "plan.yml"
@@ -221,7 +243,7 @@ def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, 
     kairos("plan", "--forecast", str(forecasts["cluster"]), "--model", str(args.model),
            "--current", str(write_current(work)), "--hosts", "cass1,cass2,cass3",
            "--tables", ",".join(names), "--compaction-seconds", str(args.compaction_seconds),
-           "--horizon", "60", "--method", "dp", "-o", str(plan),
+           "--horizon", str(HORIZON), "--method", "dp", "-o", str(plan),
            *(x for t in MIXES for x in ("--table-forecast",
                                         f"{args.keyspace}.{t}={forecasts[t]}")))
     say("the plan:\n" + kairos("explain", str(plan)))
@@ -284,30 +306,81 @@ def main(argv: list[str] | None = None) -> int:
     executor.settle_timeout = args.settle_timeout
     executor.log = say  # its lines carry this bench's name
     result: dict[str, Any] = {"script": "bench/per_table_lab.py", "argv": argv or sys.argv[1:],
-                              "started": datetime.now(UTC).isoformat(), "phases": {}}
+                              "started": datetime.now(UTC).isoformat(),
+                              "phases": {p: {"runs": []} for p in PHASES}}
+    layout = work / "layout"
     try:
-        say(f"a fresh {args.keyspace}: {len(MIXES)} tables of {args.keys} rows of "
-            f"{args.value_size} B, written at ONE")
-        drop_keyspace(args.keyspace)
-        for t in MIXES:
-            preload(args, t)
-        executor.wait_for_compactions()
-        store = work / "kairos.db"
-        store.unlink(missing_ok=True)
-        result["phases"]["stcs_for_both"] = measure(args, "STCS for both", store)
-        plan, result["collected"] = make_plan(args, store, work)
-        executor.apply_plan(plan)
-        result["plan"] = str(plan)
-        result["phases"]["per_table"] = measure(args, "per table (the plan)")
-        executor.apply({"compaction": LCS}, tables=[f"{args.keyspace}.{t}" for t in MIXES])
-        result["phases"]["lcs_for_both"] = measure(args, "LCS for both")
+        prepare(args, executor, layout)
+        plan: Path | None = None
+        for phase in phase_order(args.mirror):
+            put_back(args, executor, layout)
+            if phase == "per_table":
+                assert plan is not None  # made in the first phase, which runs first
+                state_path_for(plan).unlink(missing_ok=True)  # the cluster was put back
+                executor.apply_plan(plan)
+            elif phase == "lcs_for_both":
+                executor.apply({"compaction": LCS}, tables=table_names(args))
+            store = work / "kairos.db" if plan is None else None
+            if store is not None:
+                store.unlink(missing_ok=True)
+            result["phases"][phase]["runs"].append(measure(args, TITLES[phase], store))
+            if store is not None:
+                plan, result["collected"] = make_plan(args, store, work)
+                result["plan"] = str(plan)
     except KairosError as exc:
         say(f"stopped: {exc}")
         result["error"] = str(exc)
     finally:
         if not args.keep:
             drop_keyspace(args.keyspace)
+            shutil.rmtree(layout, ignore_errors=True)  # hard links: they hold the data's space
     return finish(args, result)
+
+
+def table_names(args: argparse.Namespace) -> list[str]:
+    return [f"{args.keyspace}.{t}" for t in MIXES]
+
+
+def prepare(args: argparse.Namespace, executor: Any, layout: Path) -> None:
+    """A fresh keyspace, written, aged under both loads, its layout saved."""
+    from planner.lab.sstable_layout import lab_nodes, save
+
+    say(f"a fresh {args.keyspace}: {len(MIXES)} tables of {args.keys} rows of "
+        f"{args.value_size} B, written at ONE")
+    drop_keyspace(args.keyspace)
+    shutil.rmtree(layout, ignore_errors=True)
+    for t in MIXES:
+        preload(args, t)
+    if args.age_seconds > 0:
+        say(f"ageing the layout: {args.age_seconds:.0f} s of both loads")
+        run_both(args, args.age_seconds)
+    executor.wait_for_compactions()
+    nodes = lab_nodes(REPO / ".lab" / "cassandra", list(NODES))
+    for t in MIXES:
+        save(nodes, keyspace=args.keyspace, table=t, dest=layout / t, log=say)
+
+
+def put_back(args: argparse.Namespace, executor: Any, layout: Path) -> None:
+    """Both tables on size-tiered compaction (the saved layout's), their saved SSTables
+    put back (each node's count read back), the compactions waited out."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    from planner.calibrate.bench import node_session
+    from planner.lab.sstable_layout import lab_nodes, restore
+
+    def truncate(cql: str) -> None:
+        # TRUNCATE is the application's to run: Kairos' role has no grant on its data.
+        with node_session(NODES[0], 9042, timeout=120.0, application=True) as session:
+            session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.ALL))
+
+    executor.apply({"compaction": STCS}, tables=table_names(args))
+    nodes = lab_nodes(REPO / ".lab" / "cassandra", list(NODES))
+    for t in MIXES:
+        counts = restore(nodes, keyspace=args.keyspace, table=t, src=layout / t,
+                         truncate=truncate, log=say)
+        say(f"{t}: the saved layout is back ({counts} SSTables a node)")
+    executor.wait_for_compactions()
 
 
 def preload(args: argparse.Namespace, table: str) -> None:
@@ -320,9 +393,16 @@ def preload(args: argparse.Namespace, table: str) -> None:
 
 
 def finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    """The run's verdict: each phase's mean total beside its prediction, the gains of the
+    plan over one strategy for both; exit 1 on an error, a failed operation or a lost
+    acknowledged write."""
     phases = result["phases"]
-    if len(phases) == 3:
-        before = phases["stcs_for_both"]
+    for ph in phases.values():
+        totals = [r["total_ops_per_s"] for r in ph["runs"]]
+        if totals:
+            ph["total_ops_per_s"] = round(sum(totals) / len(totals), 1)
+    if all("total_ops_per_s" in phases[p] for p in PHASES) and "plan" in result:
+        before = phases["stcs_for_both"]["runs"][0]
         plan_strategies = plan_tables(Path(result["plan"]), args.keyspace)
         predicted = predictions(args.model, before, {
             "stcs_for_both": dict.fromkeys(MIXES, STCS),
@@ -335,10 +415,11 @@ def finish(args: argparse.Namespace, result: dict[str, Any]) -> int:
             p = predicted["per_table"] / predicted[one] - 1
             result[f"gain_over_{one}"] = {"measured": round(m, 4), "predicted": round(p, 4)}
             say(f"per table against {one}: measured {m:+.1%}, predicted {p:+.1%}")
-    bad = {(ph, t): (v["failed"], v["lost_acknowledged_writes"])
-           for ph, r in phases.items() for t, v in r["tables"].items()
+    bad = {f"{ph}/{k}/{t}": (v["failed"], v["lost_acknowledged_writes"])
+           for ph, r in phases.items() for k, run in enumerate(r["runs"])
+           for t, v in run["tables"].items()
            if v["failed"] or v["lost_acknowledged_writes"]}
-    result["failed_or_lost"] = {f"{ph}/{t}": v for (ph, t), v in bad.items()}
+    result["failed_or_lost"] = bad
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.out:

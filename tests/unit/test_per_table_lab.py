@@ -82,20 +82,33 @@ def test_the_lab_model_predicts_per_table_above_either_strategy_for_both() -> No
     assert predicted["per_table"] > predicted["lcs"]
 
 
+def test_the_phases_run_there_and_back() -> None:
+    assert bench.phase_order(False) == ["stcs_for_both", "per_table", "lcs_for_both"]
+    assert bench.phase_order(True) == ["stcs_for_both", "per_table", "lcs_for_both",
+                                       "lcs_for_both", "per_table", "stcs_for_both"]
+
+
 def test_the_verdict_reports_both_gains_and_fails_on_a_failed_operation(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = tmp_path / "plan.yml"
     plan.write_text(yaml.safe_dump({"current_config": {"compaction": bench.STCS}, "steps": [
         {"target": {}, "per_table": {"kairos_pertable.scans": {"compaction": bench.LCS}}}]}))
     args = argparse.Namespace(model=MODEL, keyspace="kairos_pertable", out=None)
-    result = {"plan": str(plan), "phases": {"stcs_for_both": phase(600, 200),
-                                            "per_table": phase(600, 300),
-                                            "lcs_for_both": phase(500, 300)}}
+
+    def runs(*totals: tuple[float, float], failed: int = 0) -> dict[str, Any]:
+        return {"runs": [phase(u, s, failed) for u, s in totals]}
+
+    result = {"plan": str(plan), "phases": {
+        "stcs_for_both": runs((600, 200), (580, 220)),   # mean 800
+        "per_table": runs((600, 300), (620, 280)),       # mean 900
+        "lcs_for_both": runs((500, 300))}}               # 800
     assert bench.finish(args, result) == 0
+    assert result["phases"]["per_table"]["total_ops_per_s"] == 900
     assert result["gain_over_stcs_for_both"]["measured"] == pytest.approx(0.125)
     assert result["gain_over_lcs_for_both"]["measured"] == pytest.approx(0.125)
     assert result["gain_over_stcs_for_both"]["predicted"] > 0
-    result["phases"]["per_table"] = phase(600, 300, failed=2)
+    result["phases"]["per_table"] = runs((600, 300), (600, 300), failed=2)
     assert bench.finish(args, result) == 1
-    assert result["failed_or_lost"] == {"per_table/updates": (2, 0)}
+    assert result["failed_or_lost"] == {"per_table/0/updates": (2, 0),
+                                        "per_table/1/updates": (2, 0)}
     capsys.readouterr()
