@@ -53,8 +53,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.append(str(REPO / "module_utils"))  # memory_split_lab imports kairos_cgroup
+sys.path.append(str(REPO / "module_utils"))  # kairos_cgroup; after library/: names overlap
 
+import kairos_cgroup  # noqa: E402  (module_utils: plain Python, no Ansible imports)
 import numpy as np  # noqa: E402
 from lab_load import lab_login  # noqa: E402
 from memory_split_lab import lab_executor  # noqa: E402
@@ -183,6 +184,7 @@ def measure(args: argparse.Namespace, phase: str, store: Path | None = None) -> 
     say(f"{phase}: {args.warmup:.0f} s warm-up")
     warm = run_both(args, args.warmup)
     say(f"{phase}: {args.seconds:.0f} s measured")
+    e0, t0 = envelopes(), time.monotonic()
     if store is None:
         measured = run_both(args, args.seconds)
     else:
@@ -190,6 +192,7 @@ def measure(args: argparse.Namespace, phase: str, store: Path | None = None) -> 
             measured = run_both(args, args.seconds)
         if collector.errors:
             raise KairosError(f"the collector: {'; '.join(collector.errors[:3])}")
+    e1, t1 = envelopes(), time.monotonic()  # the read-back of the writes included
     out: dict[str, Any] = {"tables": {}}
     for t, r in measured.items():
         w = warm[t]
@@ -202,6 +205,12 @@ def measure(args: argparse.Namespace, phase: str, store: Path | None = None) -> 
             "mix": {c: round(n / max(r.ops, 1), 4) for c, n in r.ops_by_class.items()},
         }
     out["total_ops_per_s"] = round(sum(v["ops_per_s"] for v in out["tables"].values()), 1)
+    if e0 and e1:
+        # The page cache: a table just rewritten is read from memory, an older one maybe not.
+        out["disk_reads_per_s"] = round(sum(
+            e1[n]["usage"]["read_ios"] - e0[n]["usage"]["read_ios"] for n in e0) / (t1 - t0), 1)
+        out["page_cache_mib"] = {n: round(e1[n]["usage"]["page_cache_bytes"] / 2**20)
+                                 for n in e1}
     say(f"{phase}: " + ", ".join(f"{t} {v['ops_per_s']:.0f} ops/s" for t, v in
                                  out["tables"].items()) + f"; in all {out['total_ops_per_s']:.0f}")
     return out
@@ -248,6 +257,15 @@ def make_plan(args: argparse.Namespace, store: Path, work: Path) -> tuple[Path, 
                                         f"{args.keyspace}.{t}={forecasts[t]}")))
     say("the plan:\n" + kairos("explain", str(plan)))
     return plan, collected
+
+
+def envelopes() -> dict[str, dict[str, Any]] | None:
+    """Every node's envelope as the kernel holds it (None without envelopes)."""
+    kind, folders = kairos_cgroup.layout()
+    if not kind:
+        return None
+    out = {n: kairos_cgroup.read(kind, folders, f"lab-{n}") for n in ("cass1", "cass2", "cass3")}
+    return out if all(out.values()) else None
 
 
 def write_current(work: Path) -> Path:
