@@ -54,7 +54,11 @@ __all__ = [
     "TableWorkload",
     "choose_per_table",
     "harmonic_capacity",
+    "option_capacities",
+    "option_capacity_draws",
+    "option_grid",
     "segment_starts",
+    "steps_by_segment",
     "table_keys",
     "with_per_table",
 ]
@@ -183,20 +187,22 @@ def harmonic_capacity(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:
     return 1.0 / np.sum(share / cap, axis=0)
 
 
-def _options(keys: Sequence[str], values: Mapping[str, Sequence[Any]],
-             configs: Sequence[Mapping[str, Any]], running: Mapping[str, Any],
-             ) -> list[dict[str, Any]]:
-    """Every combination of the table-level values: the candidate values given and those
-    the cluster runs, now or in any segment."""
+def option_grid(keys: Sequence[str], values: Mapping[str, Sequence[Any]],
+                configs: Sequence[Mapping[str, Any]], running: Mapping[str, Any],
+                ) -> list[dict[str, Any]]:
+    """Every combination of the values of ``keys`` (a table's, or a node's in
+    :mod:`planner.planning.per_node`): the candidate values given and those the cluster
+    runs, now or in any segment."""
     axes = [list(dict.fromkeys([*values.get(k, ()), running[k], *(c[k] for c in configs)]))
             for k in keys]
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes)]
 
 
-def _capacities(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarray,
-                options: Sequence[Mapping[str, Any]], starts: Sequence[int]) -> np.ndarray:
-    """``(T, V)``: the capacity a table's mix meets under each option of its values, the
-    node-level values being each segment's cluster-wide ones."""
+def option_capacities(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarray,
+                      options: Sequence[Mapping[str, Any]], starts: Sequence[int],
+                      ) -> np.ndarray:
+    """``(T, V)``: the capacity a mix (a table's or a node's) meets under each option, the
+    values the options do not set being each segment's cluster-wide ones."""
     classes = list(model.classes)
     rows = mix / mix.sum(axis=1, keepdims=True)
     out = np.empty((len(configs), len(options)))
@@ -207,11 +213,12 @@ def _capacities(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarra
     return out
 
 
-def _capacity_draws(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarray,
-                    options: Sequence[Mapping[str, Any]], starts: Sequence[int], n: int,
-                    seed: Any) -> np.ndarray:
-    """``(S, T, V)``: :func:`_capacities` under ``n`` coefficient draws, each segment's from a
-    fresh stream of ``seed`` (so draw ``s`` is one model for every table and segment)."""
+def option_capacity_draws(model: Any, configs: Sequence[Mapping[str, Any]], mix: np.ndarray,
+                          options: Sequence[Mapping[str, Any]], starts: Sequence[int], n: int,
+                          seed: Any) -> np.ndarray:
+    """``(S, T, V)``: :func:`option_capacities` under ``n`` coefficient draws, each segment's
+    from a fresh stream of ``seed`` (so draw ``s`` is one model for every table and
+    segment)."""
     rows = mix / mix.sum(axis=1, keepdims=True)
     out = np.empty((n, len(configs), len(options)))
     for lo, hi in zip(starts, [*starts[1:], len(configs)], strict=True):
@@ -345,7 +352,7 @@ def choose_per_table(
     space = get_space(engine)
     _check_inputs(configs, tables, rest, step_seconds)
     values = values or {k: space[k].candidate_values or () for k in keys}
-    options = _options(keys, values, configs, running)
+    options = option_grid(keys, values, configs, running)
     index = {tuple(o.items()): v for v, o in enumerate(options)}
     cluster = np.array([index[tuple((k, c[k]) for k in keys)] for c in configs])
     starts = segment_starts(configs)
@@ -353,11 +360,11 @@ def choose_per_table(
     mixes = [np.asarray(w.mix, dtype=float) for w in workloads]
     setting = _Setting(
         loads=np.stack([np.asarray(w.load, dtype=float) for w in workloads]),
-        caps=np.stack([_capacities(model, configs, m, options, starts) for m in mixes]),
+        caps=np.stack([option_capacities(model, configs, m, options, starts) for m in mixes]),
         cluster=cluster, starts=starts, step_seconds=step_seconds, served=served,
         headroom_weight=headroom_weight, confidence=confidence,
         draws=None if scenarios <= 0 else np.stack(
-            [_capacity_draws(model, configs, m, options, starts, scenarios, seed)
+            [option_capacity_draws(model, configs, m, options, starts, scenarios, seed)
              for m in mixes], axis=1),
     )
     running_option = index[tuple((k, running[k]) for k in keys)]
@@ -465,24 +472,40 @@ def with_per_table(
     no step is due at the start and an override pays before the first, a step due at the
     start changes only the tables.
     """
+    out = steps_by_segment(steps, choices.starts, pays_at_start=bool(choices.overrides(0)),
+                           start=start, step_seconds=step_seconds, n_steps=n_steps)
+    for step, j in out:
+        _add_segment(step, choices, j, tables)
+    return [step for step, _ in out]
+
+
+def steps_by_segment(
+    steps: Sequence[Mapping[str, Any]], starts: Sequence[int], *, pays_at_start: bool,
+    start: datetime, step_seconds: float, n_steps: int,
+) -> list[tuple[dict[str, Any], int]]:
+    """Copies of the plan's ``steps``, each with the segment it starts (its index in
+    ``starts``), numbered ``s1``, ``s2``, ... When no step is due at the start and
+    ``pays_at_start`` (an override pays in the hold), a step due at the start that changes
+    nothing cluster-wide (``target`` {}) comes first, for the overrides to fill.
+    """
     due = [round((datetime.fromisoformat(s["due"]) - start).total_seconds() / step_seconds)
            for s in steps]
     out = [dict(s) for s in steps]
-    if (not due or due[0] > 0) and choices.overrides(0):  # an override pays in the hold
+    if (not due or due[0] > 0) and pays_at_start:
         until = start + timedelta(seconds=(due[0] if due else n_steps) * step_seconds)
         out.insert(0, {"id": "", "due": start.isoformat(), "until": until.isoformat(),
                        "target": {}, "per_node": {}, "live": [], "restart": [],
                        "batches": [], "expected": {"benefit_ops": 0.0, "cost_ops": 0.0,
                                                    "net_ops": 0.0}})
         due.insert(0, 0)
+    segments = []
     for i, (step, t) in enumerate(zip(out, due, strict=True)):
-        if t not in choices.starts:  # a caller's bug: the choices were made on other steps
+        if t not in starts:  # a caller's bug: the choices were made on other steps
             raise ValueError(f"step {step['id']} is due at interval {t}, where the choices' "
-                             f"cluster-wide configuration does not change ({choices.starts})")
-        j = choices.starts.index(t)
+                             f"cluster-wide configuration does not change ({tuple(starts)})")
         step["id"] = f"s{i + 1}"
-        _add_segment(step, choices, j, tables)
-    return out
+        segments.append(starts.index(t))
+    return list(zip(out, segments, strict=True))
 
 
 def _add_segment(step: dict[str, Any], choices: PerTableChoices, j: int,
