@@ -138,6 +138,12 @@ def register(subparsers: Any) -> None:
         "the plan's); repeat per table: each table then gets its own compaction strategy "
         "where that pays (per_table overrides)",
     )
+    p.add_argument(
+        "--node-forecast", action="append", default=[], metavar="HOST=FILE",
+        help="a node's own forecast (kairos forecast of the load it coordinates, same start "
+        "and step as the plan's); repeat per host of --hosts or the ring: each node then gets "
+        "its own values of the live node-level settings where that pays (per_node overrides)",
+    )
     p.add_argument("-o", "--output", required=True, help="plan file to write")
     p.set_defaults(func=run)
 
@@ -215,31 +221,38 @@ def request_from_args(args: argparse.Namespace) -> Any:
         scale_in_after_seconds=args.scale_in_after * 3600,
         durability_floor=durability_floor_arg(getattr(args, "durability_floor", None)),
         table_forecasts=table_forecasts_arg(getattr(args, "table_forecast", None) or []),
+        node_forecasts=table_forecasts_arg(getattr(args, "node_forecast", None) or [],
+                                           flag="--node-forecast", name="HOST",
+                                           example="cass1=cass1-forecast.json"),
     )
 
 
-def table_forecasts_arg(items: list[str]) -> dict[str, str] | None:
-    """The ``--table-forecast KS.TABLE=FILE`` options as a mapping (None: none given).
+def table_forecasts_arg(items: list[str], *, flag: str = "--table-forecast",
+                        name: str = "KS.TABLE",
+                        example: str = "shop.events=events-forecast.json",
+                        ) -> dict[str, str] | None:
+    """The ``--table-forecast KS.TABLE=FILE`` (or ``flag`` ``NAME=FILE``) options as a
+    mapping (None: none given).
 
     Raises
     ------
     ValidationError
-        ``--table-forecast ...`` for an item that is not ``table=file`` or a table given twice
-        (the names themselves are checked by the plan, :func:`planner.plan.check_tables`).
+        ``<flag> ...`` for an item that is not ``name=file`` or a name given twice (the names
+        themselves are checked by the plan: :func:`planner.plan.check_tables` for tables,
+        the plan's hosts for nodes).
     """
     from planner.errors import ValidationError
 
     out: dict[str, str] = {}
     for item in items:
-        name, sep, path = item.partition("=")
-        name, path = name.strip(), path.strip()
-        if not sep or not name or not path:
+        key, sep, path = item.partition("=")
+        key, path = key.strip(), path.strip()
+        if not sep or not key or not path:
             raise ValidationError(
-                f"--table-forecast: {item!r} is not KS.TABLE=FILE, e.g. "
-                "--table-forecast shop.events=events-forecast.json")
-        if name in out:
-            raise ValidationError(f"--table-forecast {name}: given twice ({out[name]}, {path})")
-        out[name] = path
+                f"{flag}: {item!r} is not {name}=FILE, e.g. {flag} {example}")
+        if key in out:
+            raise ValidationError(f"{flag} {key}: given twice ({out[key]}, {path})")
+        out[key] = path
     return out or None
 
 

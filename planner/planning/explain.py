@@ -89,7 +89,18 @@ def _header_lines(plan: Any, *, safety: Any, ring_source: str | None) -> list[st
         if key in plan.provenance:
             desc = ", ".join(f"{k}={v}" for k, v in dict(plan.provenance[key]).items())
             lines.append(f"{key.replace('_', ' ').capitalize()}: {desc}")
-    return lines + _floor_lines(plan) + _decision_lines(plan.provenance)
+    return (lines + _floor_lines(plan) + _decision_lines(plan.provenance)
+            + _node_group_lines(plan.provenance))
+
+
+def _node_group_lines(prov: Any) -> list[str]:
+    """The node groups the per-node choices formed (``provenance.per_node.groups``, MeT's
+    R / W / RW / Scan), e.g. ``node groups: R: cass1; W: cass2, cass3``."""
+    groups = (prov.get("per_node") or {}).get("groups") or []
+    if not groups:
+        return []
+    return ["node groups: " + "; ".join(f"{g['name']}: {', '.join(g['hosts'])}"
+                                        for g in groups)]
 
 
 def _floor_lines(plan: Any) -> list[str]:

@@ -55,6 +55,13 @@ from planner.planning.costbenefit import (
     lockout_matrix,
     served_matrix,
 )
+from planner.planning.per_node import (
+    NodeWorkload,
+    PerNodeChoices,
+    choose_per_node,
+    node_keys,
+    with_per_node,
+)
 from planner.planning.per_table import (
     PerTableChoices,
     TableWorkload,
@@ -603,6 +610,14 @@ class PlanRequest:
         (:mod:`planner.planning.per_table`): the steps carry ``per_table`` overrides and the
         plan's ``provenance.per_table`` says what each table was given and why. None or
         empty: every table runs the cluster-wide values.
+    node_forecasts
+        Per host (one of the plan's: ``hosts`` or the ring's): a forecast of the load and mix
+        that node coordinates, sharing the forecast's start and step. Each node then gets its
+        own values of the node-level live parameters the model has an effect for, where they
+        pay (:mod:`planner.planning.per_node`): the steps carry ``per_node`` overrides and the
+        plan's ``provenance.per_node`` says what each node was given, why, and the node
+        groups. A host without a forecast takes an even part of the load the others leave
+        and runs the cluster-wide values. None or empty: every node runs them.
     """
 
     forecast: Forecast | PathLike | None = None
@@ -642,6 +657,7 @@ class PlanRequest:
     durability_floor: Mapping[str, Any] | DurabilityFloor | None = None
     memory_curve: PathLike | None = None
     table_forecasts: Mapping[str, Forecast | PathLike] | None = None
+    node_forecasts: Mapping[str, Forecast | PathLike] | None = None
 
 
 #: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
@@ -673,6 +689,7 @@ class PlanResult:
     p_gain: tuple[float, ...] = ()
     dropped: tuple[rk.Dropped, ...] = ()
     per_table: PerTableChoices | None = None
+    per_node: PerNodeChoices | None = None
 
     def summary(self) -> str:
         """Steps and expected net gain, e.g. ``2 step(s), expected net gain 3.1e+06 ops (...)``.
@@ -694,6 +711,11 @@ class PlanResult:
             text += (f"; per-table overrides for {len(taken)} of {len(self.per_table.tables)} "
                      f"table(s): gain {self.per_table.gain_ops:.4g} ops, cost "
                      f"{self.per_table.cost_ops:.4g} ops")
+        if self.per_node is not None:
+            taken = [n for n, c in self.per_node.nodes.items() if c.override]
+            groups = "; ".join(f"{g.name}: {', '.join(g.hosts)}" for g in self.per_node.groups)
+            text += (f"; per-node overrides for {len(taken)} of {len(self.per_node.nodes)} "
+                     f"node(s): gain {self.per_node.gain_ops:.4g} ops (groups {groups})")
         return text
 
 
@@ -1332,25 +1354,26 @@ def _memory_curve(request: PlanRequest) -> memory_advice.MeasuredCurve | None:
     return curve
 
 
-def _table_forecast(name: str, given: Forecast | PathLike, fc: Forecast,
-                    horizon: int) -> Forecast:
-    """Table ``name``'s forecast, read and checked against the plan's forecast.
+def _table_forecast(name: str, given: Forecast | PathLike, fc: Forecast, horizon: int,
+                    flag: str = "--table-forecast") -> Forecast:
+    """Table (or, with ``flag`` ``--node-forecast``, host) ``name``'s forecast, read and
+    checked against the plan's forecast.
 
     Raises
     ------
     ValidationError
-        ``--table-forecast <table>=<file>: <problem>``.
+        ``<flag> <name>=<file>: <problem>``.
     """
     from planner.forecast.forecaster import load_forecast
 
     if isinstance(given, str | os.PathLike):
-        where = f"--table-forecast {name}={os.fspath(given)}"
+        where = f"{flag} {name}={os.fspath(given)}"
         try:
             tf = load_forecast(os.fspath(given))
         except ValidationError as exc:
             raise ValidationError(f"{where}: {exc}") from None
     else:
-        where, tf = f"--table-forecast {name}=<in-process>", given
+        where, tf = f"{flag} {name}=<in-process>", given
     problem = None
     if tf.engine != fc.engine:
         problem = f"is a {tf.engine} forecast, the plan's is {fc.engine}"
@@ -1368,13 +1391,18 @@ def _table_forecast(name: str, given: Forecast | PathLike, fc: Forecast,
     return tf
 
 
+def _mix_of(f: Forecast, perf: PerformanceModel, horizon: int) -> np.ndarray:
+    """``(horizon, C)`` forecast mix in the model's class order."""
+    return np.stack([np.asarray(f.mix_mean[c], dtype=float)[:horizon] for c in perf.classes],
+                    axis=1)
+
+
 def _table_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel,
                      horizon: int) -> tuple[dict[str, TableWorkload], TableWorkload | None]:
     """Each table's forecast load and mix over the horizon, and the rest of the forecast's
     load (its operations per class less the tables'; None when the tables hold it all)."""
     def mix_of(f: Forecast) -> np.ndarray:
-        return np.stack([np.asarray(f.mix_mean[c], dtype=float)[:horizon]
-                         for c in perf.classes], axis=1)
+        return _mix_of(f, perf, horizon)
 
     tables = {}
     for name, given in (req.table_forecasts or {}).items():
@@ -1389,9 +1417,102 @@ def _table_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel,
     return tables, TableWorkload(load, mix)
 
 
+def _node_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel, horizon: int,
+                    hosts: Sequence[str]) -> tuple[dict[str, NodeWorkload], tuple[str, ...]]:
+    """Every host's forecast load and mix over the horizon (in ring order), and the hosts
+    without a forecast of their own: each of those takes an even part of the forecast's
+    operations the others leave, in their mix (the plan's mix when they leave none).
+
+    Raises
+    ------
+    ValidationError
+        ``--node-forecast <host>=<file>: <problem>``, a host not among the plan's included.
+    """
+    given = dict(req.node_forecasts or {})
+    for host, item in given.items():
+        if host not in hosts:
+            where = os.fspath(item) if isinstance(item, str | os.PathLike) else "<in-process>"
+            raise ValidationError(f"--node-forecast {host}={where}: {host!r} is not one of the "
+                                  f"plan's hosts ({', '.join(hosts)}; --hosts or --ring)")
+    nodes = {}
+    for host, item in given.items():
+        nf = _table_forecast(host, item, fc, horizon, flag="--node-forecast")
+        nodes[host] = NodeWorkload(np.asarray(nf.load_mean, dtype=float)[:horizon],
+                                   _mix_of(nf, perf, horizon))
+    missing = tuple(h for h in hosts if h not in nodes)
+    if missing:
+        total = np.asarray(fc.load_mean, dtype=float)[:horizon, None] * _mix_of(fc, perf, horizon)
+        ops = np.clip(total - sum(w.load[:, None] * w.mix for w in nodes.values()), 0.0, None)
+        load = ops.sum(axis=1)
+        mix = np.where(load[:, None] > 0, ops / np.where(load > 0, load, 1.0)[:, None],
+                       _mix_of(fc, perf, horizon))
+        nodes.update({h: NodeWorkload(load / len(missing), mix) for h in missing})
+    return {h: nodes[h] for h in hosts}, missing
+
+
+def _side_workloads(
+    req: PlanRequest, fc: Forecast, perf: PerformanceModel, horizon: int, hosts: Sequence[str],
+) -> tuple[tuple[dict[str, TableWorkload], TableWorkload | None] | None,
+           tuple[dict[str, NodeWorkload], tuple[str, ...]] | None]:
+    """The tables' and the nodes' forecasts (each None when none is given), read and checked
+    before the optimiser runs."""
+    return (_table_workloads(req, fc, perf, horizon) if req.table_forecasts else None,
+            _node_workloads(req, fc, perf, horizon, hosts) if req.node_forecasts else None)
+
+
+def _schedule(req: PlanRequest, candidates: Sequence[Mapping[str, Any]],
+              evaluation: Evaluation, horizon: int) -> list[dict[str, Any]]:
+    """The optimiser's cluster-wide configuration per time point, complete."""
+    space = get_space(req.engine)
+    index = np.zeros(horizon, dtype=np.int64)
+    for s in evaluation.switches:
+        index[s.t:] = s.target
+    full = [space.complete(c) for c in candidates]
+    return [full[int(i)] for i in index]
+
+
+def _per_node(req: PlanRequest, *, perf: PerformanceModel, configs: Sequence[Mapping[str, Any]],
+              current: Mapping[str, Any], step: float,
+              nodes: tuple[dict[str, NodeWorkload], tuple[str, ...]] | None,
+              ) -> PerNodeChoices | None:
+    """Each node's node-level live values over the optimiser's schedule
+    (:func:`planner.planning.per_node.choose_per_node`); None without node forecasts.
+
+    Only the parameters the model has an effect for are chosen: on the others every value
+    predicts the same, so none could pay, and their product would only slow the search."""
+    if nodes is None:
+        return None
+    space = get_space(req.engine)
+    modelled = {f.param for f in perf.features}
+    keys = [k for k in node_keys(req.engine) if k in modelled]
+    measured = measured_values(perf)
+    workloads, fixed = nodes
+    return choose_per_node(
+        model=perf, configs=configs, running=current, nodes=workloads, step_seconds=step,
+        keys=keys, values={k: measured.get(k) or space[k].candidate_values or () for k in keys},
+        fixed=fixed, served=req.served,
+        headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
+        scenarios=req.scenarios, confidence=req.confidence, seed=(req.optimiser.seed, 17),
+    )
+
+
+def _per_node_provenance(choices: PerNodeChoices) -> dict[str, Any]:
+    """The plan's ``provenance.per_node``: the rule, per node what it was given, the groups."""
+    return {
+        "rule": "each node's values maximise its own predicted capacity under its own "
+                "forecast mix (cluster capacity min_n (cap_n / N) / s_n: the first node to "
+                "saturate bounds it); a live change costs nothing, so a node is overridden "
+                "when the served work it adds to the others' overrides is positive (in at "
+                "least the confidence of the model's draws, with scenarios)",
+        "keys": list(choices.keys), "gain_ops": round(choices.gain_ops, 1),
+        "nodes": {host: c.to_dict() for host, c in choices.nodes.items()},
+        "groups": [g.to_dict() for g in choices.groups],
+    }
+
+
 def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
-               candidates: Sequence[Mapping[str, Any]], evaluation: Evaluation,
-               current: Mapping[str, Any], horizon: int, change_costs: ChangeCosts | None,
+               configs: Sequence[Mapping[str, Any]], current: Mapping[str, Any],
+               change_costs: ChangeCosts | None,
                workloads: tuple[dict[str, TableWorkload], TableWorkload | None] | None,
                ) -> PerTableChoices | None:
     """Each table's table-level values over the optimiser's schedule
@@ -1401,10 +1522,6 @@ def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
     if workloads is None:
         return None
     space = get_space(req.engine)
-    index = np.zeros(horizon, dtype=np.int64)
-    for s in evaluation.switches:
-        index[s.t:] = s.target
-    full = [space.complete(c) for c in candidates]
     measured = measured_values(perf)
     seconds = {"compaction": req.compaction_seconds}
 
@@ -1414,7 +1531,7 @@ def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
 
     tables, rest = workloads
     return choose_per_table(
-        model=perf, configs=[full[int(i)] for i in index], running=current, tables=tables,
+        model=perf, configs=configs, running=current, tables=tables,
         step_seconds=float(fc.step_seconds), change_seconds=change_seconds, rest=rest,
         values={k: measured.get(k) or space[k].candidate_values or () for k in
                 table_keys(req.engine)},
@@ -1436,13 +1553,14 @@ def _per_table_provenance(choices: PerTableChoices) -> dict[str, Any]:
 
 
 def _plan_steps(
-    req: PlanRequest, decision: _Decision, per_table: PerTableChoices | None, *,
+    req: PlanRequest, decision: _Decision, per_table: PerTableChoices | None,
+    per_node: PerNodeChoices | None, *,
     candidates: Sequence[Mapping[str, Any]], batches: Sequence[Sequence[str]],
     tables: Sequence[str], start: datetime, step: float, horizon: int, pcap: np.ndarray,
     pload: np.ndarray, prov: dict[str, Any], say: Progress,
 ) -> list[dict[str, Any]]:
-    """The plan's steps: the optimiser's, with the per-table overrides (recorded in
-    ``prov``) and the advised memory split's step."""
+    """The plan's steps: the optimiser's, with the per-table and per-node overrides
+    (recorded in ``prov``) and the advised memory split's step."""
     steps = steps_from_evaluation(
         engine=req.engine, evaluation=decision.evaluation, candidates=candidates,
         batches=batches, start=start, step_seconds=step, n_steps=horizon, tables=tables,
@@ -1459,6 +1577,13 @@ def _plan_steps(
                                 "total_ops": prov["expected"]["total_ops"] + net}
         say(f"plan: per-table overrides gain {per_table.gain_ops:.4g} ops for "
             f"{per_table.cost_ops:.4g} ops of changes")
+    if per_node is not None:
+        steps = with_per_node(steps, per_node, start=start, step_seconds=step, n_steps=horizon)
+        prov["per_node"] = _per_node_provenance(per_node)
+        if "expected" in prov:  # live changes cost nothing: the gain is the net
+            prov["expected"] = {**prov["expected"], "per_node_net_ops": per_node.gain_ops,
+                                "total_ops": prov["expected"]["total_ops"] + per_node.gain_ops}
+        say(f"plan: per-node overrides gain {per_node.gain_ops:.4g} ops")
     return with_split_step(steps, prov.get("memory_split"), start=start, step_seconds=step,
                            horizon=horizon, capacity=pcap[:, 0], load=pload)
 
@@ -1507,8 +1632,8 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     candidates, floor = _search_space(request, current, tables, perf, say)
     fc, source = _forecast(request, say)
     cap, loads, horizon = _capacities(request, fc, perf, candidates)
-    workloads = _table_workloads(request, fc, perf, horizon) if request.table_forecasts else None
     batches, hosts, batching = _batches(request, say)
+    workloads, nodes = _side_workloads(request, fc, perf, horizon, hosts)
     step = float(fc.step_seconds)
     restarts = _restarts(request)
     say(f"plan: T_r {restarts.seconds:g} s ({restarts.source})")
@@ -1528,17 +1653,19 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
     )
     prov.update(_advice(request, fc=fc, best_capacity=pcap.max(axis=1), nodes=len(hosts),
                         step=step, horizon=horizon, current=current, curve=curve))
-    per_table = _per_table(request, fc=fc, perf=perf, candidates=candidates,
-                           evaluation=decision.evaluation, current=current, horizon=horizon,
+    configs = _schedule(request, candidates, decision.evaluation, horizon)
+    per_table = _per_table(request, fc=fc, perf=perf, configs=configs, current=current,
                            change_costs=change_costs, workloads=workloads)
-    steps = _plan_steps(request, decision, per_table, candidates=candidates, batches=batches,
-                        tables=tables, start=start, step=step, horizon=horizon, pcap=pcap,
-                        pload=pload, prov=prov, say=say)
+    per_node = _per_node(request, perf=perf, configs=configs, current=current, step=step,
+                         nodes=nodes)
+    steps = _plan_steps(request, decision, per_table, per_node, candidates=candidates,
+                        batches=batches, tables=tables, start=start, step=step,
+                        horizon=horizon, pcap=pcap, pload=pload, prov=prov, say=say)
     doc = _plan_document(request, start=start, step=step, horizon=horizon, provenance=prov,
                          current=current, steps=steps)
     return PlanResult(
         plan=plan_from_dict(doc, known_hosts=hosts), evaluation=decision.evaluation,
         dp=decision.solution.dp, forecast=fc, hosts=hosts, batches=tuple(batches),
-        p_gain=decision.p_gain, dropped=decision.dropped, per_table=per_table,
+        p_gain=decision.p_gain, dropped=decision.dropped, per_table=per_table, per_node=per_node,
     )
 

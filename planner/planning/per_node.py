@@ -1,0 +1,498 @@
+"""Per-node choices of node-level live parameters (MeT, seeds/001: nodes grouped by the
+access pattern they serve, each group configured for its own).
+
+The optimiser gives every node the cluster-wide configuration. A node whose coordinator
+load is mostly reads and one whose load is mostly writes may each serve more with its own
+values of a node-level parameter. Given the plan's cluster-wide configuration per time
+point and each node's (inventory host's) forecast load and mix, :func:`choose_per_node`
+picks each node's values of the node-level LIVE parameters (``change: live`` in
+:mod:`planner.model.spaces`, table-level ones excluded: a table option is schema, which
+every node shares). Restart-class parameters stay cluster-wide in this slice: a per-node
+restart would need batches of its own, which the optimiser's costs do not price.
+
+The rule. Node ``n`` serves its local load ``L_n``. The performance model predicts, for
+node ``n``'s own mix under node ``n``'s configuration, the cluster capacity ``cap_n``; a
+node's own capacity is ``cap_n / N`` (``N`` nodes: one node's part of a cluster of like
+nodes). The cluster saturates when its first node saturates, so at load shares
+``s_n = L_n / sum L`` its capacity is::
+
+    capacity = min_n (cap_n / N) / s_n
+
+The slowest replicas bound it. Maximising a min of terms that each depend only on their
+own node's values separates: each node's best value is the argmax of its own ``cap_n``,
+whatever the other nodes choose. A plan step holds one value per node over several time
+points, so per step a node takes the value that minimises its busy time over the step,
+``sum_tau L_n(tau) / cap_n(v, tau)`` (the per-point argmax whenever that is the same at
+every point of the step; ties and idle steps keep the cluster-wide value).
+
+Served work per time point is the pipeline's credit of that capacity
+(:func:`planner.planning.costbenefit.served_matrix`: ``min(load, capacity)``, plus the
+headroom term with ``served="work"``). A live change costs no served work (the pipeline
+prices live changes at 0 s, ``live_seconds``), so a node gets an override when its choice
+differs from the cluster-wide value and the served work it adds over the horizon is
+positive, and, with scenarios (``kairos plan --scenarios``), positive in at least
+``--confidence`` of the model's coefficient draws (draw ``s`` is one model for every node:
+one stream per seed). Under a min a node adds work only when it bounds the cluster, so a
+node's gain is what the whole assignment loses when that node alone returns to the
+cluster-wide values; the weakest node under the rule is dropped and the others re-weighed
+until every override left passes.
+
+Nodes with the same values form a group, named by its nodes' dominant class (MeT's R, W,
+RW, Scan; thresholds :data:`READ_SHARE`, :data:`WRITE_SHARE`, :data:`SCAN_SHARE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from planner.errors import ValidationError
+from planner.model.spaces import get_space
+from planner.planning.costbenefit import Served, served_matrix
+from planner.planning.per_table import (
+    option_capacities,
+    option_capacity_draws,
+    option_grid,
+    segment_starts,
+    steps_by_segment,
+)
+
+__all__ = [
+    "NodeChoice",
+    "NodeGroup",
+    "NodeWorkload",
+    "PerNodeChoices",
+    "choose_per_node",
+    "min_capacity",
+    "node_class",
+    "node_keys",
+    "with_per_node",
+]
+
+#: A node whose reads are more than this share of its operations is R (MeT's read group).
+READ_SHARE = 0.7
+#: A node whose writes (update + insert; Redis' write) are more than this share is W.
+WRITE_SHARE = 0.7
+#: A node whose scans are more than this share is Scan (scans cost ~10 reads each).
+SCAN_SHARE = 0.5
+#: The classes counted as writes, over the engines' class names.
+WRITE_CLASSES = ("update", "insert", "write")
+#: Relative tolerance under which a gain counts as none (float noise of equal capacities).
+_GAIN_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class NodeWorkload:
+    """One node's forecast: ``load`` ``(T,)`` ops/s it coordinates and ``mix`` ``(T, C)``
+    class fractions in the performance model's class order."""
+
+    load: np.ndarray
+    mix: np.ndarray
+
+
+@dataclass(frozen=True)
+class NodeChoice:
+    """What :func:`choose_per_node` chose for one node.
+
+    ``values[j]``: the node-level values the node runs in segment ``j`` (its best, when
+    ``override``, else the cluster-wide ones); ``best[j]``: its best whether taken or not.
+    ``capacity_chosen``/``capacity_cluster``: its own capacity ``cap_n / N`` (ops/s, mean
+    over the horizon) under its best values and under the cluster-wide ones. ``gain_ops``:
+    the served work its override adds to the others'; ``p_gain``: P(gain > 0) over the
+    model's coefficient draws (None: not drawn); ``reason``: why it gets no override.
+    ``node_class``: its dominant class (R, W, RW, Scan).
+    """
+
+    host: str
+    values: tuple[Mapping[str, Any], ...]
+    best: tuple[Mapping[str, Any], ...]
+    override: bool
+    capacity_chosen: float
+    capacity_cluster: float
+    gain_ops: float
+    node_class: str
+    reason: str | None = None
+    p_gain: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan's ``provenance.per_node.nodes`` entry of this node."""
+        chosen = [dict(v) for v in dict.fromkeys(
+            tuple(sorted(b.items())) for b in self.best)]  # distinct, in order
+        out: dict[str, Any] = {
+            "class": self.node_class,
+            "chosen": chosen if len(chosen) > 1 else chosen[0],
+            "override": self.override,
+            "capacity_chosen": round(self.capacity_chosen, 1),
+            "capacity_cluster_wide": round(self.capacity_cluster, 1),
+            "gain_ops": round(self.gain_ops, 1),
+        }
+        if self.p_gain is not None:
+            out["p_gain"] = round(self.p_gain, 4)
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes that run the same values in every segment, named by their dominant class."""
+
+    name: str
+    hosts: tuple[str, ...]
+    values: tuple[Mapping[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        distinct = [dict(v) for v in dict.fromkeys(tuple(sorted(v.items()))
+                                                   for v in self.values)]
+        return {"name": self.name, "hosts": list(self.hosts),
+                "values": distinct if len(distinct) > 1 else distinct[0]}
+
+
+@dataclass(frozen=True)
+class PerNodeChoices:
+    """Per-node choices over the segments of a plan.
+
+    ``starts[j]``: the first time point of segment ``j`` (a stretch of one cluster-wide
+    configuration); ``cluster[j]``: its cluster-wide node-level values;
+    ``segment_gain_ops[j]``: the served work the overrides add in it.
+    """
+
+    keys: tuple[str, ...]
+    starts: tuple[int, ...]
+    running: Mapping[str, Any]
+    cluster: tuple[Mapping[str, Any], ...]
+    nodes: Mapping[str, NodeChoice]
+    groups: tuple[NodeGroup, ...]
+    segment_gain_ops: tuple[float, ...]
+
+    def overrides(self, segment: int) -> dict[str, dict[str, Any]]:
+        """The ``per_node`` of segment ``segment``: each node whose values differ there from
+        the cluster-wide ones, with the values that differ."""
+        base = self.cluster[segment]
+        out: dict[str, dict[str, Any]] = {}
+        for host, choice in self.nodes.items():
+            diff = {k: v for k, v in choice.values[segment].items() if base[k] != v}
+            if diff:
+                out[host] = diff
+        return out
+
+    def changes(self, segment: int) -> tuple[str, ...]:
+        """The keys some node's value changes at the start of ``segment`` (from the running
+        values for segment 0), a node returning to the cluster-wide value included."""
+        return tuple(k for k in self.keys if any(
+            c.values[segment][k] != (c.values[segment - 1][k] if segment else self.running[k])
+            for c in self.nodes.values()))
+
+    @property
+    def gain_ops(self) -> float:
+        return float(sum(self.segment_gain_ops))
+
+
+def node_keys(engine: str) -> tuple[str, ...]:
+    """The engine's node-level live parameters: those a node may run its own value of."""
+    space = get_space(engine)
+    return tuple(k for k in space.parameters
+                 if space[k].change == "live" and space[k].location != "table")
+
+
+def node_class(load: np.ndarray, mix: np.ndarray, classes: Sequence[str]) -> str:
+    """MeT's class of a node from its ``(T,)`` load and ``(T, C)`` mix: ``R``, ``W``,
+    ``Scan`` or ``RW`` (the thresholds: :data:`READ_SHARE` and the others), on its
+    operations over the horizon (each time point weighted by its load; an idle node by
+    its mean mix)."""
+    ld, mx = np.asarray(load, dtype=float), np.asarray(mix, dtype=float)
+    rows = mx / np.maximum(mx.sum(axis=1, keepdims=True), 1e-12)
+    w = ld / ld.sum() if ld.sum() > 0 else np.full(len(ld), 1.0 / len(ld))
+    share = dict(zip(classes, (w @ rows).tolist(), strict=True))
+    if share.get("read", 0.0) > READ_SHARE:
+        return "R"
+    if sum(share.get(c, 0.0) for c in WRITE_CLASSES) > WRITE_SHARE:
+        return "W"
+    if share.get("scan", 0.0) > SCAN_SHARE:
+        return "Scan"
+    return "RW"
+
+
+def min_capacity(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """``(T,)`` cluster capacity ``min_n (cap_n / N) / s_n`` from ``(N, T)`` loads and the
+    ``(N, T)`` capacities ``cap_n`` each node's mix meets; a node with no load bounds
+    nothing, and where nothing is offered every node counts equally (the capacity a
+    balanced load would meet)."""
+    ld = np.asarray(loads, dtype=float)
+    cap = np.asarray(capacities, dtype=float)
+    n = ld.shape[0]
+    total = ld.sum(axis=0)
+    share = np.where(total > 0, ld / np.where(total > 0, total, 1.0), 1.0 / n)
+    with np.errstate(divide="ignore"):
+        bound = np.where(share > 0, (cap / n) / np.where(share > 0, share, 1.0), np.inf)
+    return np.asarray(bound.min(axis=0))
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """The inputs of one choice, shared by its helpers."""
+
+    loads: np.ndarray  # (N, T)
+    caps: np.ndarray  # (N, T, V): the capacity each node's mix meets per option
+    cluster: np.ndarray  # (T,) option index of the cluster-wide values
+    starts: tuple[int, ...]
+    step_seconds: float
+    served: Served
+    headroom_weight: float
+    #: (S, N, T, V): ``caps`` under S coefficient draws of the model (None: not drawn).
+    draws: np.ndarray | None = None
+
+    def served_ops(self, paths: np.ndarray) -> np.ndarray:
+        """``(T,)`` work credited per time point (ops) when node ``i`` runs option
+        ``paths[i, tau]``."""
+        met = np.take_along_axis(self.caps, paths[:, :, None], axis=2)[:, :, 0]
+        cap = min_capacity(self.loads, met)
+        credit = served_matrix(cap[:, None], load=self.loads.sum(axis=0), served=self.served,
+                               headroom_weight=self.headroom_weight)[:, 0]
+        return credit * self.step_seconds
+
+    def gain(self, before: np.ndarray, after: np.ndarray) -> float:
+        return float(np.sum(self.served_ops(after) - self.served_ops(before)))
+
+    def p_gain(self, before: np.ndarray, after: np.ndarray) -> float | None:
+        """P(``after`` serves more than ``before``) over the draws (None: not drawn)."""
+        if self.draws is None:
+            return None
+        wins = [drawn.gain(before, after) > _GAIN_TOL * float(np.sum(drawn.served_ops(before)))
+                for drawn in (replace(self, caps=c, draws=None) for c in self.draws)]
+        return float(np.mean(wins))
+
+
+def _best_path(setting: _Setting, i: int) -> np.ndarray:
+    """``(T,)`` node ``i``'s best option per segment: the one its load keeps it busy the
+    least under (ties and idle segments keep the cluster-wide value)."""
+    path = setting.cluster.copy()
+    for lo, hi in zip(setting.starts, [*setting.starts[1:], len(path)], strict=True):
+        busy = np.sum(setting.loads[i, lo:hi, None] / setting.caps[i, lo:hi], axis=0)
+        here = int(setting.cluster[lo])
+        best = int(np.argmin(busy))
+        if busy[best] < busy[here] * (1 - 1e-9):
+            path[lo:hi] = best
+    return path
+
+
+def choose_per_node(
+    *,
+    model: Any,
+    configs: Sequence[Mapping[str, Any]],
+    running: Mapping[str, Any],
+    nodes: Mapping[str, NodeWorkload],
+    step_seconds: float,
+    keys: Sequence[str] | None = None,
+    values: Mapping[str, Sequence[Any]] | None = None,
+    fixed: Collection[str] = (),
+    served: Served = "offered",
+    headroom_weight: float = 0.0,
+    scenarios: int = 0,
+    confidence: float = 0.9,
+    seed: Any = 0,
+) -> PerNodeChoices:
+    """Choose each node's node-level live values over a plan (the rule: the module
+    docstring).
+
+    Parameters
+    ----------
+    model
+        The performance model (:class:`planner.model.performance.PerformanceModel`).
+    configs
+        ``T`` complete cluster-wide configurations, one per time point.
+    running
+        The complete configuration every node runs now.
+    nodes
+        Per host, every node of the cluster: its forecast load and mix over the ``T`` time
+        points (``N = len(nodes)``).
+    step_seconds
+        Length of one time point.
+    keys, values
+        The parameters chosen per node (default: :func:`node_keys`; each must be one) and
+        their candidate values (default: the space's).
+    fixed
+        Hosts that keep the cluster-wide values (no forecast of their own: their load is
+        an even part of what the others leave).
+    served, headroom_weight
+        The credit of served work (:func:`planner.planning.costbenefit.served_matrix`).
+    scenarios, confidence, seed
+        With ``scenarios`` > 0, an override is kept only when its gain is positive in at
+        least ``confidence`` of that many coefficient draws; every node's capacities are
+        drawn from one stream seeded by ``seed``, so draw ``s`` is one model for all.
+    """
+    space = get_space(model.engine)
+    keys = tuple(keys if keys is not None else node_keys(model.engine))
+    _check_inputs(model.engine, keys, configs, nodes, fixed, step_seconds)
+    values = values or {k: space[k].candidate_values or () for k in keys}
+    options = option_grid(keys, values, configs, running)
+    index = {tuple(o.items()): v for v, o in enumerate(options)}
+    starts = segment_starts(configs)
+    mixes = [np.asarray(w.mix, dtype=float) for w in nodes.values()]
+    setting = _Setting(
+        loads=np.stack([np.asarray(w.load, dtype=float) for w in nodes.values()]),
+        caps=np.stack([option_capacities(model, configs, m, options, starts) for m in mixes]),
+        cluster=np.array([index[tuple((k, c[k]) for k in keys)] for c in configs]),
+        starts=starts, step_seconds=step_seconds, served=served,
+        headroom_weight=headroom_weight,
+        draws=None if scenarios <= 0 else np.stack(
+            [option_capacity_draws(model, configs, m, options, starts, scenarios, seed)
+             for m in mixes], axis=1),
+    )
+    hosts = list(nodes)
+    free = [i for i, h in enumerate(hosts) if h not in fixed]
+    paths, verdicts = _decide(setting, free, confidence)
+    classes = [node_class(w.load, w.mix, model.classes) for w in nodes.values()]
+    choices = {h: _node_choice(setting, i, h, paths, options, verdicts.get(i), classes[i],
+                               fixed=h in fixed) for i, h in enumerate(hosts)}
+    base = setting.served_ops(_stay(setting))
+    final = setting.served_ops(paths)
+    bounds = [*starts[1:], len(configs)]
+    return PerNodeChoices(
+        keys=keys, starts=starts, running={k: running[k] for k in keys},
+        cluster=tuple(dict(options[int(setting.cluster[t])]) for t in starts),
+        nodes=choices, groups=_groups(choices, nodes, model.classes),
+        segment_gain_ops=tuple(float(np.sum(final[lo:hi] - base[lo:hi]))
+                               for lo, hi in zip(starts, bounds, strict=True)),
+    )
+
+
+def _check_inputs(engine: str, keys: Sequence[str], configs: Sequence[Mapping[str, Any]],
+                  nodes: Mapping[str, NodeWorkload], fixed: Collection[str],
+                  step_seconds: float) -> None:
+    if not configs or not nodes:
+        raise ValidationError("per-node choice: needs time points and at least one node")
+    if not step_seconds > 0:
+        raise ValidationError(f"step_seconds: must be > 0, got {step_seconds}")
+    allowed = node_keys(engine)
+    wrong = [k for k in keys if k not in allowed]
+    if wrong:
+        raise ValidationError(f"per-node choice: {wrong[0]!r} is not a node-level live "
+                              f"parameter of {engine} ({', '.join(allowed)})")
+    unknown = sorted(set(fixed) - set(nodes))
+    if unknown:
+        raise ValidationError(f"per-node choice: fixed host {unknown[0]!r} is not a node")
+    n = len(configs)
+    for host, w in nodes.items():
+        load, mix = np.asarray(w.load, dtype=float), np.asarray(w.mix, dtype=float)
+        if load.shape != (n,) or mix.ndim != 2 or mix.shape[0] != n:
+            raise ValidationError(f"{host}: load and mix must cover the {n} time points")
+        if np.any(load < 0) or not np.all(np.isfinite(load)):
+            raise ValidationError(f"{host}: load must be finite and >= 0")
+
+
+def _stay(setting: _Setting) -> np.ndarray:
+    """``(N, T)``: every node on the cluster-wide values."""
+    return np.broadcast_to(setting.cluster, setting.loads.shape).copy()
+
+
+def _decide(setting: _Setting, free: Sequence[int], confidence: float,
+            ) -> tuple[np.ndarray, dict[int, tuple[float, float | None, str | None]]]:
+    """The nodes' paths and per free node ``(gain, p_gain, reason)``.
+
+    Every node whose best differs starts overridden; each is weighed by what the
+    assignment loses when it alone returns to the cluster-wide values, and the weakest
+    that fails the rule (no gain, or P below ``confidence``) is dropped, until none fails.
+    Dropping a node that adds nothing leaves the others' gains as they were or larger.
+    """
+    best = {i: _best_path(setting, i) for i in free}
+    verdicts: dict[int, tuple[float, float | None, str | None]] = {
+        i: (0.0, None, "the cluster-wide value is already its best")
+        for i in free if np.array_equal(best[i], setting.cluster)}
+    taken = [i for i in free if i not in verdicts]
+    while True:
+        paths = _stay(setting)
+        for i in taken:
+            paths[i] = best[i]
+        weighed = {}
+        for i in taken:
+            without = paths.copy()
+            without[i] = setting.cluster
+            gain = setting.gain(without, paths)
+            positive = gain > _GAIN_TOL * float(np.sum(setting.served_ops(without)))
+            weighed[i] = (gain, setting.p_gain(without, paths) if positive else None, positive)
+        failing = [i for i, (_, p, ok) in weighed.items()
+                   if not ok or (p is not None and p < confidence)]
+        if not failing:
+            verdicts.update({i: (g, p, None) for i, (g, p, _) in weighed.items()})
+            return paths, verdicts
+        worst = min(failing, key=lambda i: (weighed[i][2], weighed[i][1] or 0.0, weighed[i][0]))
+        gain, p, ok = weighed[worst]
+        verdicts[worst] = (gain, p, (
+            f"P(gain > 0) {p:.2f} is below the confidence {confidence:g} over the model's "
+            "coefficient draws" if ok else
+            "its values add no served work (the node does not bound the cluster's capacity, "
+            "or the load stays below it)"))
+        taken.remove(worst)
+
+
+def _node_choice(setting: _Setting, i: int, host: str, paths: np.ndarray,
+                 options: Sequence[Mapping[str, Any]],
+                 verdict: tuple[float, float | None, str | None] | None, node_cls: str, *,
+                 fixed: bool) -> NodeChoice:
+    if fixed or verdict is None:
+        verdict = (0.0, None, "no forecast of its own: it runs the cluster-wide values")
+        best = setting.cluster
+    else:
+        best = _best_path(setting, i)
+    gain, p, reason = verdict
+    t = np.arange(len(best))
+    n = setting.loads.shape[0]
+    return NodeChoice(
+        host=host,
+        values=tuple(dict(options[int(paths[i, s])]) for s in setting.starts),
+        best=tuple(dict(options[int(best[s])]) for s in setting.starts),
+        override=reason is None,
+        capacity_chosen=float(np.mean(setting.caps[i, t, best])) / n,
+        capacity_cluster=float(np.mean(setting.caps[i, t, setting.cluster])) / n,
+        gain_ops=gain, node_class=node_cls, reason=reason, p_gain=p,
+    )
+
+
+def _groups(choices: Mapping[str, NodeChoice], nodes: Mapping[str, NodeWorkload],
+            classes: Sequence[str]) -> tuple[NodeGroup, ...]:
+    """Nodes with the same values in every segment, in the order of their first host, each
+    named by the dominant class of its nodes' operations together."""
+    members: dict[tuple[Any, ...], list[str]] = {}
+    for host, c in choices.items():
+        members.setdefault(tuple(tuple(sorted(v.items())) for v in c.values), []).append(host)
+    out = []
+    for hosts in members.values():
+        ops = sum(np.asarray(nodes[h].load, dtype=float)[:, None]
+                  * np.asarray(nodes[h].mix, dtype=float) for h in hosts)
+        load = np.asarray(ops).sum(axis=1)
+        mix = np.where(load[:, None] > 0, ops / np.where(load > 0, load, 1.0)[:, None],
+                       np.asarray(nodes[hosts[0]].mix, dtype=float))
+        out.append(NodeGroup(node_class(load, mix, classes), tuple(hosts),
+                             choices[hosts[0]].values))
+    return tuple(out)
+
+
+def with_per_node(
+    steps: Sequence[Mapping[str, Any]], choices: PerNodeChoices, *, start: datetime,
+    step_seconds: float, n_steps: int,
+) -> list[dict[str, Any]]:
+    """The plan's steps (plain data) with the per-node overrides of ``choices``, whose
+    segments are the steps' intervals.
+
+    Each step gets its segment's ``per_node`` (an override holds for its step only, so a
+    step repeats those that go on), the keys some node's value changes in ``live`` (a node
+    returning to the cluster-wide value included) and the segment's gain in ``expected``
+    (a live change costs nothing). When no step is due at the start and an override pays
+    before the first, a step due at the start changes only the nodes.
+    """
+    out = steps_by_segment(steps, choices.starts, pays_at_start=bool(choices.overrides(0)),
+                           start=start, step_seconds=step_seconds, n_steps=n_steps)
+    for step, j in out:
+        step["per_node"] = {**step.get("per_node", {}), **choices.overrides(j)}
+        step["live"] = [*step["live"], *(k for k in choices.changes(j)
+                                         if k not in step["live"] and k not in step["restart"])]
+        ex = dict(step["expected"])
+        ex["benefit_ops"] = float(ex["benefit_ops"]) + choices.segment_gain_ops[j]
+        ex["net_ops"] = ex["benefit_ops"] - float(ex["cost_ops"])
+        step["expected"] = ex
+    return [step for step, _ in out]
