@@ -44,7 +44,7 @@ RW, Scan; thresholds :data:`READ_SHARE`, :data:`WRITE_SHARE`, :data:`SCAN_SHARE`
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,12 +52,14 @@ import numpy as np
 
 from planner.errors import ValidationError
 from planner.model.spaces import get_space
-from planner.planning.costbenefit import Served, served_matrix
+from planner.planning.costbenefit import Served
 from planner.planning.per_table import (
-    option_capacities,
-    option_capacity_draws,
+    ChoiceSetting,
+    OptionChoice,
+    SegmentChoices,
+    TableWorkload,
+    best_path,
     option_grid,
-    segment_starts,
     steps_by_segment,
 )
 
@@ -85,56 +87,24 @@ WRITE_CLASSES = ("update", "insert", "write")
 _GAIN_TOL = 1e-9
 
 
-@dataclass(frozen=True)
-class NodeWorkload:
-    """One node's forecast: ``load`` ``(T,)`` ops/s it coordinates and ``mix`` ``(T, C)``
-    class fractions in the performance model's class order."""
-
-    load: np.ndarray
-    mix: np.ndarray
+#: One node's forecast: ``load`` ``(T,)`` ops/s it coordinates and ``mix`` ``(T, C)`` class
+#: fractions in the performance model's class order (a table's has the same shape).
+NodeWorkload = TableWorkload
 
 
-@dataclass(frozen=True)
-class NodeChoice:
-    """What :func:`choose_per_node` chose for one node.
-
-    ``values[j]``: the node-level values the node runs in segment ``j`` (its best, when
-    ``override``, else the cluster-wide ones); ``best[j]``: its best whether taken or not.
-    ``capacity_chosen``/``capacity_cluster``: its own capacity ``cap_n / N`` (ops/s, mean
-    over the horizon) under its best values and under the cluster-wide ones. ``gain_ops``:
-    the served work its override adds to the others'; ``p_gain``: P(gain > 0) over the
-    model's coefficient draws (None: not drawn); ``reason``: why it gets no override.
-    ``node_class``: its dominant class (R, W, RW, Scan).
-    """
+@dataclass(frozen=True, kw_only=True)
+class NodeChoice(OptionChoice):
+    """What :func:`choose_per_node` chose for one node (:class:`OptionChoice`; its
+    capacities are the node's own, ``cap_n / N``, its gain what its override adds to the
+    others', its P that of a gain above 0); ``node_class``: its dominant class (R, W, RW,
+    Scan)."""
 
     host: str
-    values: tuple[Mapping[str, Any], ...]
-    best: tuple[Mapping[str, Any], ...]
-    override: bool
-    capacity_chosen: float
-    capacity_cluster: float
-    gain_ops: float
     node_class: str
-    reason: str | None = None
-    p_gain: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's ``provenance.per_node.nodes`` entry of this node."""
-        chosen = [dict(v) for v in dict.fromkeys(
-            tuple(sorted(b.items())) for b in self.best)]  # distinct, in order
-        out: dict[str, Any] = {
-            "class": self.node_class,
-            "chosen": chosen if len(chosen) > 1 else chosen[0],
-            "override": self.override,
-            "capacity_chosen": round(self.capacity_chosen, 1),
-            "capacity_cluster_wide": round(self.capacity_cluster, 1),
-            "gain_ops": round(self.gain_ops, 1),
-        }
-        if self.p_gain is not None:
-            out["p_gain"] = round(self.p_gain, 4)
-        if self.reason is not None:
-            out["reason"] = self.reason
-        return out
+        return {"class": self.node_class, **self.entry()}
 
 
 @dataclass(frozen=True)
@@ -152,44 +122,16 @@ class NodeGroup:
                 "values": distinct if len(distinct) > 1 else distinct[0]}
 
 
-@dataclass(frozen=True)
-class PerNodeChoices:
-    """Per-node choices over the segments of a plan.
+@dataclass(frozen=True, kw_only=True)
+class PerNodeChoices(SegmentChoices):
+    """Per-node choices (:class:`SegmentChoices`: ``cluster[j]`` the cluster-wide
+    node-level values); ``groups``: the nodes that run the same values."""
 
-    ``starts[j]``: the first time point of segment ``j`` (a stretch of one cluster-wide
-    configuration); ``cluster[j]``: its cluster-wide node-level values;
-    ``segment_gain_ops[j]``: the served work the overrides add in it.
-    """
-
-    keys: tuple[str, ...]
-    starts: tuple[int, ...]
-    running: Mapping[str, Any]
-    cluster: tuple[Mapping[str, Any], ...]
     nodes: Mapping[str, NodeChoice]
     groups: tuple[NodeGroup, ...]
-    segment_gain_ops: tuple[float, ...]
 
-    def overrides(self, segment: int) -> dict[str, dict[str, Any]]:
-        """The ``per_node`` of segment ``segment``: each node whose values differ there from
-        the cluster-wide ones, with the values that differ."""
-        base = self.cluster[segment]
-        out: dict[str, dict[str, Any]] = {}
-        for host, choice in self.nodes.items():
-            diff = {k: v for k, v in choice.values[segment].items() if base[k] != v}
-            if diff:
-                out[host] = diff
-        return out
-
-    def changes(self, segment: int) -> tuple[str, ...]:
-        """The keys some node's value changes at the start of ``segment`` (from the running
-        values for segment 0), a node returning to the cluster-wide value included."""
-        return tuple(k for k in self.keys if any(
-            c.values[segment][k] != (c.values[segment - 1][k] if segment else self.running[k])
-            for c in self.nodes.values()))
-
-    @property
-    def gain_ops(self) -> float:
-        return float(sum(self.segment_gain_ops))
+    def parts(self) -> Mapping[str, OptionChoice]:
+        return self.nodes
 
 
 def node_keys(engine: str) -> tuple[str, ...]:
@@ -232,52 +174,9 @@ def min_capacity(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:
     return np.asarray(bound.min(axis=0))
 
 
-@dataclass(frozen=True)
-class _Setting:
-    """The inputs of one choice, shared by its helpers."""
-
-    loads: np.ndarray  # (N, T)
-    caps: np.ndarray  # (N, T, V): the capacity each node's mix meets per option
-    cluster: np.ndarray  # (T,) option index of the cluster-wide values
-    starts: tuple[int, ...]
-    step_seconds: float
-    served: Served
-    headroom_weight: float
-    #: (S, N, T, V): ``caps`` under S coefficient draws of the model (None: not drawn).
-    draws: np.ndarray | None = None
-
-    def served_ops(self, paths: np.ndarray) -> np.ndarray:
-        """``(T,)`` work credited per time point (ops) when node ``i`` runs option
-        ``paths[i, tau]``."""
-        met = np.take_along_axis(self.caps, paths[:, :, None], axis=2)[:, :, 0]
-        cap = min_capacity(self.loads, met)
-        credit = served_matrix(cap[:, None], load=self.loads.sum(axis=0), served=self.served,
-                               headroom_weight=self.headroom_weight)[:, 0]
-        return credit * self.step_seconds
-
-    def gain(self, before: np.ndarray, after: np.ndarray) -> float:
-        return float(np.sum(self.served_ops(after) - self.served_ops(before)))
-
-    def p_gain(self, before: np.ndarray, after: np.ndarray) -> float | None:
-        """P(``after`` serves more than ``before``) over the draws (None: not drawn)."""
-        if self.draws is None:
-            return None
-        wins = [drawn.gain(before, after) > _GAIN_TOL * float(np.sum(drawn.served_ops(before)))
-                for drawn in (replace(self, caps=c, draws=None) for c in self.draws)]
-        return float(np.mean(wins))
-
-
-def _best_path(setting: _Setting, i: int) -> np.ndarray:
-    """``(T,)`` node ``i``'s best option per segment: the one its load keeps it busy the
-    least under (ties and idle segments keep the cluster-wide value)."""
-    path = setting.cluster.copy()
-    for lo, hi in zip(setting.starts, [*setting.starts[1:], len(path)], strict=True):
-        busy = np.sum(setting.loads[i, lo:hi, None] / setting.caps[i, lo:hi], axis=0)
-        here = int(setting.cluster[lo])
-        best = int(np.argmin(busy))
-        if busy[best] < busy[here] * (1 - 1e-9):
-            path[lo:hi] = best
-    return path
+def _best_path(setting: ChoiceSetting, i: int) -> np.ndarray:
+    """Node ``i``'s best option per segment: the one its load keeps it busy the least under."""
+    return best_path(setting.loads[i], setting.caps[i], setting.cluster, setting.starts)
 
 
 def choose_per_node(
@@ -331,18 +230,11 @@ def choose_per_node(
     values = values or {k: space[k].candidate_values or () for k in keys}
     options = option_grid(keys, values, configs, running)
     index = {tuple(o.items()): v for v, o in enumerate(options)}
-    starts = segment_starts(configs)
-    mixes = [np.asarray(w.mix, dtype=float) for w in nodes.values()]
-    setting = _Setting(
-        loads=np.stack([np.asarray(w.load, dtype=float) for w in nodes.values()]),
-        caps=np.stack([option_capacities(model, configs, m, options, starts) for m in mixes]),
+    setting = ChoiceSetting.build(
+        model=model, configs=configs, workloads=list(nodes.values()), options=options,
         cluster=np.array([index[tuple((k, c[k]) for k in keys)] for c in configs]),
-        starts=starts, step_seconds=step_seconds, served=served,
-        headroom_weight=headroom_weight,
-        draws=None if scenarios <= 0 else np.stack(
-            [option_capacity_draws(model, configs, m, options, starts, scenarios, seed)
-             for m in mixes], axis=1),
-    )
+        step_seconds=step_seconds, scenarios=scenarios, seed=seed, served=served,
+        headroom_weight=headroom_weight, combine=min_capacity)
     hosts = list(nodes)
     free = [i for i, h in enumerate(hosts) if h not in fixed]
     paths, verdicts = _decide(setting, free, confidence)
@@ -351,6 +243,7 @@ def choose_per_node(
                                fixed=h in fixed) for i, h in enumerate(hosts)}
     base = setting.served_ops(_stay(setting))
     final = setting.served_ops(paths)
+    starts = setting.starts
     bounds = [*starts[1:], len(configs)]
     return PerNodeChoices(
         keys=keys, starts=starts, running={k: running[k] for k in keys},
@@ -385,12 +278,12 @@ def _check_inputs(engine: str, keys: Sequence[str], configs: Sequence[Mapping[st
             raise ValidationError(f"{host}: load must be finite and >= 0")
 
 
-def _stay(setting: _Setting) -> np.ndarray:
+def _stay(setting: ChoiceSetting) -> np.ndarray:
     """``(N, T)``: every node on the cluster-wide values."""
     return np.broadcast_to(setting.cluster, setting.loads.shape).copy()
 
 
-def _decide(setting: _Setting, free: Sequence[int], confidence: float,
+def _decide(setting: ChoiceSetting, free: Sequence[int], confidence: float,
             ) -> tuple[np.ndarray, dict[int, tuple[float, float | None, str | None]]]:
     """The nodes' paths and per free node ``(gain, p_gain, reason)``.
 
@@ -414,7 +307,8 @@ def _decide(setting: _Setting, free: Sequence[int], confidence: float,
             without[i] = setting.cluster
             gain = setting.gain(without, paths)
             positive = gain > _GAIN_TOL * float(np.sum(setting.served_ops(without)))
-            weighed[i] = (gain, setting.p_gain(without, paths) if positive else None, positive)
+            p = setting.p_gain(without, paths, tolerance=_GAIN_TOL) if positive else None
+            weighed[i] = (gain, p, positive)
         failing = [i for i, (_, p, ok) in weighed.items()
                    if not ok or (p is not None and p < confidence)]
         if not failing:
@@ -430,7 +324,7 @@ def _decide(setting: _Setting, free: Sequence[int], confidence: float,
         taken.remove(worst)
 
 
-def _node_choice(setting: _Setting, i: int, host: str, paths: np.ndarray,
+def _node_choice(setting: ChoiceSetting, i: int, host: str, paths: np.ndarray,
                  options: Sequence[Mapping[str, Any]],
                  verdict: tuple[float, float | None, str | None] | None, node_cls: str, *,
                  fixed: bool) -> NodeChoice:

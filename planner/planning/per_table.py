@@ -49,9 +49,13 @@ from planner.model.spaces import get_space
 from planner.planning.costbenefit import Served, served_matrix
 
 __all__ = [
+    "ChoiceSetting",
+    "OptionChoice",
     "PerTableChoices",
+    "SegmentChoices",
     "TableChoice",
     "TableWorkload",
+    "best_path",
     "choose_per_table",
     "harmonic_capacity",
     "option_capacities",
@@ -69,48 +73,47 @@ ChangeSeconds = Callable[[str, Any, Any], float]
 
 @dataclass(frozen=True)
 class TableWorkload:
-    """One table's forecast: ``load`` ``(T,)`` ops/s and ``mix`` ``(T, C)`` class fractions
-    in the performance model's class order."""
+    """One table's (or node's) forecast: ``load`` ``(T,)`` ops/s and ``mix`` ``(T, C)``
+    class fractions in the performance model's class order."""
 
     load: np.ndarray
     mix: np.ndarray
 
 
-@dataclass(frozen=True)
-class TableChoice:
-    """What :func:`choose_per_table` chose for one table.
+@dataclass(frozen=True, kw_only=True)
+class OptionChoice:
+    """What a choice of a part's own values (a table's, a node's) chose for one part.
 
-    ``values[j]``: the table-level values the table runs in segment ``j`` (its best, when
-    ``override``, else the cluster-wide ones); ``best[j]``: its best whether taken or not.
-    ``capacity_chosen``/``capacity_cluster``: its own predicted capacity (ops/s, mean over
-    the horizon) under its best values and under the cluster-wide ones. ``gain_ops``: the
-    served work its override adds; ``cost_ops``: what its changes cost; ``reason``: why it
-    gets no override (None when it does).
+    ``values[j]``: the values the part runs in segment ``j`` (its best, when ``override``,
+    else the cluster-wide ones); ``best[j]``: its best whether taken or not.
+    ``capacity_chosen``/``capacity_cluster``: its predicted capacity (ops/s, mean over the
+    horizon) under its best values and under the cluster-wide ones; ``gain_ops``: the served
+    work its override adds; ``reason``: why it gets no override (None when it does);
+    ``p_gain``: P(the gain beats its cost) over the model's coefficient draws (None: not
+    drawn).
     """
 
-    table: str
     values: tuple[Mapping[str, Any], ...]
     best: tuple[Mapping[str, Any], ...]
     override: bool
     capacity_chosen: float
     capacity_cluster: float
     gain_ops: float
-    cost_ops: float
     reason: str | None = None
-    #: P(gain > cost) over the model's coefficient draws (None: not drawn).
     p_gain: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The plan's ``provenance.per_table`` entry of this table."""
+    def entry(self, **extra: Any) -> dict[str, Any]:
+        """Its provenance entry: the chosen values, capacities and gain, ``extra``, then its
+        P and reason where it has them."""
         chosen = [dict(v) for v in dict.fromkeys(
             tuple(sorted(b.items())) for b in self.best)]  # distinct, in order
         out: dict[str, Any] = {
-            "chosen": [dict(c) for c in chosen] if len(chosen) > 1 else dict(chosen[0]),
+            "chosen": chosen if len(chosen) > 1 else chosen[0],
             "override": self.override,
             "capacity_chosen": round(self.capacity_chosen, 1),
             "capacity_cluster_wide": round(self.capacity_cluster, 1),
             "gain_ops": round(self.gain_ops, 1),
-            "cost_ops": round(self.cost_ops, 1),
+            **extra,
         }
         if self.p_gain is not None:
             out["p_gain"] = round(self.p_gain, 4)
@@ -119,46 +122,72 @@ class TableChoice:
         return out
 
 
-@dataclass(frozen=True)
-class PerTableChoices:
-    """Per-table choices over the segments of a plan.
+@dataclass(frozen=True, kw_only=True)
+class TableChoice(OptionChoice):
+    """What :func:`choose_per_table` chose for one table (:class:`OptionChoice`);
+    ``cost_ops``: what its changes cost."""
+
+    table: str
+    cost_ops: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan's ``provenance.per_table`` entry of this table."""
+        return self.entry(cost_ops=round(self.cost_ops, 1))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SegmentChoices:
+    """Choices of parts' own values (tables', nodes') over the segments of a plan.
 
     ``starts[j]``: the first time point of segment ``j`` (a stretch of one cluster-wide
-    configuration); ``cluster[j]``: its cluster-wide table-level values;
-    ``segment_gain_ops``/``segment_cost_ops``: what the overrides add and cost in it (a
-    change is charged to the segment it starts).
+    configuration); ``cluster[j]``: its cluster-wide values of ``keys``; ``running``: the
+    values before the plan; ``segment_gain_ops[j]``: the served work the overrides add in
+    it; :meth:`parts`: each part's :class:`OptionChoice`.
     """
 
     keys: tuple[str, ...]
     starts: tuple[int, ...]
     running: Mapping[str, Any]
     cluster: tuple[Mapping[str, Any], ...]
-    tables: Mapping[str, TableChoice]
     segment_gain_ops: tuple[float, ...]
-    segment_cost_ops: tuple[float, ...]
+
+    def parts(self) -> Mapping[str, OptionChoice]:
+        raise NotImplementedError
 
     def overrides(self, segment: int) -> dict[str, dict[str, Any]]:
-        """The ``per_table`` of segment ``segment``: each overridden table whose values
-        differ there from the cluster-wide ones, with the values that differ."""
+        """The overrides of segment ``segment`` (a step's ``per_table`` or ``per_node``):
+        each part whose values differ there from the cluster-wide ones, with those values."""
         base = self.cluster[segment]
         out: dict[str, dict[str, Any]] = {}
-        for name, choice in self.tables.items():
-            values = choice.values[segment]
-            diff = {k: v for k, v in values.items() if base[k] != v}
+        for name, choice in self.parts().items():
+            diff = {k: v for k, v in choice.values[segment].items() if base[k] != v}
             if diff:
                 out[name] = diff
         return out
 
     def changes(self, segment: int) -> tuple[str, ...]:
-        """The table-level keys some table's value changes at the start of ``segment``
-        (from the running values for segment 0), the cluster-wide change included."""
+        """The keys some part's value changes at the start of ``segment`` (from the running
+        values for segment 0), the cluster-wide change and a return to it included."""
         return tuple(k for k in self.keys if any(
             c.values[segment][k] != (c.values[segment - 1][k] if segment else self.running[k])
-            for c in self.tables.values()))
+            for c in self.parts().values()))
 
     @property
     def gain_ops(self) -> float:
         return float(sum(self.segment_gain_ops))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerTableChoices(SegmentChoices):
+    """Per-table choices (:class:`SegmentChoices`); ``segment_cost_ops[j]``: what the
+    overrides' changes cost in segment ``j`` (a change is charged to the segment it
+    starts)."""
+
+    tables: Mapping[str, TableChoice]
+    segment_cost_ops: tuple[float, ...]
+
+    def parts(self) -> Mapping[str, OptionChoice]:
+        return self.tables
 
     @property
     def cost_ops(self) -> float:
@@ -229,53 +258,86 @@ def option_capacity_draws(model: Any, configs: Sequence[Mapping[str, Any]], mix:
 
 
 @dataclass(frozen=True)
-class _Setting:
-    """The inputs of one choice, shared by its helpers."""
+class ChoiceSetting:
+    """The inputs of one choice of parts' own values (tables', nodes'), shared by its
+    helpers: each part's load and the capacity its mix meets per option, and how the
+    parts' capacities make the cluster's (``combine``: :func:`harmonic_capacity` for
+    tables, the first node to saturate for nodes)."""
 
-    loads: np.ndarray  # (n, T): the tables' loads, then the rest's
-    caps: np.ndarray  # (n, T, V): the capacity each one's mix meets per option
+    loads: np.ndarray  # (n, T): each part's load
+    caps: np.ndarray  # (n, T, V): the capacity each part's mix meets per option
     cluster: np.ndarray  # (T,) option index of the cluster-wide values
     starts: tuple[int, ...]
     step_seconds: float
     served: Served
     headroom_weight: float
+    combine: Callable[[np.ndarray, np.ndarray], np.ndarray] = harmonic_capacity
     #: (S, n, T, V): ``caps`` under S coefficient draws of the model (None: not drawn).
     draws: np.ndarray | None = None
     confidence: float = 0.0
 
-    def p_gain(self, before: np.ndarray, after: np.ndarray, cost: float) -> float | None:
-        """P(the served work ``after`` adds over ``before`` beats ``cost``) over the draws."""
-        if self.draws is None:
-            return None
-        wins = [float(np.sum(drawn.served_ops(after) - drawn.served_ops(before))) > cost
-                for drawn in (replace(self, caps=c, draws=None) for c in self.draws)]
-        return float(np.mean(wins))
+    @classmethod
+    def build(cls, *, model: Any, configs: Sequence[Mapping[str, Any]],
+              workloads: Sequence[TableWorkload], options: Sequence[Mapping[str, Any]],
+              cluster: np.ndarray, step_seconds: float, scenarios: int, seed: Any,
+              **rules: Any) -> ChoiceSetting:
+        """The setting of ``workloads`` (each part's load and mix) over ``configs``, the
+        capacities predicted (and, with ``scenarios``, drawn) per option; ``rules``: the
+        other fields (``served``, ``headroom_weight``, ``combine``, ``confidence``)."""
+        starts = segment_starts(configs)
+        mixes = [np.asarray(w.mix, dtype=float) for w in workloads]
+        return cls(
+            loads=np.stack([np.asarray(w.load, dtype=float) for w in workloads]),
+            caps=np.stack([option_capacities(model, configs, m, options, starts)
+                           for m in mixes]),
+            cluster=cluster, starts=starts, step_seconds=step_seconds,
+            draws=None if scenarios <= 0 else np.stack(
+                [option_capacity_draws(model, configs, m, options, starts, scenarios, seed)
+                 for m in mixes], axis=1),
+            **rules,
+        )
 
     def served_ops(self, paths: np.ndarray) -> np.ndarray:
-        """``(T,)`` work credited per time point (ops) when table ``i`` runs option
+        """``(T,)`` work credited per time point (ops) when part ``i`` runs option
         ``paths[i, tau]``."""
         met = np.take_along_axis(self.caps, paths[:, :, None], axis=2)[:, :, 0]
-        cap = harmonic_capacity(self.loads, met)
-        total = self.loads.sum(axis=0)
-        credit = served_matrix(cap[:, None], load=total, served=self.served,
+        cap = self.combine(self.loads, met)
+        credit = served_matrix(cap[:, None], load=self.loads.sum(axis=0), served=self.served,
                                headroom_weight=self.headroom_weight)[:, 0]
         return credit * self.step_seconds
 
+    def gain(self, before: np.ndarray, after: np.ndarray) -> float:
+        """The served work ``after`` adds over ``before`` (ops)."""
+        return float(np.sum(self.served_ops(after) - self.served_ops(before)))
 
-def _best_path(setting: _Setting, i: int) -> np.ndarray:
-    """``(T,)`` table ``i``'s best option per segment: the one its operations take the least
-    cluster time under (ties and idle segments keep the cluster-wide value)."""
-    path = setting.cluster.copy()
-    for lo, hi in zip(setting.starts, [*setting.starts[1:], len(path)], strict=True):
-        time_used = np.sum(setting.loads[i, lo:hi, None] / setting.caps[i, lo:hi], axis=0)
-        here = int(setting.cluster[lo])
+    def p_gain(self, before: np.ndarray, after: np.ndarray, *, cost: float = 0.0,
+               tolerance: float = 0.0) -> float | None:
+        """P(the served work ``after`` adds over ``before`` beats ``cost`` plus ``tolerance``
+        of what ``before`` serves) over the draws (None: not drawn)."""
+        if self.draws is None:
+            return None
+        wins = [drawn.gain(before, after)
+                > cost + tolerance * float(np.sum(drawn.served_ops(before)))
+                for drawn in (replace(self, caps=c, draws=None) for c in self.draws)]
+        return float(np.mean(wins))
+
+
+def best_path(load: np.ndarray, caps: np.ndarray, cluster: np.ndarray,
+              starts: Sequence[int]) -> np.ndarray:
+    """``(T,)`` a part's (a table's, a node's) best option per segment: the one its ``(T,)``
+    load takes the least time under at its ``(T, V)`` capacities (ties and idle segments
+    keep the ``(T,)`` cluster-wide option)."""
+    path = cluster.copy()
+    for lo, hi in zip(starts, [*starts[1:], len(path)], strict=True):
+        time_used = np.sum(load[lo:hi, None] / caps[lo:hi], axis=0)
+        here = int(cluster[lo])
         best = int(np.argmin(time_used))
         if time_used[best] < time_used[here] * (1 - 1e-9):
             path[lo:hi] = best
     return path
 
 
-def _change_costs(setting: _Setting, i: int, path: np.ndarray,
+def _change_costs(setting: ChoiceSetting, i: int, path: np.ndarray,
                   options: Sequence[Mapping[str, Any]], running: int,
                   change_seconds: ChangeSeconds) -> np.ndarray:
     """Per segment: what table ``i``'s changes along ``path`` cost (ops).
@@ -355,18 +417,11 @@ def choose_per_table(
     options = option_grid(keys, values, configs, running)
     index = {tuple(o.items()): v for v, o in enumerate(options)}
     cluster = np.array([index[tuple((k, c[k]) for k in keys)] for c in configs])
-    starts = segment_starts(configs)
     workloads = [*tables.values(), *([rest] if rest is not None else [])]
-    mixes = [np.asarray(w.mix, dtype=float) for w in workloads]
-    setting = _Setting(
-        loads=np.stack([np.asarray(w.load, dtype=float) for w in workloads]),
-        caps=np.stack([option_capacities(model, configs, m, options, starts) for m in mixes]),
-        cluster=cluster, starts=starts, step_seconds=step_seconds, served=served,
-        headroom_weight=headroom_weight, confidence=confidence,
-        draws=None if scenarios <= 0 else np.stack(
-            [option_capacity_draws(model, configs, m, options, starts, scenarios, seed)
-             for m in mixes], axis=1),
-    )
+    setting = ChoiceSetting.build(
+        model=model, configs=configs, workloads=workloads, options=options, cluster=cluster,
+        step_seconds=step_seconds, scenarios=scenarios, seed=seed, served=served,
+        headroom_weight=headroom_weight, confidence=confidence)
     running_option = index[tuple((k, running[k]) for k in keys)]
     return _decide(setting, list(tables), options, running_option, change_seconds, keys)
 
@@ -386,7 +441,7 @@ def _check_inputs(configs: Sequence[Mapping[str, Any]], tables: Mapping[str, Tab
             raise ValidationError(f"{name}: load must be finite and >= 0")
 
 
-def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[str, Any]],
+def _decide(setting: ChoiceSetting, names: Sequence[str], options: Sequence[Mapping[str, Any]],
             running: int, change_seconds: ChangeSeconds, keys: tuple[str, ...],
             ) -> PerTableChoices:
     """Take the tables' overrides that pay, the best alone first, each credited with what it
@@ -394,7 +449,8 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
     n_all, n_t = setting.loads.shape
     paths = np.broadcast_to(setting.cluster, (n_all, n_t)).copy()
     base_ops = setting.served_ops(paths)
-    best = [_best_path(setting, i) for i in range(len(names))]
+    best = [best_path(setting.loads[i], setting.caps[i], setting.cluster, setting.starts)
+            for i in range(len(names))]
     costs = [_change_costs(setting, i, best[i], options, running, change_seconds)
              for i in range(len(names))]
 
@@ -415,7 +471,7 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
             continue
         trial = with_path(paths, i)
         gain = float(np.sum(setting.served_ops(trial) - setting.served_ops(paths)))
-        p = probability[i] = setting.p_gain(paths, trial, cost) if gain > cost else None
+        p = probability[i] = setting.p_gain(paths, trial, cost=cost) if gain > cost else None
         if gain > cost and (p is None or p >= setting.confidence):
             paths, seg_cost = trial, seg_cost + costs[i]
             taken[i] = (gain, None)
@@ -442,7 +498,7 @@ def _decide(setting: _Setting, names: Sequence[str], options: Sequence[Mapping[s
     )
 
 
-def _table_choice(setting: _Setting, i: int, name: str, path: np.ndarray, best: np.ndarray,
+def _table_choice(setting: ChoiceSetting, i: int, name: str, path: np.ndarray, best: np.ndarray,
                   options: Sequence[Mapping[str, Any]], taken: tuple[float, str | None],
                   cost: float) -> TableChoice:
     gain, reason = taken

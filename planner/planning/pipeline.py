@@ -1490,10 +1490,16 @@ def _per_node(req: PlanRequest, *, perf: PerformanceModel, configs: Sequence[Map
     return choose_per_node(
         model=perf, configs=configs, running=current, nodes=workloads, step_seconds=step,
         keys=keys, values={k: measured.get(k) or space[k].candidate_values or () for k in keys},
-        fixed=fixed, served=req.served,
-        headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
-        scenarios=req.scenarios, confidence=req.confidence, seed=(req.optimiser.seed, 17),
+        fixed=fixed, seed=(req.optimiser.seed, 17), **_choice_rules(req),
     )
+
+
+def _choice_rules(req: PlanRequest) -> dict[str, Any]:
+    """How the per-table and per-node choices credit served work and weigh confidence: as
+    the optimiser does."""
+    return {"served": req.served,
+            "headroom_weight": req.headroom_weight if req.served == "work" else 0.0,
+            "scenarios": req.scenarios, "confidence": req.confidence}
 
 
 def _per_node_provenance(choices: PerNodeChoices) -> dict[str, Any]:
@@ -1535,8 +1541,7 @@ def _per_table(req: PlanRequest, *, fc: Forecast, perf: PerformanceModel,
         step_seconds=float(fc.step_seconds), change_seconds=change_seconds, rest=rest,
         values={k: measured.get(k) or space[k].candidate_values or () for k in
                 table_keys(req.engine)},
-        served=req.served, headroom_weight=req.headroom_weight if req.served == "work" else 0.0,
-        scenarios=req.scenarios, confidence=req.confidence, seed=(req.optimiser.seed, 16),
+        seed=(req.optimiser.seed, 16), **_choice_rules(req),
     )
 
 
