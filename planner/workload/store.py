@@ -58,6 +58,7 @@ the previous bin (or a uniform mix). Bins are stamped with their start, as in
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -481,6 +482,38 @@ def node_intervals(
         ops = to_classes(engine, raw, role=any_b.role, insert_fraction=insert_fraction)
         good.append(NodeInterval(node, t0, t1, ops, kind))
     return good, dropped
+
+
+def round_spans(
+    by_node: Mapping[str, Sequence[CounterSample]], rounds: Sequence[float]
+) -> dict[str, tuple[float, float]]:
+    """Each node's first and last sample time, widened to the first and last read of the
+    rounds they belong to: a node read in a round counts as collected for the whole round.
+
+    A round reads the nodes one after the other, a few tenths of a second apart; on a bin
+    edge those tenths decided which nodes :func:`aggregate` expected in a bin, so a bin
+    that ended past the last round could hold the nodes read last alone (a cluster's
+    replicas, which count no writes): a load of 0 ops/s, which a naive forecast carried
+    over the whole horizon. Widened, every node of the round is expected there or none is,
+    and a bin the round does not cover is dropped rather than half counted.
+    """
+    order = sorted(rounds)
+
+    def round_of(ts: float) -> int:
+        return max(0, bisect.bisect_right(order, ts) - 1)
+
+    first_read: dict[int, float] = {}
+    last_read: dict[int, float] = {}
+    for samples in by_node.values():
+        for smp in samples:
+            r = round_of(smp.ts)
+            first_read[r] = min(first_read.get(r, smp.ts), smp.ts)
+            last_read[r] = max(last_read.get(r, smp.ts), smp.ts)
+    spans: dict[str, tuple[float, float]] = {}
+    for node, samples in by_node.items():
+        first, last = min(x.ts for x in samples), max(x.ts for x in samples)
+        spans[node] = (first_read[round_of(first)], last_read[round_of(last)])
+    return spans
 
 
 def _bin_edges(rounds: Sequence[float], step: float | None, since: float | None) -> np.ndarray:
@@ -937,12 +970,12 @@ class Store:
         by_node: dict[str, list[CounterSample]] = defaultdict(list)
         for s in samples:
             by_node[s.node].append(s)
-        spans = {n: (min(s.ts for s in ss), max(s.ts for s in ss)) for n, ss in by_node.items()}
+        rounds = self.rounds(engine, cluster, since=since)
+        spans = round_spans(by_node, rounds)
         for ss in by_node.values():
             good, dropped = node_intervals(engine, ss, insert_fraction=insert_fraction)
             out.intervals.extend(good)
             out.dropped.extend(dropped)
-        rounds = self.rounds(engine, cluster, since=since)
         edges = _bin_edges(rounds, step_seconds, since)
         starts, load, mix, dropped_bins = aggregate(
             engine, out.intervals, spans, edges, min_coverage=min_coverage

@@ -277,3 +277,27 @@ def test_rollout_and_plan_history(store: Store) -> None:
                          at=10.0)
     rows = store._db.execute("SELECT node, phase, seconds FROM rollout_events").fetchall()
     assert sorted(rows) == [("cass1", "drain", 5.0), ("cass1", "stop", 1.5)]
+
+
+def test_a_bin_past_the_last_round_is_dropped_not_counted_on_the_nodes_read_last(
+        store: Store) -> None:
+    """The Redis demo's zero (a fresh-clone CI run, 2026-12-03): a round reads the six nodes
+    0.1 s apart, and the last bin ended past the last round so that the 50 % coverage line
+    fell between the nodes' reads. Only the replicas, read last, were expected there, and
+    they count no writes and had no reads: the bin's load was 0 ops/s, which a naive
+    forecast carried over the horizon. A node read in a round now counts as collected for
+    the whole round: that bin is dropped, and every other bin keeps every node."""
+    nodes = [("r1", "master"), ("r2", "master"), ("r3", "master"),
+             ("r4", "replica"), ("r5", "replica"), ("r6", "replica")]
+    # Rounds at 100, 110, 120 and 125.6: the last bin [120, 130) is covered from 125.6 +
+    # 0.1 n on, so the 5-s line falls between the masters' reads and the replicas'.
+    for k, start in enumerate((100.0, 110.0, 120.0, 124.55)):
+        samples = [redis(node, start + 0.1 * n, read=100 * k if role == "master" else 0,
+                         write=50 * k, role=role, run_id=node)
+                   for n, (node, role) in enumerate(nodes)]
+        store.append_counters("redis", "lab", samples, round_ts=start)
+    derived = store.derive("redis", "lab", step_seconds=10.0)
+    assert derived.series is not None
+    assert list(derived.series.timestamps) == [100.0, 110.0]
+    assert np.all(derived.series.load > 0), derived.series.load
+    assert [(lo, hi) for lo, hi, _ in derived.dropped_bins] == [(120.0, 130.0)]
