@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" ANSIBLE_FORCE_COLOR=0
 export PYTHONDONTWRITEBYTECODE=1
 
-STEP=10                         # seconds per collection round and trace step
+STEP=${KAIROS_DEMO_STEP:-10}    # seconds per collection round and trace step
 DAY=${KAIROS_DEMO_DAY:-40}      # seconds of the write-heavy day before the load turns
 FIRST_ROUNDS=10                 # rounds of the read-heavy load before tick 1 (naive: 10 points)
 WINDOW=${KAIROS_DEMO_WINDOW:-60}  # seconds of a window the autopilot judges (after SETTLE)

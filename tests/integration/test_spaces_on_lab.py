@@ -3,11 +3,12 @@
 Cassandra: one rolling restart at CL ONE (playbooks/change_settings.yml, through the role's
 templates) with every cassandra.yaml parameter at a non-default value, under load (two of
 the three nodes go down at once; the client must see no failure and lose no acknowledged
-write), then each node's system_views.settings must report them; a second rolling restart,
-at ONE without load, puts the defaults back, every node restarting exactly once, back
-inside its envelope, with its timings recorded. The row cache turned on sets the load
-table's caching (rows_per_partition ALL) and the nodes then hold its rows in the cache; the
-restore turns it back to NONE. QUORUM rollouts under load, one node a batch, are the fault
+write), every node restarting once, back inside its envelope, with its timings recorded;
+then each node's system_views.settings must report them. The row cache turned on sets the
+load table's caching (rows_per_partition ALL) and the nodes then hold its rows in the cache.
+On a lab that outlives the session, a second rolling restart at ONE without load puts the
+defaults back (the table's caching to NONE); under `make test`, which stops the lab, it is
+left out. QUORUM rollouts under load, one node a batch, are the fault
 tests' (test_rollout_faults.py) and the learning loop's. The heap (JVM option) is exercised
 by the rollback test of test_apply_plan.py. Redis: CONFIG SET of every live parameter on a
 real node with the value the templates would write, then the node's own value is restored.
@@ -24,7 +25,15 @@ import redis
 
 from planner.model.spaces import get_space, render_settings
 
-from .conftest import REPO, PlaybookRun, cql_cluster, cql_node_cluster, redis_client, run_playbook
+from .conftest import (
+    REPO,
+    PlaybookRun,
+    cql_cluster,
+    cql_node_cluster,
+    lab_stops_after_session,
+    redis_client,
+    run_playbook,
+)
 from .lab_plans import HOSTS, pids
 from .test_apply_plan import Timeline, load, node_envelope, report, up_normal
 
@@ -122,10 +131,13 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     # The key cache's default is derived from the heap (25MiB on the lab's 512M, the space's
     # 51MiB is for 1G): put back what the nodes ran.
     defaults["key_cache_size"] = running_setting("127.0.0.1", "key_cache_size")
+    before = pids()
+    envelope_before = {h: node_envelope(h) for h in HOSTS}
     try:
         change_settings_under_load(CASSANDRA_VALUES, "ONE", 2,
                                    "change_settings.yml (every parameter) at ONE")
         assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "ALL"}
+        restarted_once_into_envelopes(before, envelope_before)
         cached_rows = 0
         for address in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
             cluster = cql_node_cluster(address)
@@ -145,18 +157,29 @@ def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: Playbo
     except BaseException:
         change_settings(defaults, "ONE")  # the defaults back; the first failure is the one told
         raise
+    if lab_stops_after_session():
+        # A second rolling restart only for a lab that is stopped anyway (CI time): the
+        # tests after this one (test_sstable_layout.py) do not depend on these settings.
+        print("the lab stops after this session: the defaults are not put back")
+        return
     restore_defaults(defaults)
 
 
 def restore_defaults(defaults: dict[str, Any]) -> None:
-    """The defaults back at ONE, without load (the slow part of this test is restarts): each
-    node restarts once into its envelope, its timings recorded."""
+    """The defaults back at ONE, without load (the slow part of this test is restarts)."""
     before = pids()
     envelope_before = {h: node_envelope(h) for h in HOSTS}
     run = change_settings(defaults, "ONE")
     assert run.rc == 0, run.output[-4000:]
     assert "in 2 batch(es) at ONE" in run.output
     assert table_caching(LOAD_TABLE) == {"keys": "ALL", "rows_per_partition": "NONE"}
+    restarted_once_into_envelopes(before, envelope_before)
+
+
+def restarted_once_into_envelopes(before: dict[str, int],
+                                  envelope_before: dict[str, Any]) -> None:
+    """Each node restarted exactly once, into its envelope with the same limits, its
+    timings recorded in the ad-hoc state; every node sees the three UN."""
     after = pids()
     assert all(after[h] != before[h] for h in HOSTS), "every node restarts exactly once"
     for host in HOSTS:  # each restarted node is back inside its envelope, limits unchanged
