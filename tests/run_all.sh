@@ -10,9 +10,6 @@ LOGS="$PWD/.kairos/test-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 
 cleanup() {
-  if [ -n "${lab_up:-}" ] && kill -0 "$lab_up" 2>/dev/null; then
-    kill "$lab_up" 2>/dev/null; wait "$lab_up" 2>/dev/null
-  fi
   if [ -n "${beside:-}" ] && kill -0 "$beside" 2>/dev/null; then
     pkill -TERM -P "$beside" 2>/dev/null; kill "$beside" 2>/dev/null; wait "$beside" 2>/dev/null
   fi
@@ -95,22 +92,7 @@ fi
   beside_the_lab ) > "$LOGS/beside.log" 2>&1 &
 beside=$!
 
-# The lab starts beside Molecule's Redis scenario (its own ports 7101-7106, no JVM): the
-# lab's Cassandra nodes take the CPU that scenario leaves, and the integration tests begin
-# on a lab already up. Up and idle, the lab costs the Cassandra scenario next (its own
-# addresses 127.0.1.x) nothing. A lab that fails to start here is started again, and its
-# failure reported, by the integration tests' lab fixture.
-lab_up_began=$SECONDS
-ansible-playbook playbooks/lab_up.yml > "$(log_of "lab up")" 2>&1 &
-lab_up=$!
 stage "molecule: redis" molecule test -s redis
-if wait "$lab_up"; then
-  echo "=== lab up, beside molecule: redis: ok ($((SECONDS - lab_up_began)) s)"
-else
-  echo "=== lab up, beside molecule: redis: FAILED ($((SECONDS - lab_up_began)) s; the lab fixture tries again)"
-  digest "$(log_of "lab up")"
-fi
-lab_up=""
 stage "molecule: cassandra" molecule test -s cassandra
 # This script stops the lab when the stages end: a test need not put back what only a lab
 # that outlives the session would keep (tests/integration/conftest.py).
