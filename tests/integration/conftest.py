@@ -244,7 +244,7 @@ def kairos_acl_denials() -> list[str]:
 
 
 #: Whether the lab stops when this session ends (set by the lab fixture).
-_LAB_STOPS_AFTER: list[bool] = []
+_lab_stops_after = False
 
 
 def lab_stops_after_session() -> bool:
@@ -252,14 +252,15 @@ def lab_stops_after_session() -> bool:
     KAIROS_KEEP_LAB is unset), or whoever started it says it stops it
     (KAIROS_LAB_STOPS_AFTER_SESSION=1: `make test`). A test need not then put back a
     setting only a lab that outlives the session would keep."""
-    return bool(_LAB_STOPS_AFTER and _LAB_STOPS_AFTER[0])
+    return _lab_stops_after
 
 
 def _lab() -> Iterator[PlaybookRun]:
+    global _lab_stops_after
     started_here = not lab_processes()
-    _LAB_STOPS_AFTER[:] = [
+    _lab_stops_after = bool(
         (started_here and not os.environ.get("KAIROS_KEEP_LAB"))
-        or os.environ.get("KAIROS_LAB_STOPS_AFTER_SESSION") == "1"]
+        or os.environ.get("KAIROS_LAB_STOPS_AFTER_SESSION") == "1")
     run = run_playbook("playbooks/lab_up.yml")
     print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
     if run.rc != 0:

@@ -42,9 +42,11 @@ pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.usefixtures("l
 
 LOCK = REPO / ".kairos" / "lab-cassandra.lock"
 # The QUORUM load (ops/s) under which the rollouts run. In their 0.4-CPU envelopes the three
-# nodes used 0.35-0.39 CPU each at 300 ops/s (throttled up to 0.23 s/s), 0.26-0.32 at 100:
-# at 300 the two nodes left while one restarts were past their quota, and the resumed
-# rollout saw 130 timeouts of 111,366 operations once (2026-12-03). 200 leaves them room.
+# nodes used 0.35-0.39 CPU each at 300 ops/s (throttled up to 0.23 s/s), 0.26-0.32 at 100,
+# all three up: from these, two nodes carrying 300 while the third restarts would need more
+# than their quota (an estimate, not measured), and the resumed rollout saw 130 timeouts of
+# 111,366 operations once at 300 (2026-12-03); at 200 both tests passed with no failure
+# outside the windows they allow.
 LOAD_RATE = 200
 BATCH_NODE, VICTIM = "cass1", "cass3"
 # The task whose start is the fault's moment, how long after its header the kill lands,
