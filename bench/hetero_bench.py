@@ -251,8 +251,9 @@ def build_problem(*, n_nodes: int = 12, n_tables: int = 4, n_steps: int = 72,
                for c in cluster for t in tables_opts for u in nodes_opts]
     caps = np.stack([capacity_matrix(model, mix[t], configs) for t in range(n_tables)])
     caps = caps.reshape(n_tables, n_steps, len(cluster), len(tables_opts), len(nodes_opts))
+    # RF 3 at QUORUM (the lab's); a test's 2-node ring has RF 2, where only ONE is safe
     batches = safe_batches(Ring.simple(list(hosts), rf=min(3, n_nodes)),
-                           consistency_level="QUORUM").batches
+                           consistency_level="QUORUM" if n_nodes >= 3 else "ONE").batches
     reconfig = ReconfigModel.from_batches(batches, restart_seconds=60.0, survivor_penalty=0.05)
     if reconfig.duration_seconds > step_seconds:
         raise ValueError("a restart must fit in one decision point (see Simplifications)")
@@ -400,12 +401,11 @@ def decomposition(p: HeteroProblem, dp_schedule: np.ndarray,
     n_tab = len(p.tables)
     tables = {name: TableWorkload(p.table_load[i], p.table_mix[i])
               for i, name in enumerate(p.tables)}
-    space = get_space(ENGINE)
     per_table = choose_per_table(
         model=p.model, configs=configs, running=p.base, tables=tables,
         step_seconds=p.step_seconds,
         change_seconds=lambda k, a, b: float(DEFAULT_CHANGE_SECONDS.get(k, 0.0)),
-        values={k: space[k].candidate_values or () for k in TABLE_KEYS}, served=p.served,
+        values=_values(p.table_opts), served=p.served,
         headroom_weight=p.headroom_weight)
     node_mix = np.einsum("ntk,tkc->nkc", p.node_table_load, p.table_mix)
     node_mix /= node_mix.sum(axis=2, keepdims=True)
@@ -413,7 +413,7 @@ def decomposition(p: HeteroProblem, dp_schedule: np.ndarray,
     per_node = choose_per_node(
         model=p.model, configs=configs, running=p.base, nodes=nodes,
         step_seconds=p.step_seconds, keys=NODE_KEYS,
-        values={k: space[k].candidate_values or () for k in NODE_KEYS}, served=p.served,
+        values=_values(p.node_opts), served=p.served,
         headroom_weight=p.headroom_weight)
     bounds = [*per_table.starts[1:], p.n_steps]
     for i, name in enumerate(p.tables):
@@ -427,6 +427,11 @@ def decomposition(p: HeteroProblem, dp_schedule: np.ndarray,
             "nodes_overridden": sum(c.override for c in per_node.nodes.values()),
             "groups": [f"{g.name}: {len(g.hosts)}" for g in per_node.groups]}
     return plan, info
+
+
+def _values(opts: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Per key, the values the options give it (the options are their product)."""
+    return {k: list(dict.fromkeys(o[k] for o in opts)) for k in opts[0]}
 
 
 def _index(opts: Sequence[Mapping[str, Any]], values: Mapping[str, Any]) -> int:
