@@ -22,9 +22,10 @@ whole heterogeneous plan and measures on it:
 * ``bound``: the best joint state per time point with every switch free (an upper bound,
   not a plan).
 
-Run from the repository root::
+Run from the repository root (``PYTHONPATH=.``: this checkout's planner, not the one the
+shared venv's editable install points at)::
 
-    .venv/bin/python bench/hetero_bench.py
+    PYTHONPATH=. .venv/bin/python bench/hetero_bench.py
 
 One JSON line per method, then a table. Wall and CPU seconds are this process's; ``peak
 RSS`` is the process's peak resident set so far (monotone: the interpreter and its imports
