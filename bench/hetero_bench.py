@@ -625,25 +625,8 @@ def _search(p: HeteroProblem, options: op.GAOptions, seed: int
 
     assess(pop)
     for _gen in range(options.generations):
-        elite = tools.selBest(pop, options.elite)
-        chosen = tools.selTournament(pop, len(pop) - options.elite, tournsize=options.tournament)
-        offspring = [make(ind) for ind in chosen]
-        for ind, src in zip(offspring, chosen, strict=True):
-            ind.fitness.values = src.fitness.values
-        for i in range(1, len(offspring), 2):
-            if rng.random() < options.crossover:
-                _mate(offspring[i - 1], offspring[i], rng, p)
-                del offspring[i - 1].fitness.values, offspring[i].fitness.values
-        for ind in offspring:
-            if rng.random() < options.mutation:
-                _mutate(ind, rng, p)
-                if ind.fitness.valid:
-                    del ind.fitness.values
-        assess([ind for ind in offspring if not ind.fitness.valid])
-        kept = [make(e) for e in elite]
-        for e, src in zip(kept, elite, strict=True):
-            e.fitness.values = src.fitness.values
-        pop = kept + offspring
+        pop = op.next_generation(pop, options, rng, make, lambda a, b: _mate(a, b, rng, p),
+                                 lambda ind: _mutate(ind, rng, p), assess)
     finalists: list[Any] = []
     for ind in tools.selBest(pop, len(pop)):
         if all(list(ind) != list(f) for f in finalists):

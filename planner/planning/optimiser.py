@@ -456,12 +456,41 @@ def _mutate(
         ind[t] = k
 
 
+def next_generation(
+    pop: list[Any], options: GAOptions, rng: random.Random, make: Callable[[Any], Any],
+    mate: Callable[[Any, Any], Any], mutate: Callable[[Any], Any],
+    assess: Callable[[list[Any]], None],
+) -> list[Any]:
+    """One elitist generation: the ``options.elite`` best kept, the rest chosen by tournament,
+    paired for crossover and mutated (each at its rate); only the changed ones are assessed.
+    Shared with bench/hetero_bench.py's GA over heterogeneous plans."""
+    from deap import tools
+
+    elite = tools.selBest(pop, options.elite)
+    chosen = tools.selTournament(pop, len(pop) - options.elite, tournsize=options.tournament)
+    offspring = [make(ind) for ind in chosen]
+    for ind, src in zip(offspring, chosen, strict=True):
+        ind.fitness.values = src.fitness.values
+    for i in range(1, len(offspring), 2):
+        if rng.random() < options.crossover:
+            mate(offspring[i - 1], offspring[i])
+            del offspring[i - 1].fitness.values, offspring[i].fitness.values
+    for ind in offspring:
+        if rng.random() < options.mutation:
+            mutate(ind)
+            if ind.fitness.valid:
+                del ind.fitness.values
+    assess([ind for ind in offspring if not ind.fitness.valid])
+    kept = [make(e) for e in elite]
+    for e, src in zip(kept, elite, strict=True):
+        e.fitness.values = src.fitness.values
+    return kept + offspring
+
+
 def _run_search(
     problem: PlanningProblem, options: GAOptions, seed: int, progress: Progress | None,
     search_index: int, deadline: float | None,
 ) -> tuple[np.ndarray, float, int, list[float]]:
-    from deap import tools
-
     creator, tb = _toolbox()
     rng = random.Random(seed)
     n_t, n_k = problem.n_steps, problem.n_candidates
@@ -499,24 +528,8 @@ def _run_search(
     for gen in range(options.generations):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        elite = tools.selBest(pop, options.elite)
-        chosen = tools.selTournament(pop, len(pop) - options.elite, tournsize=options.tournament)
-        offspring = [make(ind) for ind in chosen]
-        for ind, src in zip(offspring, chosen, strict=True):
-            ind.fitness.values = src.fitness.values
-        for i in range(1, len(offspring), 2):
-            if rng.random() < options.crossover:
-                tb.mate(offspring[i - 1], offspring[i])
-                del offspring[i - 1].fitness.values, offspring[i].fitness.values
-        for ind in offspring:
-            if rng.random() < options.mutation:
-                _mutate(ind, rng, problem, top, lmax)
-                if ind.fitness.valid:
-                    del ind.fitness.values
-        assess([ind for ind in offspring if not ind.fitness.valid])
-        pop = [make(e) for e in elite] + offspring
-        for e, src in zip(pop, elite, strict=False):
-            e.fitness.values = src.fitness.values
+        pop = next_generation(pop, options, rng, make, tb.mate,
+                              lambda ind: _mutate(ind, rng, problem, top, lmax), assess)
         best_v = max(ind.fitness.values[0] for ind in pop)
         history.append(best_v)
         if progress is not None:
