@@ -596,9 +596,7 @@ def _mate(a: list[int], b: list[int], rng: random.Random, p: HeteroProblem) -> N
 
 def _search(p: HeteroProblem, options: op.GAOptions, seed: int
             ) -> tuple[np.ndarray, float, int]:
-    """One GA search (DEAP's selection, the optimiser's DEAP creator classes)."""
-    from deap import tools
-
+    """One GA search (the optimiser's DEAP creator classes and generation)."""
     creator, _tb = op._toolbox()
     rng = random.Random(seed)
     shape = (p.n_tracks, p.n_steps)
@@ -627,12 +625,7 @@ def _search(p: HeteroProblem, options: op.GAOptions, seed: int
     for _gen in range(options.generations):
         pop = op.next_generation(pop, options, rng, make, lambda a, b: _mate(a, b, rng, p),
                                  lambda ind: _mutate(ind, rng, p), assess)
-    finalists: list[Any] = []
-    for ind in tools.selBest(pop, len(pop)):
-        if all(list(ind) != list(f) for f in finalists):
-            finalists.append(ind)
-        if len(finalists) == (options.polish_top if options.polish else 1):
-            break
+    finalists = op.distinct_best(pop, options)
     best = np.array(finalists[0], dtype=np.int64).reshape(shape)
     best_v = float(finalists[0].fitness.values[0])
     if options.polish:

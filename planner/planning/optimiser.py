@@ -538,11 +538,9 @@ def _run_search(
     return best_sched, best_value, evals + extra, history
 
 
-def _finish(
-    problem: PlanningProblem, pop: list[Any], options: GAOptions, seed: int
-) -> tuple[np.ndarray, float, int]:
-    """The final population's best plan, the distinct top ones polished when asked:
-    ``(schedule, value, evaluations spent polishing)``."""
+def distinct_best(pop: list[Any], options: GAOptions) -> list[Any]:
+    """The final population's best individuals, distinct, best first: the ``polish_top``
+    the polish starts from, or the best alone without it."""
     from deap import tools
 
     finalists: list[Any] = []
@@ -551,6 +549,15 @@ def _finish(
             finalists.append(ind)
         if len(finalists) == (options.polish_top if options.polish else 1):
             break
+    return finalists
+
+
+def _finish(
+    problem: PlanningProblem, pop: list[Any], options: GAOptions, seed: int
+) -> tuple[np.ndarray, float, int]:
+    """The final population's best plan, the distinct top ones polished when asked:
+    ``(schedule, value, evaluations spent polishing)``."""
+    finalists = distinct_best(pop, options)
     best_sched, best_value = np.array(finalists[0], dtype=np.int64), finalists[0].fitness.values[0]
     evals = 0
     if options.polish:
