@@ -13,15 +13,21 @@ cleanup() {
   if [ -n "${beside:-}" ] && kill -0 "$beside" 2>/dev/null; then
     pkill -TERM -P "$beside" 2>/dev/null; kill "$beside" 2>/dev/null; wait "$beside" 2>/dev/null
   fi
-  if [ -n "${molecule:-}" ] && kill -0 "$molecule" 2>/dev/null; then
-    pkill -TERM -P "$molecule" 2>/dev/null; kill "$molecule" 2>/dev/null; wait "$molecule" 2>/dev/null
+  # Molecule's job ended without its verdict (the run was cut short, its job perhaps killed
+  # with it): its scenarios' servers may still run, started from its cgroup. Destroy both.
+  if [ -n "${molecule:-}" ] && [ ! -f "$LOGS/molecule.failed" ]; then
+    if kill -0 "$molecule" 2>/dev/null; then
+      pkill -TERM -P "$molecule" 2>/dev/null; kill "$molecule" 2>/dev/null; wait "$molecule" 2>/dev/null
+    fi
     for scenario in redis cassandra; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
-  for group in "${IDLE_CGROUP:-}" "${MOLECULE_CGROUP:-}"; do
-    if [ -n "$group" ] && [ -d "$group" ]; then rmdir "$group" 2>/dev/null; fi
-  done
   ansible-playbook playbooks/lab_down.yml >/dev/null 2>&1 || true
   bash tests/lab_leftovers.sh || echo "run_all: WARNING: processes left behind" >&2
+  for group in "${IDLE_CGROUP:-}" "${MOLECULE_CGROUP:-}"; do  # empty by now
+    if [ -n "$group" ] && [ -d "$group" ]; then
+      rmdir "$group" 2>/dev/null || echo "run_all: WARNING: $group not removed" >&2
+    fi
+  done
 }
 trap cleanup EXIT
 
