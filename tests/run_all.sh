@@ -9,16 +9,18 @@ export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_CONFIG="$PWD/ansible.cfg" ANSIBLE_FOR
 LOGS="$PWD/.kairos/test-logs"
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 
-cleanup() {
-  if [ -n "${beside:-}" ] && kill -0 "$beside" 2>/dev/null; then
-    pkill -TERM -P "$beside" 2>/dev/null; kill "$beside" 2>/dev/null; wait "$beside" 2>/dev/null
+stop_job() {  # stop_job PID: a background job still running, and its children
+  if [ -n "$1" ] && kill -0 "$1" 2>/dev/null; then
+    pkill -TERM -P "$1" 2>/dev/null; kill "$1" 2>/dev/null; wait "$1" 2>/dev/null
   fi
+}
+# On every way out: the jobs beside stopped, the servers stopped, the cgroups removed.
+cleanup() {
+  stop_job "${beside:-}"
   # Molecule's job ended without its verdict (the run was cut short, its job perhaps killed
   # with it): its scenarios' servers may still run, started from its cgroup. Destroy both.
   if [ -n "${molecule:-}" ] && [ ! -f "$LOGS/molecule.failed" ]; then
-    if kill -0 "$molecule" 2>/dev/null; then
-      pkill -TERM -P "$molecule" 2>/dev/null; kill "$molecule" 2>/dev/null; wait "$molecule" 2>/dev/null
-    fi
+    stop_job "$molecule"
     for scenario in redis cassandra; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
   ansible-playbook playbooks/lab_down.yml >/dev/null 2>&1 || true
@@ -127,9 +129,6 @@ stage "integration tests (lab)" env KAIROS_LAB_STOPS_AFTER_SESSION=1 \
   pytest tests/integration -q --durations=40
 
 wait "$molecule"
-if [ -n "$MOLECULE_CGROUP" ]; then
-  rmdir "$MOLECULE_CGROUP" || echo "run_all: WARNING: $MOLECULE_CGROUP not removed" >&2
-fi
 echo "=== molecule, beside the integration tests (its stages' times are their own):"
 cat "$LOGS/molecule.log"
 if [ -f "$LOGS/molecule.failed" ]; then
@@ -141,7 +140,6 @@ else
 fi
 
 wait "$beside"
-if [ -n "$IDLE_CGROUP" ]; then rmdir "$IDLE_CGROUP" || echo "run_all: WARNING: $IDLE_CGROUP not removed" >&2; fi
 echo "=== lint and unit tests, beside the lab stages (done $((SECONDS - began_beside)) s after they began):"
 cat "$LOGS/beside.log"
 while IFS= read -r name; do
