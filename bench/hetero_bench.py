@@ -643,12 +643,8 @@ def solve_joint_ga(p: HeteroProblem, options: op.GAOptions) -> tuple[np.ndarray,
     ``random`` seeded for each, then restored), the best kept: plan, value, evaluations."""
     results = []
     for i in range(options.searches):
-        state = random.getstate()
-        random.seed(options.seed + i)
-        try:
+        with op.seeded_random(options.seed + i):
             results.append(_search(p, options, options.seed + i))
-        finally:
-            random.setstate(state)
     plan, value, _ = max(results, key=lambda r: r[1])
     check = float(objective(p, plan))
     if not math.isclose(check, value, rel_tol=1e-9, abs_tol=1e-6):

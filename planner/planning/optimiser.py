@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -571,17 +572,25 @@ def _finish(
     return best_sched, float(best_value), evals
 
 
+@contextmanager
+def seeded_random(seed: int) -> Iterator[None]:
+    """The global ``random`` (which DEAP's operators use) seeded for a search, then restored.
+    Shared with bench/hetero_bench.py's searches."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
 def _seeded_search(
     problem: PlanningProblem, options: GAOptions, seed: int, progress: Progress | None,
     search_index: int, deadline: float | None,
 ) -> tuple[np.ndarray, float, int, list[float]]:
-    """One search with the global ``random`` (used by DEAP's operators) seeded, then restored."""
-    state = random.getstate()
-    random.seed(seed)
-    try:
+    """One search with the global ``random`` seeded, then restored."""
+    with seeded_random(seed):
         return _run_search(problem, options, seed, progress, search_index, deadline)
-    finally:
-        random.setstate(state)
 
 
 def _search_worker(
