@@ -154,7 +154,7 @@ from ansible.module_utils.kairos_cql import (
 from ansible.module_utils.kairos_lease import LEASE_TABLE, lease_schema
 
 if HAS_DRIVER:
-    from cassandra import AuthenticationFailed, ConsistencyLevel
+    from cassandra import AuthenticationFailed, ConsistencyLevel, Unauthorized
     from cassandra.cluster import NoHostAvailable
 
 NTS = "org.apache.cassandra.locator.NetworkTopologyStrategy"
@@ -356,7 +356,22 @@ class _Setup:
                 f"system_auth replication {current_dcs or current.get('class')} -> {wanted}",
             )
             self.read_every_replica = not self.module.check_mode
+            self.wait_for_schema_agreement()
         return wanted, repair_needed
+
+    def wait_for_schema_agreement(self):
+        """Every node has the new replication before a role is written: a node still on the
+        old one writes and reads a role on its old replica only (the driver's own wait gives
+        up silently after 10 s, which a loaded machine can exceed)."""
+        if self.module.check_mode:
+            return
+        timeout = float(self.params["timeout"])
+        if not self.cluster.control_connection.wait_for_schema_agreement(wait_time=timeout):
+            self.module.fail_json(
+                msg=f"{self.params['host']}: the nodes do not agree on the schema {timeout:g} s "
+                    "after system_auth's replication changed; no role was written. Check that "
+                    "every node is up (nodetool describecluster) and run the role again",
+                actions=self.actions)
 
     def ring_hosts(self):
         """The hosts the driver sees, once they are at least ``expected_nodes``."""
@@ -428,6 +443,27 @@ class _Setup:
             return
         self.cluster.shutdown()
         self.cluster, self.session = _connect(self.params, user, self.params["password"])
+        self.confirm_superuser(user)
+
+    def confirm_superuser(self, user):
+        """The node treats the new login as a superuser before it is used as one. A node
+        whose roles cache read the role before it was written refuses it (Unauthorized,
+        "does not have sufficient privileges": CI stop 64) until the cache refreshes,
+        every roles_update_interval."""
+        deadline = time.monotonic() + float(self.params["timeout"])
+        while True:
+            try:
+                # Superusers only: anyone else may list no permissions but their own.
+                self.session.execute("LIST ALL PERMISSIONS", timeout=self.params["timeout"])
+                return
+            except Unauthorized:
+                if time.monotonic() >= deadline:
+                    self.module.fail_json(
+                        msg=f"{self.params['host']} still refuses {user} as a superuser "
+                            f"{float(self.params['timeout']):g} s after it was made one; "
+                            "nothing else was changed. Run the role again",
+                        actions=self.actions)
+            time.sleep(1)
 
     def permissions(self, role):
         """{(PERMISSION, resource)} the role holds directly."""

@@ -25,7 +25,7 @@ from unittest import mock
 import cassandra_auth_setup
 import pytest
 from ansible.module_utils import kairos_cql
-from cassandra import AuthenticationFailed, ConsistencyLevel
+from cassandra import AuthenticationFailed, ConsistencyLevel, Unauthorized
 from cassandra.metadata import Murmur3Token
 from cassandra.policies import SimpleConvictionPolicy
 from cassandra.pool import Host
@@ -389,6 +389,13 @@ class FakeSession:
         db.consistency = getattr(query, "consistency_level", None)  # a statement's own CL
         query = getattr(query, "query_string", query)
         db.statements.append((query, params))
+        if query == "LIST ALL PERMISSIONS":
+            user = self.cluster.login.get("username")
+            if db.stale_roles > 0:  # the node's roles cache not refreshed yet
+                db.stale_roles -= 1
+                raise Unauthorized(f"User {user} does not have sufficient privileges")
+            assert db.roles[user]["is_superuser"], query
+            return Rows()
         if db.error_on and query.startswith(db.error_on):
             # A server error may quote the statement it refused.
             raise RuntimeError(f'Error from server: code=2000 [Syntax error] message="{query}"')
@@ -405,7 +412,8 @@ class FakeCluster:
         self.db = db
         self.login = login
         self.metadata = mock.Mock(all_hosts=lambda: list(db.hosts), token_map=db.token_map)
-        self.control_connection = mock.Mock(wait_for_schema_agreement=lambda wait_time: True)
+        self.control_connection = mock.Mock(
+            wait_for_schema_agreement=lambda wait_time: db.schema_agrees)
 
     def connect(self) -> FakeSession:
         user, password = self.login.get("username"), self.login.get("password")
@@ -457,6 +465,9 @@ class FakeDatabase:
         # them at less than ALL may ask only new replicas, which do not hold them yet.
         self.unrepaired: set[str] = set()
         self.consistency: Any = None
+        self.schema_agrees = True
+        # How many more superuser checks the node refuses (a stale roles cache).
+        self.stale_roles = 0
         self.statements: list[tuple[str, Any]] = []
         self.logins: list[dict[str, Any]] = []
         self.joining: list[Host] = []  # hosts the driver sees only after a refresh
@@ -935,6 +946,43 @@ def test_auth_setup_reads_the_roles_from_every_replica_once_it_changed_the_repli
     assert again["changed"] is False and again["actions"] == []
     # Without a change of replication the session's QUORUM reads serve.
     assert auth_db.consistency is None
+
+
+def test_auth_setup_uses_the_new_superuser_only_once_the_node_treats_it_as_one(
+    auth_db: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI stop 64: under load, a node refused the superuser just made ("does not have
+    sufficient privileges") on the next statement, CREATE KEYSPACE, and the lab's start
+    failed. The module now waits until the node grants it superuser status."""
+    monkeypatch.setattr(cassandra_auth_setup.time, "sleep", lambda s: None)
+    auth_db.stale_roles = 2
+    result = run_module("cassandra_auth_setup", auth_args(timeout=60))
+    assert auth_db.stale_roles == 0
+    probes = [i for i, (q, _) in enumerate(auth_db.statements) if q == "LIST ALL PERMISSIONS"]
+    assert len(probes) == 3  # refused twice, then granted
+    first_use = next(i for i, (q, _) in enumerate(auth_db.statements)
+                     if q.startswith("CREATE KEYSPACE"))
+    assert max(probes) < first_use
+    assert "created keyspace kairos (Kairos' lease)" in result["actions"]
+
+    # A node that never does: refused, naming it, before anything else is changed.
+    auth_db.__init__(auth=True)  # type: ignore[misc]
+    auth_db.stale_roles = 10**6
+    result = refused("cassandra_auth_setup", auth_args(timeout=0),
+                     r"127\.0\.0\.2 still refuses kairos_admin as a superuser 0 s after")
+    assert result["actions"][-1] == "created superuser role kairos_admin"
+    assert "kairos" not in auth_db.roles
+
+
+def test_auth_setup_writes_no_role_until_the_nodes_agree_on_system_auths_replication(
+    auth_db: Any,
+) -> None:
+    auth_db.schema_agrees = False
+    result = refused("cassandra_auth_setup", auth_args(timeout=0),
+                     "the nodes do not agree on the schema 0 s after system_auth's replication")
+    assert result["actions"] == [
+        "system_auth replication {'replication_factor': 1} -> {'datacenter1': 3}"]
+    assert set(auth_db.roles) == {"cassandra"}
 
 
 def test_auth_setup_decides_the_replication_once_every_expected_node_is_in_the_ring(
