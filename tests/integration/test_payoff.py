@@ -26,7 +26,8 @@ from planner.model.performance import Feature, PerformanceModel, save_model
 
 from .conftest import REPO, PlaybookRun, assert_no_secret, cql_node_cluster
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.slow,
+              pytest.mark.lane("cassandra")]
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 
