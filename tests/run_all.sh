@@ -17,7 +17,6 @@ stop_job() {  # stop_job PID: a background job still running, and its children
 # On every way out: the jobs beside stopped, the servers stopped, the cgroups removed.
 cleanup() {
   stop_job "${beside:-}"
-  stop_job "${redis_lane:-}"
   # Molecule's job ended without its verdict (the run was cut short, its job perhaps killed
   # with it): its scenarios' servers may still run, started from its cgroup. Destroy both.
   if [ -n "${molecule:-}" ] && [ ! -f "$LOGS/molecule.failed" ]; then
@@ -124,34 +123,10 @@ molecule_beside() {
   molecule_beside ) > "$LOGS/molecule.log" 2>&1 &
 molecule=$!
 
-# The integration tests share one lab, in two stages (tests/integration/conftest.py,
-# KAIROS_LAB_LANES). First the tests that touch both engines, or the lab itself, one at a
-# time. Then two lanes side by side, one pytest session each: the Cassandra lane's tests
-# touch only the Cassandra nodes and the Redis lane's only the Redis nodes, and neither
-# measures what the other's load could change (hit ratios, not throughput). The lab stays
-# up between the stages; this script stops it when they end, so a test of the lanes need
-# not put back what only a lab that outlives the session would keep.
-stage "integration tests (lab): shared, one at a time" env KAIROS_LAB_LANES=shared \
-  KAIROS_KEEP_LAB=1 pytest tests/integration -q --durations=20
-lane() {  # lane ENGINE: that lane's session
-  stage "integration tests (lab): the $1 lane" env KAIROS_LAB_LANES="$1" \
-    KAIROS_LAB_STOPS_AFTER_SESSION=1 pytest tests/integration -q --durations=30 \
-    -o cache_dir="$PWD/.kairos/lane-$1-cache"
-}
-( failed=(); lane redis; printf '%s\n' "${failed[@]}" > "$LOGS/redis-lane.failed" ) \
-  > "$LOGS/redis-lane.log" 2>&1 &
-redis_lane=$!
-lane cassandra
-wait "$redis_lane"
-echo "=== the Redis lane, beside the Cassandra lane:"
-cat "$LOGS/redis-lane.log"
-if [ -f "$LOGS/redis-lane.failed" ]; then
-  while IFS= read -r name; do
-    [ -n "$name" ] && failed+=("$name")
-  done < "$LOGS/redis-lane.failed"
-else
-  failed+=("the Redis lane (it ended before it reported)")
-fi
+# This script stops the lab when the stages end: a test need not put back what only a lab
+# that outlives the session would keep (tests/integration/conftest.py).
+stage "integration tests (lab)" env KAIROS_LAB_STOPS_AFTER_SESSION=1 \
+  pytest tests/integration -q --durations=40
 
 wait "$molecule"
 echo "=== molecule, beside the integration tests (its stages' times are their own):"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import subprocess
@@ -266,68 +265,16 @@ def lab_stops_after_session() -> bool:
     return _lab_stops_after
 
 
-#: KAIROS_LAB_LANES selects the tests of one session of `make test` (tests/run_all.sh):
-#: "shared", the tests without a lane mark; "cassandra" or "redis", the tests marked
-#: ``lane(engine)`` with that engine, whose two sessions run side by side on the one lab.
-#: Unset: every test.
-LANES_ENV = "KAIROS_LAB_LANES"
-LANES = ("shared", "cassandra", "redis")
-#: What a lane's session holds while it starts the lab (a flock; not a *.lock, which
-#: lab_up.yml takes for a rollout's).
-LAB_START_LOCK = REPO / ".kairos" / "lab-start.flock"
-#: The lab's nodes: three Cassandra, six Redis (inventories/local).
-LAB_NODES = 9
-
-
-def lane_of_session() -> str:
-    lane = os.environ.get(LANES_ENV, "")
-    if lane and lane not in LANES:
-        raise pytest.UsageError(f"{LANES_ENV}={lane!r}: want one of {', '.join(LANES)}, or unset")
-    return lane
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    lane = lane_of_session()
-    if not lane:
-        return
-    keep, drop = [], []
-    for item in items:
-        mark = item.get_closest_marker("lane")
-        (keep if (mark.args[0] if mark else "shared") == lane else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
-
-
-def _lab_up() -> tuple[PlaybookRun, bool]:
-    """(lab_up.yml's run, whether this session started the lab). The two lanes' sessions
-    share one lab: they start it one at a time, under a flock, and a lane that finds every
-    node of the lab running uses it as it is (lab_up.yml would also refuse while the other
-    lane's rollout holds its lock)."""
-    if lane_of_session() in ("", "shared"):
-        started_here = not lab_processes()
-        return run_playbook("playbooks/lab_up.yml"), started_here
-    LAB_START_LOCK.parent.mkdir(exist_ok=True)
-    with LAB_START_LOCK.open("a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        running = lab_processes()
-        if len(running) == LAB_NODES:
-            return PlaybookRun(0, "every node of the lab runs: used as it is", 0.0), False
-        return run_playbook("playbooks/lab_up.yml"), not running
-
-
 def _lab() -> Iterator[PlaybookRun]:
     global _lab_stops_after
-    run, started_here = _lab_up()
-    # A lane's session never stops the lab: the other lane may still use it.
-    parallel = lane_of_session() in ("cassandra", "redis")
-    keep = bool(os.environ.get("KAIROS_KEEP_LAB")) or parallel
+    started_here = not lab_processes()
     _lab_stops_after = bool(
-        (started_here and not keep) or os.environ.get("KAIROS_LAB_STOPS_AFTER_SESSION") == "1")
+        (started_here and not os.environ.get("KAIROS_KEEP_LAB"))
+        or os.environ.get("KAIROS_LAB_STOPS_AFTER_SESSION") == "1")
+    run = run_playbook("playbooks/lab_up.yml")
     print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
     if run.rc != 0:
-        if not parallel:
-            run_playbook("playbooks/lab_down.yml")
+        run_playbook("playbooks/lab_down.yml")
         pytest.fail(f"lab_up.yml failed:\n{run.output[-4000:]}")
     # The `kairos` commands the tests run log in through the environment, never argv.
     os.environ["KAIROS_CASSANDRA_USERNAME"] = CQL_USER
@@ -350,6 +297,6 @@ def _lab() -> Iterator[PlaybookRun]:
     # Every command Kairos sent all session long was within its ACL (docs/security.md).
     denied = kairos_acl_denials()
     assert not denied, f"Kairos' Redis user was refused: {denied}"
-    if started_here and not keep:
+    if started_here and not os.environ.get("KAIROS_KEEP_LAB"):
         down = run_playbook("playbooks/lab_down.yml")
         assert down.rc == 0, down.output[-3000:]

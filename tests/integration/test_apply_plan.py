@@ -33,7 +33,7 @@ from .lab_plans import (
     yaml_setting,
 )
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.lane("cassandra")]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
 # ----------------------------------------------------------------- helpers
 def nodetool(host: str, *args: str) -> str:

@@ -29,7 +29,7 @@ from planner.loadgen import BackgroundLoad
 
 from .conftest import BIN, LAB_TLS, REPO, PlaybookRun, lab_secret, redis_client, run_playbook
 
-pytestmark = [pytest.mark.lab, pytest.mark.redis, pytest.mark.lane("redis")]
+pytestmark = [pytest.mark.lab, pytest.mark.redis]
 
 PORTS = {f"redis{i}": 7000 + i for i in range(1, 7)}
 LAB = REPO / ".lab" / "redis"

@@ -53,7 +53,6 @@ def calibrate(directory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.lane("cassandra")
 def test_small_calibration_produces_a_model_with_a_held_out_error(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
@@ -118,7 +117,6 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert state2["measurements"] == state["measurements"]
 
 
-@pytest.mark.lane("redis")
 def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:

@@ -67,7 +67,6 @@ def _round(store: Store, engine: str, hosts: str) -> int:
 
 
 @pytest.mark.cassandra
-@pytest.mark.lane("cassandra")
 def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     rate = 60.0
@@ -103,7 +102,6 @@ def test_cassandra_rates_under_load(lab: object, tmp_path: Path) -> None:
 
 
 @pytest.mark.cassandra
-@pytest.mark.lane("cassandra")
 def test_collect_playbook_records_each_nodes_resource_use(lab: object, tmp_path: Path) -> None:
     """playbooks/collect.yml reads each Cassandra node's envelope on its own host and stores
     its resource use with the round: over two rounds each node has a CPU rate within its
@@ -137,7 +135,6 @@ def test_collect_playbook_records_each_nodes_resource_use(lab: object, tmp_path:
 
 
 @pytest.mark.cassandra
-@pytest.mark.lane("cassandra")
 def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
     lab: object, tmp_path: Path
 ) -> None:
@@ -189,7 +186,6 @@ def test_cassandra_node_restart_gives_no_negative_rate_and_no_spike(
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> None:
 
     store = Store(tmp_path / "k.db")
@@ -236,7 +232,6 @@ def test_redis_rates_and_a_real_counter_reset(lab: object, tmp_path: Path) -> No
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_cli_collect_rounds_and_export(lab: object, tmp_path: Path) -> None:
     db = tmp_path / "k.db"
     proc = subprocess.run(
@@ -289,7 +284,6 @@ def _adopt_redis_plan(tmp: Path, current: dict[str, Any]) -> Path:
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_a_collect_round_reports_a_value_set_by_hand_as_drift(lab: object, tmp_path: Path) -> None:
     """Issue 40: a value changed by hand (CONFIG SET) is reported as drift within one collect
     round, by node, parameter, expected and running value; the playbook does not fail on it."""

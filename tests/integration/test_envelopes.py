@@ -61,7 +61,6 @@ def test_lab_status_prints_every_nodes_envelope_as_the_kernel_holds_it(lab: Play
             assert f"pids {pid})" in text, text
 
 
-@pytest.mark.lane("cassandra")
 def test_a_write_load_fills_a_nodes_page_cache_up_to_its_limit_and_no_further(
     lab: PlaybookRun,
 ) -> None:

@@ -40,7 +40,7 @@ from .conftest import REPO, PlaybookRun, assert_no_secret
 from .lab_plans import HOSTS, current_config, flush_writers_plan, pids, yaml_setting
 from .test_autopilot import KAIROS, adopt, log_lines, only, state_of, tick
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.lane("cassandra")]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
 CALIBRATION = REPO / "inventories" / "local" / "calibration"
 COLLECT_HOSTS = ",".join(f"{h}={a}" for h, a in HOSTS.items())

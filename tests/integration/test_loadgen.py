@@ -20,7 +20,6 @@ BIN = Path(sys.executable).parent
 
 
 @pytest.mark.cassandra
-@pytest.mark.lane("cassandra")
 def test_cassandra_quorum_background_load_loses_nothing(lab: object) -> None:
     progress: list[tuple[float, int, int]] = []
     with BackgroundLoad(
@@ -52,7 +51,6 @@ def test_cassandra_quorum_background_load_loses_nothing(lab: object) -> None:
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_redis_cluster_load_with_wait_loses_nothing(lab: object) -> None:
     config = LoadConfig(
         engine="redis",
@@ -75,7 +73,6 @@ def test_redis_cluster_load_with_wait_loses_nothing(lab: object) -> None:
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_redis_verification_detects_lost_and_stale_writes(lab: object) -> None:
     """The checker itself: roll a key back and delete another; both must be reported."""
     config = LoadConfig(engine="redis", contact_points=REDIS_NODES, prefix="kairos_loadtest_v",
@@ -99,7 +96,6 @@ def test_redis_verification_detects_lost_and_stale_writes(lab: object) -> None:
 
 
 @pytest.mark.redis
-@pytest.mark.lane("redis")
 def test_cli_prints_json_and_exits_zero(lab: object, tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     proc = subprocess.run(

@@ -14,7 +14,7 @@ import pytest
 
 from .conftest import REPO, PlaybookRun, assert_no_secret, redis_conf, redis_running, run_playbook
 
-pytestmark = [pytest.mark.lab, pytest.mark.redis, pytest.mark.slow, pytest.mark.lane("redis")]
+pytestmark = [pytest.mark.lab, pytest.mark.redis, pytest.mark.slow]
 
 
 def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(

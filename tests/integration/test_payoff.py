@@ -26,8 +26,7 @@ from planner.model.performance import Feature, PerformanceModel, save_model
 
 from .conftest import REPO, PlaybookRun, assert_no_secret, cql_node_cluster
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.slow,
-              pytest.mark.lane("cassandra")]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.slow]
 
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 

@@ -38,8 +38,7 @@ from .test_apply_plan import (
     yaml_setting,
 )
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.lane("cassandra"),
-              pytest.mark.usefixtures("lab")]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.usefixtures("lab")]
 
 LOCK = REPO / ".kairos" / "lab-cassandra.lock"
 # The QUORUM load (ops/s) under which the rollouts run. In their 0.4-CPU envelopes the three

@@ -16,7 +16,7 @@ from planner.lab import sstable_layout as sl
 from .conftest import PlaybookRun, cql_cluster
 from .lab_plans import HOSTS, LAB
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra, pytest.mark.lane("cassandra")]
+pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
 
 KEYSPACE, TABLE = "kairos_layout", "events"
 
