@@ -992,7 +992,8 @@ def fit_miss_cost(*, hit_ratios: Sequence[float], ops_per_second: Sequence[float
                   share: float) -> MissCost:
     """Least squares of ``1 / ops`` on the miss ratio over measured windows (at least two,
     at different hit ratios). A slope below zero (more misses, more served: noise, or a
-    miss that costs nothing) is clipped to 0, so the split buys no cache for it.
+    miss that costs nothing) is clipped to 0, so the split buys no cache for it; a base at or
+    below zero (a read that costs nothing) is refused.
 
     Raises
     ------
@@ -1017,6 +1018,14 @@ def fit_miss_cost(*, hit_ratios: Sequence[float], ops_per_second: Sequence[float
     slope, base = np.polyfit(miss, y, 1)
     if slope < 0:
         slope, base = 0.0, float(y.mean())
+    if base <= 0:
+        # No read is free: the windows are not on one line (a hit ratio measured before it
+        # settled, or a load bound elsewhere), and the split would rest on a cost it invented.
+        raise ValidationError(
+            f"ops_per_second: the windows fit 1/ops = base + slope x miss ratio with a base "
+            f"of {base * 1e6:.0f} us, not above 0 (windows at hit ratios "
+            f"{', '.join(f'{h:.3f}' for h in hits)}: {', '.join(f'{o:.0f}' for o in ops)} "
+            "ops/s); measure again once each window's hit ratio has settled")
     residual = y - (base + slope * miss)
     total = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((residual ** 2).sum()) / total if total > 0 else None

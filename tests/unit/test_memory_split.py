@@ -483,3 +483,12 @@ def test_the_miss_cost_fit_recovers_a_linear_cost_and_clips_a_negative_one() -> 
 def test_a_bad_miss_cost_input_names_its_field(kwargs: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError, match=f"^{field}: "):
         fit_miss_cost(**{"share": 0.9, **kwargs})
+
+
+def test_windows_whose_fit_makes_a_read_free_are_refused() -> None:
+    """The memory-split run of 2026-12-03 beside another load: its 48 MiB window was measured
+    before the cache had filled, and the fit's base came out at -767 us a read."""
+    refused = r"^ops_per_second: .* base of -7\d\d us, not above 0"
+    with pytest.raises(ValidationError, match=refused):
+        fit_miss_cost(hit_ratios=[0.521, 0.811, 0.910], ops_per_second=[269.0, 1827.0, 2747.0],
+                      share=0.9)
