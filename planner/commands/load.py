@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
         # silence is (2,000,000 1-KB records took 18 min on the lab).
         print(f"kairos load: writing every one of {config.keys:,} record(s) once first "
               "(--preload); the run starts when all are written", file=sys.stderr, flush=True)
-    result = run_load(config, on_progress=_Progress(args.progress_interval))
+    result = run_load(config, on_progress=_Progress(args.progress_interval),
+                      ctrl_c_ends_run=True)
     doc = result.to_dict()
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")

@@ -315,9 +315,15 @@ class BackgroundLoad:
             self.stop()
 
 
-def run_load(config: LoadConfig, *, on_progress: Any = None,
-             startup_timeout: float = 120.0) -> LoadResult:
-    """Run ``config`` to its end (duration, request bound or Ctrl-C) and return the result."""
+def run_load(config: LoadConfig, *, on_progress: Any = None, startup_timeout: float = 120.0,
+             ctrl_c_ends_run: bool = False) -> LoadResult:
+    """Run ``config`` to its end (duration or request bound) and return the result.
+
+    Ctrl-C stops the workers cleanly. With ``ctrl_c_ends_run`` (``kairos load``) it ends the
+    run, whose result (stopped_by "stopped") is returned as any other; otherwise it is raised
+    again once they stopped, so that a caller measuring windows (a calibration, a bench)
+    never takes a window cut short for a whole one, nor goes on to its next.
+    """
     load = BackgroundLoad(config, max_seconds=config.seconds, max_requests=config.max_requests,
                           startup_timeout=startup_timeout, on_progress=on_progress)
     load.start()
@@ -325,5 +331,7 @@ def run_load(config: LoadConfig, *, on_progress: Any = None,
         while not load.wait(0.5):
             pass
     except KeyboardInterrupt:
-        pass
+        if not ctrl_c_ends_run:
+            load.stop()
+            raise
     return load.stop()
