@@ -486,10 +486,9 @@ class Lab:
             return
         say("creating the table" + ("" if self.args.preloaded else
                                     f" and writing the {self.args.keys} records"))
-        result = run_load(replace(self.load, mix=dict(mix), seconds=1.0,
-                                  preload=not self.args.preloaded), startup_timeout=900.0)
-        if result.stopped_by == "stopped":
-            raise KeyboardInterrupt
+        # Ctrl-C: raised by run_load once its workers stopped.
+        run_load(replace(self.load, mix=dict(mix), seconds=1.0,
+                         preload=not self.args.preloaded), startup_timeout=900.0)
 
     def settle(self) -> float:
         """Wait, with no load, until no node runs or queues a compaction; seconds waited."""
@@ -539,9 +538,7 @@ class Lab:
             return
         say(f"warming up {seconds:g} s" + (f" at {rate:g} ops/s" if rate else ""))
         load = self.load if schedule is None else self.load_for(schedule)
-        result = run_load(replace(load, mix=dict(mix), seconds=seconds, rate=rate))
-        if result.stopped_by == "stopped":
-            raise KeyboardInterrupt
+        run_load(replace(load, mix=dict(mix), seconds=seconds, rate=rate))
 
 
 def _read_cassandra(lab: Lab) -> tuple[Mapping[str, Any], str]:
