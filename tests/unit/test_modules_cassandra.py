@@ -965,8 +965,9 @@ def test_auth_setup_uses_the_new_superuser_only_once_the_node_treats_it_as_one(
     assert max(probes) < first_use
     assert "created keyspace kairos (Kairos' lease)" in result["actions"]
 
-    # A node that never does: refused, naming it, before anything else is changed.
-    auth_db.__init__(auth=True)  # type: ignore[misc]
+
+def test_auth_setup_refuses_a_new_superuser_the_node_never_treats_as_one(auth_db: Any) -> None:
+    """Refused, naming the node, before anything else is changed."""
     auth_db.stale_roles = 10**6
     result = refused("cassandra_auth_setup", auth_args(timeout=0),
                      r"127\.0\.0\.2 still refuses kairos_admin as a superuser 0 s after")
