@@ -78,7 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cl", default="QUORUM")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight a process")
     p.add_argument("--processes", type=int, default=2)
-    lab.add_split_arguments(p, parameter="key_cache_size", start="2MiB", grid="1:16:1", unit_mib=1)
+    lab.add_split_arguments(p, parameter="key_cache_size", start="2MiB", grid="1:16:1",
+                            unit_mib=1, settle_max=180.0)
     p.add_argument("--warmup", type=float, default=60.0,
                    help="seconds of load before the first size (the JIT, the page cache)")
     p.add_argument("--keep", action="store_true",
@@ -156,7 +157,7 @@ class Meter(lab.SettlingMeter):
             raise KairosError(f"a {seconds:.0f}-s window saw no reads (is the load running?)")
         ops = self.ops_per_s(t0, t1, seconds)
         disk = sum(e1[n]["usage"]["read_ios"] - e0[n]["usage"]["read_ios"] for n in NODES)
-        return {"hit_ratio": keys["hit_ratio"], "ops_per_s": ops,
+        return {"hit_ratio": keys["hit_ratio"], "ops_per_s": ops, "fill": keys["entries"],
                 "reads_per_s": ops * MIX["read"],
                 "key_lookups_per_s": keys["requests"] / (t1 - t0),
                 "disk_reads_per_s": disk / (t1 - t0),
@@ -166,7 +167,7 @@ class Meter(lab.SettlingMeter):
 def describe(w: Mapping[str, Any]) -> str:
     return (f"key cache hit ratio {w['hit_ratio']:.1%}, {w['reads_per_s']:.0f} reads/s "
             f"({w['ops_per_s']:.0f} ops/s; {w['disk_reads_per_s']:.0f} disk reads/s; "
-            f"settled after {w['settled_seconds']} s)")
+            f"{lab.settle_note(w)})")
 
 
 # ----------------------------------------------------------------------- the decision

@@ -70,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--miss-penalty-ms", type=float, default=2.0,
                    help="what the application's backing store costs a miss before the fill "
                    "(kairos load --miss-penalty-ms; default 2)")
-    lab.add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2)
+    lab.add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2,
+                            settle_max=120.0)
     return lab.parse_split_arguments(p, argv)
 
 
@@ -86,14 +87,16 @@ def node_info() -> dict[str, dict[str, Any]]:
     return out
 
 
-def primaries_counters() -> tuple[int, int]:
-    """(keyspace hits, keyspace misses) summed over the primaries (the replicas take no reads)."""
-    hits = misses = 0
+def primaries_counters() -> tuple[int, int, int]:
+    """(keyspace hits, keyspace misses, keys) summed over the primaries (the replicas take no
+    reads)."""
+    hits = misses = keys = 0
     for info in node_info().values():
         if info.get("role") == "master":
             hits += int(info.get("keyspace_hits", 0))
             misses += int(info.get("keyspace_misses", 0))
-    return hits, misses
+            keys += int((info.get("db0") or {}).get("keys", 0))
+    return hits, misses, keys
 
 
 def set_maxmemory(size_bytes: int) -> None:
@@ -142,10 +145,10 @@ class Meter(lab.SettlingMeter):
     """The primaries' read hits from INFO."""
 
     def window(self, seconds: float) -> dict[str, float]:
-        h0, m0 = primaries_counters()
+        h0, m0, _ = primaries_counters()
         t0 = time.monotonic()
         time.sleep(seconds)
-        h1, m1 = primaries_counters()
+        h1, m1, keys = primaries_counters()
         t1 = time.monotonic()
         if h1 + m1 <= h0 + m0:
             raise KairosError(f"a {seconds:.0f}-s window saw no load (is it running?)")
@@ -153,7 +156,7 @@ class Meter(lab.SettlingMeter):
         # second command for one read, so the client's ops/s count a miss twice).
         return {"hit_ratio": (h1 - h0) / ((h1 - h0) + (m1 - m0)),
                 "reads_per_s": ((h1 - h0) + (m1 - m0)) / (t1 - t0),
-                "ops_per_s": self.ops_per_s(t0, t1, seconds)}
+                "ops_per_s": self.ops_per_s(t0, t1, seconds), "fill": keys}
 
 
 def measure_at(meter: Meter, size: int, args: argparse.Namespace,
@@ -163,8 +166,8 @@ def measure_at(meter: Meter, size: int, args: argparse.Namespace,
          "memory": budget_figures(node_info())}
     windows.append(w)
     lab.say(f"maxmemory {size / ms.MIB:g} MiB: read hit ratio {w['hit_ratio']:.1%}, "
-            f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; settled after "
-            f"{w['settled_seconds']} s)")
+            f"{w['reads_per_s']:.0f} reads/s ({w['ops_per_s']:.0f} commands/s; "
+            f"{lab.settle_note(w)})")
     return float(w["hit_ratio"])
 
 
@@ -234,7 +237,7 @@ def measure_and_apply(args: argparse.Namespace, meter: Meter, change: lab.LiveCh
                                f"{w['reads_per_s']:.0f} reads/s"),
         after_line=lambda w: (f"read hit ratio {w['hit_ratio']:.1%}, "
                               f"{w['reads_per_s']:.0f} reads/s "
-                              f"(settled after {w['settled_seconds']} s)")))
+                              f"({lab.settle_note(w)})")))
 
 
 def report(result: dict[str, Any]) -> None:

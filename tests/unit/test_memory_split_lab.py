@@ -212,3 +212,63 @@ def test_a_run_that_stops_records_its_error_and_puts_the_nodes_back(
     assert doc["windows"] == [] and doc["load"] is None
     assert doc["command"].startswith("bench/memory_split_redis.py --out ")
     assert "stopped: a 20-s window saw no load" in capsys.readouterr().out
+
+
+class _ScriptedMeter(lab.SettlingMeter):
+    """Settle windows read from a script, each taking its seconds of a fake clock."""
+
+    def __init__(self, script: list[tuple[float, int]], clock: list[float]) -> None:
+        super().__init__()
+        self.script, self.clock = list(script), clock
+
+    def window(self, seconds: float) -> dict[str, Any]:
+        self.clock[0] += seconds
+        hit_ratio, fill = self.script.pop(0)
+        return {"hit_ratio": hit_ratio, "fill": fill}
+
+
+def _settle(script: list[tuple[float, int]], seconds_max: float,
+            monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], int]:
+    clock = [0.0]
+    monkeypatch.setattr(lab.time, "monotonic", lambda: clock[0])
+    meter = _ScriptedMeter(script, clock)
+    return meter.settled(seconds_max), len(meter.script)
+
+
+def test_a_cache_still_filling_is_not_settled_though_its_hit_ratio_holds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The hit ratio holds within a point while the entries grow 5 % a window: the old rule
+    # (two windows within 2 points) settled at the second window.
+    filling = [(0.81 + 0.002 * i, 10_000 + 500 * i) for i in range(12)]
+    got, left = _settle(filling, 30.0, monkeypatch)
+    assert got == {"settled_seconds": 30, "settled": False, "hit_ratio_span": 0.004,
+                   "fill_span": pytest.approx(1000 / 12_500, abs=1e-4)}
+    assert left == 6
+
+
+def test_a_full_cache_with_a_steady_hit_ratio_settles_after_three_windows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    steady = [(0.50, 4_000), (0.90, 9_000), (0.91, 9_990), (0.92, 10_000), (0.915, 10_050),
+              (0.91, 10_020)]
+    got, left = _settle(steady, 60.0, monkeypatch)
+    assert got["settled"] and got["settled_seconds"] == 25 and left == 1
+    assert got["hit_ratio_span"] == pytest.approx(0.01)
+
+
+def test_a_hit_ratio_rising_slowly_over_three_windows_is_not_settled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rising = [(0.80 + 0.011 * i, 10_000) for i in range(8)]
+    got, _ = _settle(rising, 40.0, monkeypatch)
+    assert not got["settled"] and got["hit_ratio_span"] == pytest.approx(0.022)
+
+
+def test_a_window_that_did_not_settle_is_measured_said_and_marked(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(lab.time, "monotonic", lambda: clock[0])
+    script = [(0.5, 1_000), (0.6, 2_000), (0.8, 4_000)]  # two settle windows, the measured
+    meter = _ScriptedMeter(script, clock)
+    w = meter.settled_window(argparse.Namespace(settle_max=10.0, window=20.0))
+    assert w["settled"] is False and w["hit_ratio"] == 0.8 and not meter.script
+    assert "not settled after 10 s (the last 3 windows: hit ratio within 10.0%, entries " \
+           "within 50.0%)" in capsys.readouterr().out
