@@ -567,6 +567,6 @@ def test_the_memory_split_advice_shows_as_a_card() -> None:
                                                mix={"read": 0.9, "write": 0.1})
     html = render(ReportInputs(plan=plan_from_dict(doc, known_hosts=HOSTS)))
     assert ">memory split<" in html and ">maxmemory 24mb<" in html
-    assert "now 8mb; predicted read hits 80% → 97%" in html
+    assert "now 8mb; predicted read hits 80% → 99%" in html
     assert ">memory split<" not in render(ReportInputs(plan=plan_from_dict(
         synthetic_plan_dict(), known_hosts=HOSTS)))
