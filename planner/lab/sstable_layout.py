@@ -112,6 +112,18 @@ def sstable_count(tablestats: str) -> int:
     return int(m.group(1))
 
 
+def _listing(node: LabNode, keyspace: str, table: str) -> str:
+    """The table's data files on ``node``, with their sizes and ages: what an unexpected
+    SSTable count is made of (a run stopped on one once; its cause is not known)."""
+    try:
+        files = sorted(node.table_dir(keyspace, table).glob("*-Data.db"))
+        now = datetime.now(UTC).timestamp()
+        return ", ".join(f"{f.name} ({f.stat().st_size} B, {now - f.stat().st_mtime:.0f} s old)"
+                         for f in files) or "no data file"
+    except (OSError, KairosError) as exc:
+        return f"(cannot list the table's files: {exc})"
+
+
 def _components(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in _NOT_SSTABLE)
 
@@ -198,6 +210,11 @@ def restore(nodes: Sequence[LabNode], *, keyspace: str, table: str, src: str | P
         except OSError as exc:
             raise KairosError(f"{node.name}: cannot stage the saved files in {stage}: "
                               f"{exc}") from None
+        # Anything the table holds after the TRUNCATE would stay beside the saved layout.
+        held = sstable_count(node.nodetool("tablestats", f"{keyspace}.{table}"))
+        if held:
+            raise KairosError(f"{node.name}: {held} SSTable(s) of {keyspace}.{table} left after "
+                              f"the TRUNCATE, before the import: {_listing(node, keyspace, table)}")
         node.nodetool("import", keyspace, table, str(stage))
         left = list(stage.iterdir())
         if left:
@@ -205,7 +222,8 @@ def restore(nodes: Sequence[LabNode], *, keyspace: str, table: str, src: str | P
         counts[node.name] = sstable_count(node.nodetool("tablestats", f"{keyspace}.{table}"))
         if counts[node.name] != saved[node.name]["sstables"]:
             raise KairosError(f"{node.name}: {counts[node.name]} SSTables of {keyspace}.{table} "
-                              f"after the restore, {saved[node.name]['sstables']} saved")
+                              f"after the restore, {saved[node.name]['sstables']} saved: "
+                              f"{_listing(node, keyspace, table)}")
     shutil.rmtree(root / ".stage", ignore_errors=True)
     log("restored the saved layout: " + ", ".join(f"{k} {v} SSTables" for k, v in counts.items()))
     return counts

@@ -101,3 +101,29 @@ def test_nodetool_failure_names_the_node_and_the_command(tmp_path: Path) -> None
     with pytest.raises(KairosError, match=r"cass1: nodetool import ks t /x exited 1: "
                        r"nodetool: Keyspace ks does not exist"):
         node.nodetool("import", "ks", "t", "/x")
+
+
+def test_restore_stops_before_the_import_when_the_truncate_left_sstables(tmp_path: Path) -> None:
+    home = _node(tmp_path / "lab", "cass1", "127.0.0.1")
+    table_dir = home / "data" / "ks" / "t-0123"
+    table_dir.mkdir(parents=True)
+    (table_dir / "nb-7-big-Data.db").write_bytes(b"x" * 42)
+    (home / "bin").mkdir()
+    calls = tmp_path / "calls"
+    tool = home / "bin" / "nodetool"
+    # A node whose table still holds the fixture's 3 SSTables, whatever is asked.
+    tool.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n"
+                    f"cat {FIXTURES / 'tablestats_one_table.txt'}\n")
+    tool.chmod(0o755)
+    saved = tmp_path / "saved"
+    (saved / "cass1").mkdir(parents=True)
+    (saved / "cass1" / "nb-1-big-Data.db").write_bytes(b"y")
+    (saved / sl.RECORD).write_text(json.dumps({"keyspace": "ks", "table": "t",
+                                               "nodes": {"cass1": {"sstables": 1}}}))
+    truncated: list[str] = []
+    with pytest.raises(KairosError, match=r"^cass1: 3 SSTable\(s\) of ks.t left after the "
+                       r"TRUNCATE, before the import: nb-7-big-Data.db \(42 B, \d+ s old\)$"):
+        sl.restore(sl.lab_nodes(tmp_path / "lab", ["127.0.0.1"]), keyspace="ks", table="t",
+                   src=saved, truncate=truncated.append)
+    assert truncated == ["TRUNCATE ks.t"]
+    assert [c.split()[0] for c in calls.read_text().splitlines()] == ["tablestats"]
