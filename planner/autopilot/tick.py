@@ -19,7 +19,16 @@ counters, reading the live ring, running the executor — and calls two commands
   executor did, and append the run's line to ``autopilot.log.jsonl``.
 
 The tick file is written before each stage begins, so a tick that fails part-way still
-says at which stage, and the record names it (``replan-failed``, ...).
+says at which stage, and the record names it (``replan-failed``, ...). Before the playbook
+collects, ``kairos autopilot tick --inputs FILE --check`` (:func:`check_tick`) reads and
+checks the same document and writes the tick file at stage ``collect``: bad settings stop the
+tick before any node is touched, and what the collection needs (``per_table``) comes from
+the checked inputs, not from Jinja.
+
+With ``per_table`` (``kairos_autopilot_per_table``), a re-plan also forecasts each of the
+inputs' tables from its own series in the store (:func:`table_forecasts`) and plans with
+those forecasts, as ``kairos plan --table-forecast`` does; a table whose history cannot be
+forecast is left out, and the tick file's ``per_table`` and the record say why.
 """
 
 from __future__ import annotations
@@ -36,8 +45,9 @@ from planner.autopilot import decisions as ap
 from planner.autopilot.tick_inputs import TickInputs
 from planner.errors import KairosError, ValidationError
 
-__all__ = ["TickInputs", "TickResult", "decide_on_files", "load_tick", "plan_request",
-           "record_run", "run_tick", "tick_path"]
+__all__ = ["TickInputs", "TickResult", "check_tick", "decide_on_files", "load_tick",
+           "plan_request", "record_run", "refused_inputs", "run_tick", "table_forecasts",
+           "tick_path"]
 
 #: Lines of the executor's output kept in the tick's record when it failed.
 APPLY_OUTPUT_LINES = 60
@@ -64,6 +74,7 @@ class TickResult:
     apply_log: str | None = None
     outcome: str = "nothing-to-do"
     learning: dict[str, Any] = field(default_factory=dict)
+    per_table: dict[str, str] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -89,6 +100,26 @@ def _write(result: TickResult, path: Path) -> None:
 
 
 # --------------------------------------------------------------------- the tick
+def check_tick(inp: TickInputs, out: Path) -> dict[str, Any]:
+    """Before the playbook collects: ``inp`` has been read and checked; write the tick file
+    at stage ``collect`` (a failed collection is then logged as ``collect-failed``) and
+    return what the collection needs: ``{"stage": "collect", "collect": {"per_table": ...}}``.
+    """
+    _write(TickResult(run=inp.run, started_at=inp.started_at.isoformat(timespec="seconds"),
+                      cluster=inp.cluster, engine=inp.engine, dry_run=inp.dry_run,
+                      stage="collect"), out)
+    return {"stage": "collect", "collect": {"per_table": inp.per_table}}
+
+
+def refused_inputs(inputs: str | Path) -> None:
+    """The tick refused its inputs ``<run>-<engine>.inputs.json``: the tick file the check
+    left beside them (stage ``collect``) is removed, so that the record logs
+    ``decide-failed`` (:func:`load_tick`) rather than a failed collection."""
+    path = Path(inputs)
+    if path.name.endswith(".inputs.json"):
+        path.with_name(path.name.removesuffix(".inputs.json") + ".json").unlink(missing_ok=True)
+
+
 def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickResult:
     """Decide, re-plan when due, adopt, decide again; write and return the result."""
     now = now or datetime.now(UTC)
@@ -109,7 +140,7 @@ def run_tick(inp: TickInputs, out: Path, now: datetime | None = None) -> TickRes
         result.stage = "replan"
         _write(result, out)
         new_plan, new_forecast, result.plan_text = _replan(inp, now, trace, first,
-                                                           result.learning)
+                                                           result.learning, result.per_table)
         result.replanned = True
         result.stage = "decide"
         _write(result, out)
@@ -223,8 +254,11 @@ def decide_on_files(*, state_dir: str, cluster: str, engine: str, policy: ap.Pol
 
 
 def _replan(inp: TickInputs, now: datetime, trace: str, first: Mapping[str, Any],
-            learning: Mapping[str, Any]) -> tuple[str, str, list[str]]:
-    """Forecast, plan, check the plan against the ring and inventory, adopt; the new files."""
+            learning: Mapping[str, Any], per_table: dict[str, str],
+            ) -> tuple[str, str, list[str]]:
+    """Forecast (each table too, with ``inp.per_table``: what was done with each goes in
+    ``per_table``), plan, check the plan against the ring and inventory, adopt; the new
+    files."""
     if inp.live_ring and not inp.ring:
         raise ValidationError(f"refusing to plan {inp.engine}: cannot read the live ring: "
                               f"{inp.ring_error or 'no ring given'}")
@@ -237,8 +271,14 @@ def _replan(inp: TickInputs, now: datetime, trace: str, first: Mapping[str, Any]
         ring = f"{base}.ring.json"
         shutil.copyfile(inp.ring, ring)
     fc, lines = _forecast(inp, trace, forecast)
+    tables: dict[str, str] = {}
+    if inp.per_table:
+        tables, notes = table_forecasts(inp, fc, base)
+        per_table.update(notes)
+        lines += [f"table {t}: {note}" for t, note in notes.items()]
     lines += _make_plan(plan_request(inp, forecast=fc, forecast_path=forecast, ring=ring,
-                                     first=first, base=base, learning=learning), plan, inp, ring)
+                                     first=first, base=base, learning=learning,
+                                     table_forecasts=tables), plan, inp, ring)
     if not inp.dry_run:
         ap.adopt_plan(ap.state_path(inp.state_dir, inp.cluster, inp.engine), plan=plan,
                       forecast=forecast, now=now, reasons=first["replan_reasons"])
@@ -263,11 +303,13 @@ def _forecast(inp: TickInputs, trace: str, path: str) -> tuple[Any, list[str]]:
 
 def plan_request(inp: TickInputs, *, forecast: Any, forecast_path: str, ring: str | None,
                  first: Mapping[str, Any], base: Path,
-                 learning: Mapping[str, Any] | None = None) -> Any:
+                 learning: Mapping[str, Any] | None = None,
+                 table_forecasts: Mapping[str, str] | None = None) -> Any:
     """The :class:`planner.planning.pipeline.PlanRequest` of a re-plan: the ring or hosts, T_r
     (measured on earlier steps under the state directory; ``restart_seconds`` only until a
     restart is measured), tables, the model (the one learnt from production once there is
-    one), a restart hold, what runs now, and the settings' plan options."""
+    one), a restart hold, what runs now, the settings' plan options, and the tables' own
+    forecast files (``table_forecasts``, as ``kairos plan --table-forecast`` gives them)."""
     from planner.planning.pipeline import plan_request as request
 
     learning = learning or {}
@@ -279,8 +321,79 @@ def plan_request(inp: TickInputs, *, forecast: Any, forecast_path: str, ring: st
         restart_seconds_from=str(Path(inp.state_dir).resolve()), tables=list(inp.tables),
         restart_costs=inp.restart_costs, change_costs=inp.change_costs,
         model=learning.get("model") or inp.model, hold_restarts=learning.get("hold") or None,
-        current=_current(inp, first, base),
+        current=_current(inp, first, base), table_forecasts=dict(table_forecasts or {}) or None,
     )
+
+
+def table_forecasts(inp: TickInputs, fc: Any, base: Path) -> tuple[dict[str, str],
+                                                                    dict[str, str]]:
+    """Each of ``inp.tables``' forecast, from its own series in the store (scope
+    ``table:<ks>.<table>``, over the same history and step as the cluster's), written
+    beside the plan as ``<base>.<ks>.<table>.forecast.json``: ``{table: file}``, and per
+    table what was done or why it was left out. The series goes through a trace file
+    (``<base>.<ks>.<table>.trace.csv``) as the cluster's does, so that both are forecast
+    from the same times.
+
+    A table is left out, and the plan runs it on the cluster-wide values with the load no
+    table forecast names, when the store has too little of its history (collected per table
+    for fewer rounds than the forecast model needs), its series has gaps, or it does not end
+    where the cluster's does (its forecast would not start with the plan's: ``kairos plan``
+    would refuse it).
+    """
+    from planner.forecast.forecaster import forecast, min_history, save_forecast
+    from planner.workload.series import load_trace, save_trace
+    from planner.workload.store import Store, parse_since
+
+    need = min_history(inp.forecast_model, inp.horizon)
+    step = float(fc.step_seconds)
+    start = float(fc.timestamps[0])
+    files: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    with Store(inp.store) as store:
+        since = parse_since(inp.history, field="history.age")
+        for table in inp.tables:
+            try:
+                derived = store.cluster_series(inp.engine, inp.cluster, since=since,
+                                               step_seconds=inp.step_seconds, table=table)
+            except ValidationError as exc:
+                notes[table] = f"left out: no history of its own ({exc})"
+                continue
+            trace = f"{base}.{table}.trace.csv"
+            save_trace(derived, trace)
+            series = load_trace(trace)
+            why = _table_unusable(series, need=need, step=step, start=start, inp=inp)
+            if why is not None:
+                notes[table] = f"left out: {why}"
+                continue
+            try:
+                tf = forecast(series, horizon=inp.horizon, model=inp.forecast_model)
+            except ValidationError as exc:
+                notes[table] = f"left out: cannot forecast it: {exc}"
+                continue
+            path = f"{base}.{table}.forecast.json"
+            save_forecast(tf, path)
+            files[table] = path
+            notes[table] = (f"forecast from {len(series)} point(s), mean "
+                            f"{float(series.load.mean()):.1f} ops/s, chosen model {tf.model}: "
+                            f"wrote {path}")
+    return files, notes
+
+
+def _table_unusable(series: Any, *, need: int, step: float, start: float,
+                    inp: TickInputs) -> str | None:
+    """Why a table's series cannot give a forecast the plan takes, or None."""
+    if len(series) < need:
+        return (f"{len(series)} point(s) of its history (collected per table); forecasting "
+                f"{inp.horizon} steps with the {inp.forecast_model} model needs at least "
+                f"{need}: waiting for more")
+    if series.step_seconds is None:
+        return (f"its history has gaps (bins left out at a dropped interval): not one point "
+                f"per {inp.step_seconds:g} s")
+    end = float(series.timestamps[-1]) + step
+    if end != start:
+        return (f"its history ends at {end:.0f}, the cluster's at {start:.0f} (epoch "
+                "seconds): its forecast would not start with the plan's")
+    return None
 
 
 def _current(inp: TickInputs, first: Mapping[str, Any], base: Path) -> str | None:
@@ -348,8 +461,9 @@ def _outcome(result: TickResult) -> str:
 # ------------------------------------------------------------------- the record
 def load_tick(path: str | Path) -> dict[str, Any]:
     """A tick file. An absent one: the tick never started; when its inputs were written
-    (``<run>-<engine>.inputs.json`` beside it) the tick refused them (stage ``decide``),
-    else an earlier task failed (collection: stage ``collect``)."""
+    (``<run>-<engine>.inputs.json`` beside it) the tick or its check refused them (stage
+    ``decide``), else an earlier task failed (stage ``collect``). Once the check passed,
+    the file says stage ``collect`` (:func:`check_tick`) until the tick itself starts."""
     from planner import inputs
 
     p = Path(path)
@@ -391,6 +505,7 @@ def record_run(
         "trace": tick.get("trace", ""), "apply_log": tick.get("apply_log"),
         "learning": (tick.get("learning") or {}).get("note"),
         "restart_hold": (tick.get("learning") or {}).get("hold"),
+        "per_table": dict(tick.get("per_table") or {}) or None,
         "apply_error": apply_error, "message": decision.get("message", ""),
     }
     return _log(state_dir, cluster, engine, record) | {"failed": outcome == "apply-failed"}

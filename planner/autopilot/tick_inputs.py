@@ -14,7 +14,8 @@ inputs")::
      "policy": {"stale_fraction", "stale_steps", "min_replan_seconds",
                 "failed_backoff_seconds" ("": wait for a person), "max_attempts",
                 "deviation_slack"},
-     "history": {"trace" ("": export the store), "store", "age", "step_seconds"},
+     "history": {"trace" ("": export the store), "store", "age", "step_seconds",
+                 "per_table", "source"},
      "learning": {"settle_seconds", "window_seconds" ("": 3 steps)},
      "forecast": {"horizon", "model"},
      "plan": {"restart_seconds", "restart_costs", "change_costs", "model", "current",
@@ -29,6 +30,14 @@ inputs")::
 T_r, the tables, the model, ...) are refused there, naming the setting that gives them.
 ``retired`` holds settings that are no longer read (``kairos_autopilot_plan_args``): one
 that is set is refused, naming what replaces it, rather than silently ignored.
+
+``history.per_table`` (``kairos_autopilot_per_table``, Cassandra): the round is collected per
+table too, and a re-plan forecasts each of ``plan.tables`` from its own history in the store
+and plans with those forecasts (``kairos plan --table-forecast``). It needs the store's
+history (no ``history.trace``), the built-in collector (``history.source``,
+``kairos_workload_source``: Prometheus' series are per node) and the tables to plan; anything
+else is refused. The playbook checks the document before it collects
+(``kairos autopilot tick --check``), so a bad value stops the tick before any node is touched.
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ class TickInputs:
 
     ``ring`` is the live ring just read (Cassandra); ``ring_error`` says why it could not be
     read. ``restart_costs`` and ``change_costs`` are the measured cost files the plan charges.
+    ``per_table``: collect per table too, and plan with each of ``tables``' own forecast.
     ``plan_options`` are further plan options by their
     :class:`planner.planning.pipeline.PlanRequest` names (checked: :data:`PLAN_OPTIONS`).
     ``apply_vars`` are extra variables for the executor (no secrets).
@@ -89,6 +99,7 @@ class TickInputs:
     apply_vars: Mapping[str, Any] = field(default_factory=dict)
     learn_settle_seconds: float = 60.0
     learn_window_seconds: float = 900.0
+    per_table: bool = False
 
 
 # ------------------------------------------------------------------ values
@@ -250,6 +261,7 @@ TICK_OWNED = {
     "kairos_cassandra_restart_costs_file", "change_costs": "kairos_cassandra_change_costs_file",
     "horizon": "kairos_autopilot_horizon", "forecast_model": "kairos_autopilot_forecast_model",
     "tables": "kairos_tables", "hold_restarts": "the learning loop",
+    "table_forecasts": "kairos_autopilot_per_table (the tick forecasts each table's history)",
 }
 
 #: The names :func:`_plan_options` checks (documented in docs/autopilot.md).
@@ -282,7 +294,7 @@ _SCHEMA: dict[str, tuple[str, ...]] = {
          "history", "learning", "forecast", "plan", "ring", "apply", "retired"),
     "policy": ("stale_fraction", "stale_steps", "min_replan_seconds", "failed_backoff_seconds",
                "max_attempts", "deviation_slack"),
-    "history": ("trace", "store", "age", "step_seconds"),
+    "history": ("trace", "store", "age", "step_seconds", "per_table", "source"),
     "learning": ("settle_seconds", "window_seconds"),
     "forecast": ("horizon", "model"),
     "plan": ("restart_seconds", "restart_costs", "change_costs", "model", "current", "tables",
@@ -361,6 +373,35 @@ def _trace_or_store(doc: _Doc) -> dict[str, Any]:
     return {"trace": trace} if trace else {"store": doc.get("history.store", _optional(_text))}
 
 
+#: Where the collector reads the counters (``kairos collect --source``).
+SOURCES = ("builtin", "prometheus")
+
+
+def _per_table(doc: _Doc, *, engine: str, tables: tuple[str, ...]) -> bool:
+    """Whether to collect and plan per table; refused where it cannot work."""
+    from planner.engines import get_engine
+
+    per_table = bool(doc.get("history.per_table", _flag, False))
+    source = doc.get("history.source", _optional(_choice(*SOURCES))) or "builtin"
+    if not per_table:
+        return False
+    where = "history.per_table"
+    if not get_engine(engine).tables:
+        raise ValidationError(f"{where}: {engine} has no tables to plan per table")
+    if doc.get("history.trace", _optional(_text)):
+        raise ValidationError(f"{where}: plans each table from the store's history; "
+                              "history.trace (kairos_autopilot_trace) names a trace file, "
+                              "which holds the cluster's alone")
+    if source != "builtin":
+        raise ValidationError(f"{where}: needs the built-in collector; history.source "
+                              f"(kairos_workload_source) is {source}, whose series are per "
+                              "node")
+    if not tables:
+        raise ValidationError(f"{where}: no table to plan per table: plan.tables "
+                              "(kairos_tables) names none")
+    return True
+
+
 def _plan(doc: _Doc) -> dict[str, Any]:
     options = doc.get("plan.engine_options", _optional(_options)) or {}
     options |= doc.get("plan.options", _optional(_options)) or {}
@@ -385,9 +426,11 @@ def read_tick_inputs(data: Any) -> TickInputs:
     from planner.workload.store import parse_since
 
     parse_since(history, field="history.age")  # refused here, not when the store is read
+    engine = doc.get("engine", _choice("cassandra", "redis"))
+    plan = _plan(doc)
     return TickInputs(
         state_dir=doc.get("state_dir", _name), cluster=doc.get("cluster", _name),
-        engine=doc.get("engine", _choice("cassandra", "redis")), run=doc.get("run", _name),
+        engine=engine, run=doc.get("run", _name),
         started_at=doc.get("started_at", _when), policy=_policy(doc),
         hosts=doc.get("hosts", _names), dry_run=doc.get("dry_run", _flag, False),
         history=history, step_seconds=step,
@@ -399,7 +442,8 @@ def read_tick_inputs(data: Any) -> TickInputs:
         learn_settle_seconds=doc.get("learning.settle_seconds", _bounded(inputs.DURATION),
                                      60.0),
         learn_window_seconds=window if window is not None else 3 * step,
-        **_trace_or_store(doc), **_plan(doc), **_ring(doc),
+        per_table=_per_table(doc, engine=engine, tables=plan["tables"]),
+        **_trace_or_store(doc), **plan, **_ring(doc),
     )
 
 

@@ -1,7 +1,8 @@
 """``kairos autopilot tick|record|decide|adopt|pause|resume|status``: the closed loop.
 
-``playbooks/autopilot.yml`` calls ``tick`` and ``record`` once per engine on the control host
-(planner/autopilot/tick.py); the others are for people (docs/autopilot.md).
+``playbooks/autopilot.yml`` calls ``tick --check`` (before it collects), ``tick`` and
+``record`` once per engine on the control host (planner/autopilot/tick.py); the others are
+for people (docs/autopilot.md).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def _register_tick(actions: Any) -> None:
     )
     t.add_argument("--inputs", required=True, metavar="FILE",
                    help="the tick's input document (JSON)")
+    t.add_argument("--check", action="store_true",
+                   help="only read and check the document, before the playbook collects: "
+                   "write the tick file at stage collect and print what the collection needs "
+                   "(JSON: collect.per_table)")
     t.set_defaults(func=run_tick)
 
 
@@ -146,11 +151,19 @@ def _register_status(actions: Any) -> None:
 
 
 def run_tick(args: argparse.Namespace) -> int:
-    from planner.autopilot.tick import run_tick, tick_path
+    from planner.autopilot.tick import check_tick, refused_inputs, run_tick, tick_path
     from planner.autopilot.tick_inputs import load_tick_inputs
+    from planner.errors import ValidationError
 
-    inp = load_tick_inputs(args.inputs)
+    try:
+        inp = load_tick_inputs(args.inputs)
+    except ValidationError:
+        refused_inputs(args.inputs)  # the record then says decide-failed, not collect-failed
+        raise
     out = tick_path(inp.state_dir, inp.run, inp.engine)
+    if args.check:
+        print(json.dumps(check_tick(inp, out), sort_keys=True))
+        return 0
     result = run_tick(inp, out)
     for line in result.plan_text:  # the forecast, the plan's progress and its explanation
         print(line, file=sys.stderr)

@@ -46,7 +46,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=inputs.POSITIVE_DURATION, default=10.0,
                    help="per-node timeout in seconds")
     p.add_argument(
-        "--per-table", action="store_true", help="Cassandra: keep one sample per table"
+        "--per-table", action="store_true",
+        help="Cassandra: also keep one sample per table, beside the node's own (which the "
+        "cluster's series counts, so nothing is counted twice); --export --table then "
+        "exports one table"
     )
     p.add_argument("--keyspaces", help="Cassandra: only these keyspaces (comma-separated)")
     p.add_argument(
@@ -159,7 +162,8 @@ def _round(args: argparse.Namespace, keyspaces: list[str] | None) -> Any:
             raise ValidationError("--prometheus-url: required with --source prometheus "
                                   "(the inventory's kairos_prometheus_url)")
         if args.per_table or keyspaces:
-            raise ValidationError("--per-table/--keyspaces: the built-in source only")
+            raise ValidationError("--per-table/--keyspaces: the built-in source only "
+                                  "(the inventory's kairos_workload_source: builtin)")
         return collect_prometheus(args.engine, args.hosts, url=args.prometheus_url,
                                   label=args.prometheus_label,
                                   selector=args.prometheus_selector, timeout=args.timeout,
@@ -182,11 +186,6 @@ def _resources(args: argparse.Namespace) -> Any:
     if args.count != 1:
         raise ValidationError(
             f"--resources: one reading of each node, for one round; got --count {args.count}"
-        )
-    if args.per_table:
-        raise ValidationError(
-            "--resources: the resource gauges go on the node's own sample, which --per-table "
-            "does not keep"
         )
     port = collectors.DEFAULT_PORTS[args.engine]
     nodes = [t.name for t in collectors.parse_targets(args.hosts, default_port=port)]

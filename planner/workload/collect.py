@@ -16,7 +16,8 @@ nodes; every query is sent to the one node it is about with ``host=``):
   coordinated by exactly one node, so summing the nodes gives the cluster's requests; the
   ``local_*_latency`` tables count replica work (about RF times as much) and are not used.
   Tables of the system keyspaces are left out (the driver's own metadata queries land
-  there).
+  there). The node's sample (scope ``node``) sums the tables; ``per_table`` adds one
+  sample per table (scope ``table:<ks>.<table>``) beside it, from the same rows.
 * ``system.local``: ``host_id`` and ``gossip_generation`` (the node's start time in epoch
   seconds, renewed at each start): the instance id ``<host_id>:<generation>`` changes on a
   restart, which is how the store recognises counters that restarted from zero.
@@ -573,8 +574,11 @@ def cassandra_samples(
         Virtual table name (:data:`CASSANDRA_VIEWS`) -> rows with ``keyspace_name``,
         ``table_name`` and ``count``.
     per_table
-        One sample per table (scope ``table:<ks>.<table>``) instead of one per node
-        (scope ``node``).
+        Also one sample per table (scope ``table:<ks>.<table>``), beside the node's own
+        (scope ``node``, always there: it carries the node's gauges and, later, its
+        resources). The store's series of the cluster counts the node's sample only
+        (:func:`planner.workload.store.node_intervals`), so keeping both counts nothing
+        twice.
     keyspaces
         Only these keyspaces (default: every non-system keyspace).
     pools
@@ -586,6 +590,8 @@ def cassandra_samples(
     requests; the node-scope sample also has the request stages'
     (:data:`CASSANDRA_REQUEST_STAGES`) pending and blocked tasks and the client requests in
     flight (``active_requests``).
+
+    Returns the node's sample first, then its tables' (by name) when ``per_table``.
     """
     generation = local.get("gossip_generation")
     host_id = local.get("host_id")
@@ -594,6 +600,7 @@ def cassandra_samples(
     wanted = set(keyspaces) if keyspaces else None
     per: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(CASSANDRA_VIEWS.values(), 0))
     gauges: dict[str, dict[str, float]] = defaultdict(dict)
+    per["node"] = dict.fromkeys(CASSANDRA_VIEWS.values(), 0)  # an idle node counts zeros
     for view, counter in CASSANDRA_VIEWS.items():
         if view not in views:
             raise ValidationError(f"{node}: no rows of system_views.{view}")
@@ -604,22 +611,21 @@ def cassandra_samples(
             count = row["count"]
             if count is None or int(count) < 0:
                 raise ValidationError(f"{node}: {view} {ks}.{table}: bad count {count!r}")
-            scope = f"table:{ks}.{table}" if per_table else "node"
-            per[scope][counter] += int(count)
+            scopes = ("node", f"table:{ks}.{table}") if per_table else ("node",)
             p99 = row.get("p99th_ms")
-            if int(count) > 0 and p99 is not None and math.isfinite(float(p99)) and p99 >= 0:
-                key = f"p99_ms_{counter}"
-                ms = float(p99) * CASSANDRA_LATENCY_VIEW_TO_MS
-                gauges[scope][key] = max(gauges[scope].get(key, 0.0), ms)
-    if not per:
-        per["node"] = dict.fromkeys(CASSANDRA_VIEWS.values(), 0)
-    if "node" in per:
-        gauges["node"].update(_stage_gauges(node, pools))
+            for scope in scopes:
+                per[scope][counter] += int(count)
+                if int(count) > 0 and p99 is not None and math.isfinite(float(p99)) \
+                        and p99 >= 0:
+                    key = f"p99_ms_{counter}"
+                    ms = float(p99) * CASSANDRA_LATENCY_VIEW_TO_MS
+                    gauges[scope][key] = max(gauges[scope].get(key, 0.0), ms)
+    gauges["node"].update(_stage_gauges(node, pools))
     return [
-        CounterSample(node=node, scope=scope, ts=ts, counters=counters,
+        CounterSample(node=node, scope=scope, ts=ts, counters=per[scope],
                       started_at=float(generation), instance=f"{host_id}:{generation}",
                       gauges=gauges.get(scope, {}))
-        for scope, counters in sorted(per.items())
+        for scope in ["node", *sorted(s for s in per if s != "node")]
     ]
 
 

@@ -23,10 +23,23 @@ Tables
     (:meth:`Store.record_rollout_state` copies a plan's state file in; the planner reads
     measured restart times back with :meth:`Store.rollout_timings`).
 
+Scopes
+------
+A node's sample of a round has scope ``node`` (its own counters, gauges and resources);
+``kairos collect --per-table`` (Cassandra) keeps one sample per table beside it, scope
+``table:<ks>.<table>``, whose counters the node's sample sums. The cluster's (and a node's) series
+counts scope ``node`` alone wherever both ends of an interval have it, so nothing is counted
+twice; a store whose rounds hold the tables alone (``--per-table`` before it kept the node's
+sample too) counts the sum of the tables, as it did then; an interval from a round with the
+node's sample alone to one with the tables alone shares no counters and is **dropped**
+(:func:`counted_scopes`). ``table=`` derives one table's series from its scope alone. The
+gauges (:meth:`Store.node_gauges`, :meth:`Store.gauge_rounds`) are read from scope ``node``
+only.
+
 Deriving rates (:meth:`Store.cluster_series`)
 ---------------------------------------------
-For every node and scope, consecutive samples ``a`` (earlier) and ``b`` give an interval
-``[a.ts, b.ts]`` whose operations are the counter deltas ``b - a``, except:
+For every node, consecutive samples ``a`` (earlier) and ``b`` of the scopes counted give an
+interval ``[a.ts, b.ts]`` whose operations are the counter deltas ``b - a``, except:
 
 * **restart** — the node's instance id changed (Redis ``run_id``; Cassandra host id +
   gossip generation) or, without ids, its start time moved forward by more than
@@ -38,8 +51,8 @@ For every node and scope, consecutive samples ``a`` (earlier) and ``b`` give an 
 * **reset without a restart** — any counter went *down* while the instance stayed the same
   (Redis ``CONFIG RESETSTAT``, a Cassandra table dropped and re-created): the interval is
   **dropped** for that node. A reset never yields a negative or spiked rate.
-* **new scope** — a scope (Cassandra table) present in ``b`` but not in ``a`` was created
-  during the interval; its whole value counts.
+* **new scope** — where the tables are counted, a scope (Cassandra table) present in ``b``
+  but not in ``a`` was created during the interval; its whole value counts.
 * **Redis roles** — replicas execute every write their master replicates and also count
   it, so a replica contributes only its ``read`` counter (client reads sent with
   READONLY); a master contributes everything. An interval in which the node changed role
@@ -279,7 +292,8 @@ class CounterSample:
     node
         The node's name (inventory host or ``address:port``).
     scope
-        ``"node"`` for whole-node counters, ``"table:<ks>.<table>"`` for a Cassandra table.
+        ``"node"`` for whole-node counters, ``"table:<ks>.<table>"`` for a Cassandra table
+        (see the module docstring, "Scopes", for which the series count).
     ts
         When the counters were read (epoch seconds, control-host clock).
     counters
@@ -335,7 +349,9 @@ class SeriesOptions(TypedDict, total=False):
     step_seconds
         A regular grid; None (the default) bins by collection round.
     table
-        ``"<keyspace>.<table>"``: that Cassandra table only (scope ``table:...``).
+        ``"<keyspace>.<table>"``: that Cassandra table only (scope ``table:...``); None
+        (the default): the cluster, each node's own sample or, in a store without one, its
+        tables' sum (the module docstring, "Scopes").
     insert_fraction
         Cassandra: the share of writes counted as ``insert`` (default 0: all ``update``).
     """
@@ -422,6 +438,29 @@ def _restarted(a: CounterSample, b: CounterSample) -> bool:
     return False
 
 
+def counted_scopes(
+    before: Mapping[str, CounterSample] | None, after: Mapping[str, CounterSample]
+) -> list[str] | None:
+    """The scopes whose counters give a node's operations over one interval, from its
+    samples at the interval's start (``before``, scope -> sample; None after a restart,
+    whose counters start from zero) and end (``after``).
+
+    A round of ``collect --per-table`` keeps the node's own sample (scope ``node``, the sum
+    of its tables) beside one per table: the node's alone is counted, else every request
+    would count twice. Older stores hold the tables alone (``collect --per-table`` before
+    it kept the node's sample too): their sum is counted, as it was. So: ``node`` when both
+    ends have it (one end, after a restart); else the tables, when both ends have some;
+    None when the ends share no counters (one end has the node's sample alone, the other
+    its tables alone): the interval cannot be counted.
+    """
+    ends = [after] if before is None else [before, after]
+    if all("node" in end for end in ends):
+        return ["node"]
+    if all(any(scope != "node" for scope in end) for end in ends):
+        return sorted(scope for scope in after if scope != "node")
+    return None
+
+
 def node_intervals(
     engine: str,
     samples: Sequence[CounterSample],
@@ -431,8 +470,9 @@ def node_intervals(
     """Per-interval operations of one node from its samples (all scopes, any order).
 
     Samples are grouped by time (one collection of a node gives one sample per scope at
-    the same ``ts``); consecutive groups give one interval each. See the module docstring
-    for the restart/reset rules.
+    the same ``ts``); consecutive groups give one interval each, counted from the scopes
+    :func:`counted_scopes` picks (the node's own sample where both rounds have it, else its
+    tables'). See the module docstring for the restart/reset rules.
     """
     replica_roles = get_engine(engine).replica_roles
     by_ts: dict[float, dict[str, CounterSample]] = defaultdict(dict)
@@ -452,7 +492,14 @@ def node_intervals(
             continue
         raw: dict[str, float] = defaultdict(float)
         kind = "delta"
-        if _restarted(any_a, any_b):
+        restarted = _restarted(any_a, any_b)
+        scopes = counted_scopes(None if restarted else before, after)
+        if scopes is None:
+            dropped.append(DroppedInterval(
+                node, t0, t1, f"no counters in common: scopes {_scopes_text(before)} -> "
+                f"{_scopes_text(after)}"))
+            continue
+        if restarted:
             started = any_b.started_at
             if started is None or not (t0 - RESTART_TOLERANCE <= started <= t1):
                 where = "unknown" if started is None else f"{started:.0f}, outside the interval"
@@ -461,13 +508,13 @@ def node_intervals(
                 )
                 continue
             kind = "restart"
-            for s in after.values():
-                for k, v in s.counters.items():
+            for scope in scopes:
+                for k, v in after[scope].counters.items():
                     raw[k] += v
         else:
             reset = None
-            for scope, s in after.items():
-                prev = before.get(scope)
+            for scope in scopes:
+                s, prev = after[scope], before.get(scope)
                 for k, v in s.counters.items():
                     old = 0 if prev is None else prev.counters.get(k, 0)
                     if v < old:
@@ -482,6 +529,13 @@ def node_intervals(
         ops = to_classes(engine, raw, role=any_b.role, insert_fraction=insert_fraction)
         good.append(NodeInterval(node, t0, t1, ops, kind))
     return good, dropped
+
+
+def _scopes_text(samples: Mapping[str, CounterSample]) -> str:
+    """``node``, ``3 table(s)`` or ``node + 3 table(s)``: what a node's round kept."""
+    tables = sum(scope != "node" for scope in samples)
+    parts = (["node"] if "node" in samples else []) + ([f"{tables} table(s)"] if tables else [])
+    return " + ".join(parts)
 
 
 def round_spans(

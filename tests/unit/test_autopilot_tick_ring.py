@@ -143,8 +143,10 @@ def logged(tmp: Path) -> list[dict[str, Any]]:
 
 
 def tick_inputs(tmp: Path) -> dict[str, Any]:
-    """The document the playbook gave the (first) tick: ``kairos autopilot tick --inputs``."""
-    (argv,) = calls(tmp, "autopilot")[:1]
+    """The document the playbook gave the (first) tick: ``kairos autopilot tick --inputs``
+    (after its ``--check``, before the collection)."""
+    check, argv = calls(tmp, "autopilot")[:2]
+    assert check[:3] == ["autopilot", "tick", "--inputs"] and check[4:] == ["--check"], check
     assert argv[:3] == ["autopilot", "tick", "--inputs"] and len(argv) == 4, argv
     return dict(json.loads(Path(argv[3]).read_text()))
 

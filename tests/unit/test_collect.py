@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,11 +114,52 @@ def test_cassandra_samples_from_captured_views() -> None:
     assert node.started_at == float(local["gossip_generation"])
     assert node.instance == f"{local['host_id']}:{local['gossip_generation']}"
     tables = cassandra_samples("cass2", ts=5.0, local=local, views=rows, per_table=True)
-    by_scope = {s.scope: s.counters for s in tables}
-    assert by_scope["table:kairos_rollout.usertable"] == {"read": 3667, "write": 3214, "scan": 0}
-    assert not any(s.startswith("table:system") for s in by_scope)
+    # The node's own sample first, as without per_table, then one per application table.
+    assert tables[0] == node
+    by_scope = {s.scope: s.counters for s in tables[1:]}
+    assert by_scope == {
+        "table:fixture.t": {"read": 0, "write": 0, "scan": 0},
+        "table:kairos_app.events": {"read": 0, "write": 0, "scan": 0},
+        "table:kairos_loadtest.usertable": {"read": 0, "write": 0, "scan": 0},
+        "table:kairos_rollout.usertable": {"read": 3667, "write": 3214, "scan": 0},
+    }
     only = cassandra_samples("cass2", ts=5.0, local=local, views=rows, keyspaces=["fixture"])
     assert only[0].counters == {"read": 0, "write": 0, "scan": 0}
+
+
+def test_per_table_rounds_of_captured_rows_count_each_request_once() -> None:
+    """Three rounds of cass2's captured rows, 60 s apart, kairos_rollout.usertable serving
+    600 reads and 300 writes a round and kairos_app.events 120 writes: the cluster's series
+    is the same with per_table as without (the node's sample, not the node's plus its
+    tables'), and each table's series is its own."""
+    data = views("cass2.json")
+    local = data["system.local"]
+    captured = {k: v for k, v in data.items() if k.startswith("coordinator_")}
+    more = {("coordinator_read_latency", "kairos_rollout", "usertable"): 600,
+            ("coordinator_write_latency", "kairos_rollout", "usertable"): 300,
+            ("coordinator_write_latency", "kairos_app", "events"): 120}
+
+    def rows(k: int) -> dict[str, list[dict[str, Any]]]:
+        return {view: [{**row, "count": row["count"] + k * more.get(
+            (view, row["keyspace_name"], row["table_name"]), 0)} for row in table]
+            for view, table in captured.items()}
+
+    t0 = float(local["gossip_generation"]) + 1000.0
+    loads = {}
+    for per_table in (False, True):
+        store = Store(":memory:")
+        for k in range(3):
+            t = t0 + 60.0 * k
+            store.append_counters("cassandra", "lab", cassandra_samples(
+                "cass2", ts=t, local=local, views=rows(k), per_table=per_table), round_ts=t)
+        loads[per_table] = store.cluster_series("cassandra", "lab").load.tolist()
+    assert loads[True] == loads[False] == [pytest.approx((600 + 300 + 120) / 60.0)] * 2
+    rollout = store.cluster_series("cassandra", "lab", table="kairos_rollout.usertable")
+    events = store.cluster_series("cassandra", "lab", table="kairos_app.events")
+    assert rollout.load.tolist() == [pytest.approx(900 / 60.0)] * 2
+    assert rollout.mix["read"].tolist() == [pytest.approx(600 / 900)] * 2
+    assert events.load.tolist() == [pytest.approx(2.0)] * 2
+    assert events.mix["update"].tolist() == [1.0, 1.0]
 
 
 def test_cassandra_samples_bad_rows() -> None:
@@ -327,6 +369,9 @@ def test_cassandra_gauges_worst_table_p99_and_request_stages() -> None:
     by_scope = {s.scope: s.gauges for s in tables}
     assert by_scope["table:kairos_rollout.usertable"] == {
         "p99_ms_read": pytest.approx(61.0), "p99_ms_write": pytest.approx(43.0)}
+    # The request stages are the node's, on its own sample alone.
+    assert by_scope["node"]["active_requests"] == 1 and "pending_tasks" in by_scope["node"]
+    assert by_scope["table:kairos_app.events"] == {}  # served nothing: no p99
     with pytest.raises(ValidationError, match="thread_pools: bad pending_tasks"):
         cassandra_samples("cass2", ts=5.0, local=data["system.local"], views=rows,
                           pools=[{"name": "ReadStage", "pending_tasks": -1, "blocked_tasks": 0}])

@@ -260,15 +260,58 @@ def test_cli_stores_and_prints_each_nodes_resources(tmp_path, monkeypatch, capsy
         assert first.gauges["read_ios"] == 10242.0
 
 
-@pytest.mark.parametrize(("extra", "match"), [
-    (["--count", "2"], "--resources: one reading of each node, for one round; got --count 2"),
-    (["--per-table"], "--resources: the resource gauges go on the node's own sample"),
-])
-def test_cli_resources_options_that_cannot_work(tmp_path, capsys, extra, match) -> None:
+def test_cli_resources_with_more_than_one_round_cannot_work(tmp_path, capsys) -> None:
     rc = main(["collect", "--engine", "cassandra", "--hosts", "cass1=127.0.0.1", "--store",
-               str(tmp_path / "k.db"), "--resources", str(fixture("cassandra_round1")), *extra])
+               str(tmp_path / "k.db"), "--resources", str(fixture("cassandra_round1")),
+               "--count", "2"])
     assert rc == 2
-    assert match in capsys.readouterr().err
+    assert ("--resources: one reading of each node, for one round; got --count 2"
+            in capsys.readouterr().err)
+
+
+def test_cli_per_table_keeps_the_resources_on_the_node_s_own_sample(
+        tmp_path, monkeypatch, capsys) -> None:
+    """``--per-table --resources`` (the autopilot's round with kairos_autopilot_per_table):
+    each node's resource use goes on its own sample, its tables' samples are kept beside
+    it, and the printed rate counts each request once."""
+    import planner.workload.collect
+
+    asked = []
+
+    def collect(engine: str, hosts: object, **kw: object) -> CollectResult:
+        asked.append(kw["per_table"])
+        n, ts = len(asked), CASSANDRA_TS[len(asked) - 1]
+        res = CollectResult(engine, ts)
+        for node in CASSANDRA:
+            res.samples += [
+                CounterSample(node, "node", ts, counters(engine, n), started_at=1.0,
+                              instance=f"{node}:i1"),
+                CounterSample(node, "table:shop.orders", ts, counters(engine, n),
+                              started_at=1.0, instance=f"{node}:i1")]
+        return res
+
+    monkeypatch.setattr(planner.workload.collect, "collect", collect)
+    db = tmp_path / "k.db"
+    hosts = "cass1=127.0.0.1,cass2=127.0.0.2,cass3=127.0.0.3"
+    lines = []
+    for n in (1, 2):
+        rc = main(["collect", "--engine", "cassandra", "--hosts", hosts, "--store", str(db),
+                   "--cluster", "lab", "--per-table",
+                   "--resources", str(fixture(f"cassandra_round{n}"))])
+        assert rc == 0
+        lines.append(capsys.readouterr().out.splitlines())
+    assert asked == [True, True]
+    assert ", 6 new sample(s)" in lines[0][0]
+    span = CASSANDRA_TS[1] - CASSANDRA_TS[0]
+    # 3 nodes x 150 requests over the span: the node's samples, not node + table (twice).
+    assert f"last interval {3 * 150 / span:.1f} ops/s" in lines[1][0], lines[1]
+    assert lines[1][1].startswith("  resources: cass1 0.40 of 0.4 CPU")
+    with Store(db) as store:
+        kept = {(s.node, s.scope): s.gauges for s in store.samples("cassandra", "lab")
+                if s.ts == CASSANDRA_TS[1]}
+    assert set(kept) == {(n, scope) for n in CASSANDRA for scope in ("node", "table:shop.orders")}
+    assert all(kept[(n, "node")]["read_ios"] > 0 and kept[(n, "table:shop.orders")] == {}
+               for n in CASSANDRA)
 
 
 def test_cli_bad_resource_file_exits_2_before_asking_any_node(tmp_path, monkeypatch,

@@ -38,9 +38,9 @@ def phase(updates: float, scans: float, failed: int = 0) -> dict[str, Any]:
 
 def test_the_plan_is_made_from_the_collected_per_table_requests(tmp_path: Path) -> None:
     """Per-table samples of three nodes, as the collector stores them (writes and scans per
-    table, cumulative), through the store's series, kairos forecast and kairos plan on the
-    lab's compaction model: the scan-heavy table gets leveled compaction, the other keeps
-    size-tiered."""
+    table, cumulative, beside each node's own sample, their sum), through the store's
+    series, kairos forecast and kairos plan on the lab's compaction model: the scan-heavy
+    table gets leveled compaction, the other keeps size-tiered."""
     store = Store(tmp_path / "kairos.db")
     now = time.time()
     rates = {"updates": {"write": 180.0, "scan": 20.0}, "scans": {"write": 8.0, "scan": 72.0}}
@@ -51,11 +51,17 @@ def test_the_plan_is_made_from_the_collected_per_table_requests(tmp_path: Path) 
                           counters={"read": 0, **{k: int(v * 10 * i) for k, v in r.items()}},
                           started_at=now - 3600, instance=f"h{n}:1")
             for n in (1, 2, 3) for t, r in rates.items()]
+        samples += [
+            CounterSample(node=f"cass{n}", scope="node", ts=ts, counters={"read": 0, **{
+                k: sum(int(r[k] * 10 * i) for r in rates.values()) for k in ("write", "scan")}},
+                started_at=now - 3600, instance=f"h{n}:1")
+            for n in (1, 2, 3)]
         store.append_counters("cassandra", "pertable", samples, round_ts=ts)
     args = argparse.Namespace(keyspace="kairos_pertable", collect_interval=10.0, model=MODEL,
                               compaction_seconds=30.0)
     plan, collected = bench.make_plan(args, tmp_path / "kairos.db", tmp_path)
     assert collected["scans"]["ops_per_s"] == pytest.approx(240.0, rel=0.01)  # 3 nodes
+    assert collected["cluster"]["ops_per_s"] == pytest.approx(840.0, rel=0.01)  # once each
     assert collected["updates"]["mix"]["update"] == pytest.approx(0.9, abs=0.01)
     assert bench.plan_tables(plan, "kairos_pertable") == {"updates": bench.STCS,
                                                           "scans": bench.LCS}

@@ -166,7 +166,9 @@ def test_new_table_counts_whole_value() -> None:
     assert good[0].ops["read"] == 57 and good[0].ops["update"] == 3
 
 
-def test_per_table_series(store: Store) -> None:
+def test_per_table_series_of_an_older_store_with_the_tables_alone(store: Store) -> None:
+    """``collect --per-table`` before it kept the node's sample too: the cluster is the sum
+    of the tables, as it was."""
     for r in range(3):
         t = 1000.0 + 10 * r
         store.append_counters("cassandra", "lab", [
@@ -179,6 +181,94 @@ def test_per_table_series(store: Store) -> None:
     assert b.scope == "table:ks.b"
     np.testing.assert_allclose(b.load, 5.0)
     np.testing.assert_allclose(b.mix["update"], 1.0)
+
+
+def per_table_round(node: str, t: float, tables: dict[str, tuple[int, int]], *,
+                    gen: float = 0.0, with_node: bool = True) -> list[CounterSample]:
+    """One node's round as ``collect --per-table`` keeps it: the node's own sample (the sum
+    of its tables, unless ``with_node`` is false: an older store) and one per table."""
+    out = [cass(node, t, r, w, gen=gen, scope=f"table:{name}")
+           for name, (r, w) in tables.items()]
+    if with_node:
+        out.append(cass(node, t, sum(r for r, _ in tables.values()),
+                        sum(w for _, w in tables.values()), gen=gen))
+    return out
+
+
+def test_the_node_s_sample_beside_its_tables_is_counted_once(store: Store) -> None:
+    # Two nodes, each 10 reads/s on ks.a and 5 writes/s on ks.b: the cluster serves 30
+    # ops/s. Summing every scope would give 60.
+    for r in range(4):
+        t = 1000.0 + 10 * r
+        store.append_counters("cassandra", "lab", [
+            x for i, n in enumerate(("c1", "c2"))
+            for x in per_table_round(n, t + 0.1 * i, {"ks.a": (100 * r, 0), "ks.b": (0, 50 * r)})
+        ], round_ts=t)
+    d = store.derive("cassandra", "lab")
+    assert d.series is not None and not d.dropped
+    np.testing.assert_allclose(d.series.load, 30.0, rtol=1e-6)
+    np.testing.assert_allclose(d.series.mix["read"], 2 / 3, atol=1e-6)
+    assert [iv.ops["read"] for iv in d.intervals if iv.node == "c1"] == [100.0] * 3
+    a = store.cluster_series("cassandra", "lab", table="ks.a")
+    b = store.cluster_series("cassandra", "lab", table="ks.b")
+    np.testing.assert_allclose(a.load, 20.0, rtol=1e-6)
+    np.testing.assert_allclose(b.load, 10.0, rtol=1e-6)
+    np.testing.assert_allclose(a.load + b.load, d.series.load)  # the tables make the whole
+
+
+def test_a_restart_with_the_tables_beside_counts_the_node_once(store: Store) -> None:
+    store.append_counters("cassandra", "lab",
+                          per_table_round("c1", 1000.0, {"ks.a": (500, 0), "ks.b": (0, 500)}),
+                          round_ts=1000.0)
+    # Restarted at 1005: since then 40 reads and 20 writes, counted once (not 120).
+    store.append_counters("cassandra", "lab",
+                          per_table_round("c1", 1010.0, {"ks.a": (40, 0), "ks.b": (0, 20)},
+                                          gen=1005.0), round_ts=1010.0)
+    [iv] = store.derive("cassandra", "lab").intervals
+    assert iv.kind == "restart"
+    assert (iv.ops["read"], iv.ops["update"]) == (40.0, 20.0)
+
+
+def test_an_older_store_s_table_rounds_then_rounds_with_the_node_s_sample(
+        store: Store) -> None:
+    """The store of a ``collect --per-table`` that kept the tables alone, collected on by
+    one that keeps the node's sample too: the interval between them counts the tables
+    (the only counters both ends have), with no spike and nothing dropped."""
+    for r in range(5):
+        t = 1000.0 + 10 * r
+        store.append_counters("cassandra", "lab", per_table_round(
+            "c1", t, {"ks.a": (100 * r, 0), "ks.b": (0, 50 * r)}, with_node=r >= 2),
+            round_ts=t)
+    d = store.derive("cassandra", "lab")
+    assert d.series is not None and not d.dropped
+    np.testing.assert_allclose(d.series.load, 15.0, rtol=1e-6)
+
+
+def test_rounds_with_no_counters_in_common_are_dropped_not_spiked(store: Store) -> None:
+    # The node's sample alone (collect without --per-table), then the tables alone (an
+    # older --per-table): the first tables' counts are every request since the start.
+    store.append_counters("cassandra", "lab", [cass("c1", 1000.0, 100, 50)], round_ts=1000.0)
+    store.append_counters("cassandra", "lab", per_table_round(
+        "c1", 1010.0, {"ks.a": (200, 0), "ks.b": (0, 100)}, with_node=False), round_ts=1010.0)
+    d = store.derive("cassandra", "lab")
+    assert not d.intervals
+    assert [x.reason for x in d.dropped] == [
+        "no counters in common: scopes node -> 2 table(s)"]
+
+
+def test_node_gauges_are_the_node_s_sample_s_not_its_tables(store: Store) -> None:
+    for r in range(2):
+        t = 1000.0 + 10 * r
+        rows = per_table_round("c1", t, {"ks.a": (100 * r, 0), "ks.b": (0, 50 * r)})
+        rows = [CounterSample(x.node, x.scope, x.ts, x.counters, x.started_at, x.instance,
+                              gauges={"p99_ms_read": 7.0 if x.scope == "node" else 3.0,
+                                      **({"pending_tasks": 2.0} if x.scope == "node" else {})})
+                for x in rows]
+        store.append_counters("cassandra", "lab", rows, round_ts=t)
+    assert [(g.node, g.values) for g in store.node_gauges("cassandra", "lab")] == [
+        ("c1", {"p99_ms_read": 7.0, "pending_tasks": 2.0})] * 2
+    assert [g.values["pending_tasks"] for g in store.gauge_rounds("cassandra", "lab")] == [
+        2.0, 2.0]  # once per node and round, not once per scope
 
 
 def test_redis_replicas_count_reads_only_and_failover_is_dropped(store: Store) -> None:

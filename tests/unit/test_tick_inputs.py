@@ -25,7 +25,8 @@ DOCUMENT: dict[str, Any] = {
     "hosts": ["cass1", "cass2", "cass3"],
     "policy": {"stale_fraction": 0.25, "stale_steps": 2, "min_replan_seconds": 600,
                "failed_backoff_seconds": "", "max_attempts": 3},
-    "history": {"trace": "", "store": "/k/kairos.db", "age": "7d", "step_seconds": 300},
+    "history": {"trace": "", "store": "/k/kairos.db", "age": "7d", "step_seconds": 300,
+                "per_table": False, "source": "builtin"},
     "learning": {"settle_seconds": 60, "window_seconds": ""},
     "forecast": {"horizon": 48, "model": "auto"},
     "plan": {"restart_seconds": 60, "restart_costs": "", "change_costs": "", "model": "",
@@ -65,6 +66,15 @@ def test_the_role_s_defaults_read_as_typed_inputs(tmp_path: Path) -> None:
     assert inp.model is None and inp.current is None and inp.restart_costs is None
     assert inp.plan_options == {"cl": "QUORUM"}
     assert inp.apply_state_dir == "/state" and inp.started_at.utcoffset() is not None
+    assert inp.per_table is False
+
+
+@pytest.mark.parametrize("value", [True, "true", "yes", "True", 1])
+def test_planning_per_table_is_read_as_ansible_reads_a_boolean(tmp_path: Path,
+                                                               value: Any) -> None:
+    assert load_tick_inputs(write(tmp_path, changed(history={"per_table": value}))).per_table
+    off = load_tick_inputs(write(tmp_path, changed(history={"per_table": ""})))
+    assert off.per_table is False  # unset
 
 
 def test_values_given_as_text_with_minus_e_are_read(tmp_path: Path) -> None:
@@ -119,6 +129,22 @@ def test_a_trace_file_is_decided_on_instead_of_the_store(tmp_path: Path) -> None
         ({k: v for k, v in DOCUMENT.items() if k != "run"}, "run", "missing"),
         (changed(retired={"kairos_autopilot_plan_args": ["--method", "dp"]}),
          "retired.kairos_autopilot_plan_args", "no longer read; give kairos_autopilot_plan_o"),
+        (changed(history={"per_table": "maybe"}), "history.per_table",
+         "expected true or false, got a string 'maybe'"),
+        (changed(history={"per_table": [True]}), "history.per_table", "expected true or false"),
+        (changed(history={"source": "statsd"}), "history.source",
+         "expected one of builtin, prometheus"),
+        (changed(history={"per_table": True, "trace": "/t.csv"}), "history.per_table",
+         r"from the store's history; history.trace \(kairos_autopilot_trace\) names a trace"),
+        (changed(history={"per_table": True, "source": "prometheus"}), "history.per_table",
+         r"needs the built-in collector; history.source \(kairos_workload_source\) is "
+         "prometheus"),
+        (changed(history={"per_table": True}, plan={"tables": []}), "history.per_table",
+         r"no table to plan per table: plan.tables \(kairos_tables\) names none"),
+        (changed(engine="redis", history={"per_table": True}, ring={"live": False}),
+         "history.per_table", "redis has no tables"),
+        (changed(plan={"options": {"table_forecasts": {"shop.orders": "f.json"}}}),
+         "plan.options.table_forecasts", "set by the tick.*kairos_autopilot_per_table"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
