@@ -25,7 +25,7 @@ def test_a_measured_hit_ratio_curve_sets_maxmemory_live_under_load(
     try:
         run = subprocess.run(
             [sys.executable, "bench/memory_split_redis.py", "--measurements", "3",
-             "--window", "10", "--settle-max", "40", "--out", str(out),
+             "--window", "10", "--settle-max", "40", "--keep", "--out", str(out),
              "--curve-out", str(curve)],
             cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
         output = run.stdout + run.stderr

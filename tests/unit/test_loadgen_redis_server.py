@@ -142,7 +142,6 @@ def test_ctrl_c_stops_the_workers_and_ends_the_run_only_when_asked(
     window) gets the interrupt back and never a window cut short as a whole one."""
     port, client = server
     client.flushall()
-    began = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", CTRL_C_RUN % (port, ends_run)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -150,12 +149,15 @@ def test_ctrl_c_stops_the_workers_and_ends_the_run_only_when_asked(
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "running", proc.stderr
         os.kill(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert time.monotonic() - began < 50, "the run went on after Ctrl-C"
+    # From the interrupt, not the start: a starved machine may take long to start the
+    # process (a CI-like run in an idle CPU class took 62 s from Popen to exit).
+    assert time.monotonic() - sent < 30, "the run went on after Ctrl-C"
     if ends_run:
         assert proc.returncode == 0, err[-2000:]
         result = json.loads(out.strip().splitlines()[-1])
