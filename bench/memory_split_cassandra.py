@@ -82,8 +82,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                             unit_mib=1, settle_max=180.0)
     p.add_argument("--warmup", type=float, default=60.0,
                    help="seconds of load before the first size (the JIT, the page cache)")
-    p.add_argument("--keep", action="store_true",
-                   help="leave the nodes at the split (default: back to what they ran)")
     # setcachecapacity takes whole MiB.
     return lab.parse_split_arguments(p, argv, whole_mib=True)
 

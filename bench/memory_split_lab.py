@@ -52,6 +52,8 @@ def add_split_arguments(p: argparse.ArgumentParser, *, parameter: str, start: st
     p.add_argument("--settle-max", type=float, default=settle_max,
                    help="most seconds to wait for the cache to settle after a change "
                    f"(default {settle_max:g})")
+    p.add_argument("--keep", action="store_true",
+                   help="leave the nodes at the split (default: back to what they ran)")
     p.add_argument("--out", type=Path, help="also write the JSON result here")
     p.add_argument("--curve-out", type=Path,
                    help="write the measured curve here (kairos plan --memory-curve)")

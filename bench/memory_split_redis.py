@@ -70,8 +70,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--miss-penalty-ms", type=float, default=2.0,
                    help="what the application's backing store costs a miss before the fill "
                    "(kairos load --miss-penalty-ms; default 2)")
-    p.add_argument("--keep", action="store_true",
-                   help="leave the nodes at the split (default: back to what they ran)")
     lab.add_split_arguments(p, parameter="maxmemory", start="8mb", grid="4:48:4", unit_mib=2,
                             settle_max=120.0)
     return lab.parse_split_arguments(p, argv)
