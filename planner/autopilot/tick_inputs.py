@@ -373,13 +373,10 @@ def _trace_or_store(doc: _Doc) -> dict[str, Any]:
     return {"trace": trace} if trace else {"store": doc.get("history.store", _optional(_text))}
 
 
-#: Where the collector reads the counters (``kairos collect --source``).
-SOURCES = ("builtin", "prometheus")
-
-
 def _per_table(doc: _Doc, *, engine: str, tables: tuple[str, ...]) -> bool:
     """Whether to collect and plan per table; refused where it cannot work."""
     from planner.engines import get_engine
+    from planner.workload.collect import SOURCES
 
     per_table = bool(doc.get("history.per_table", _flag, False))
     source = doc.get("history.source", _optional(_choice(*SOURCES))) or "builtin"

@@ -171,7 +171,8 @@ def _round(args: argparse.Namespace, keyspaces: list[str] | None) -> Any:
                                   instances=args.prometheus_instances)
     if args.source != "builtin":
         raise ValidationError(f"--source (the inventory's kairos_workload_source): "
-                              f"{args.source!r} is not a source; known: builtin, prometheus")
+                              f"{args.source!r} is not a source; known: "
+                              f"{', '.join(collectors.SOURCES)}")
     return collectors.collect(args.engine, args.hosts, per_table=args.per_table,
                               keyspaces=keyspaces, timeout=args.timeout)
 

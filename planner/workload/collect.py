@@ -94,6 +94,8 @@ from planner.workload.store import CounterSample
 
 #: Each engine's client port, for a node given without one.
 DEFAULT_PORTS: dict[str, int] = {e.name: e.default_port for e in REGISTRY.values()}
+#: Where `kairos collect --source` reads the counters: the nodes themselves, or Prometheus.
+SOURCES = ("builtin", "prometheus")
 #: Environment variables read (in order) for the Redis password.
 REDIS_PASSWORD_ENV: tuple[str, ...] = ("KAIROS_REDIS_PASSWORD", "REDISCLI_AUTH")
 #: The Redis ACL user of that password (empty: the default user).
