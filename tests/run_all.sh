@@ -17,6 +17,7 @@ stop_job() {  # stop_job PID: a background job still running, and its children
 # On every way out: the jobs beside stopped, the servers stopped, the cgroups removed.
 cleanup() {
   stop_job "${beside:-}"
+  stop_job "${redis_session:-}"
   # Molecule's job ended without its verdict (the run was cut short, its job perhaps killed
   # with it): its scenarios' servers may still run, started from its cgroup. Destroy both.
   if [ -n "${molecule:-}" ] && [ ! -f "$LOGS/molecule.failed" ]; then
@@ -123,10 +124,55 @@ molecule_beside() {
   molecule_beside ) > "$LOGS/molecule.log" 2>&1 &
 molecule=$!
 
-# This script stops the lab when the stages end: a test need not put back what only a lab
-# that outlives the session would keep (tests/integration/conftest.py).
-stage "integration tests (lab)" env KAIROS_LAB_STOPS_AFTER_SESSION=1 \
-  pytest tests/integration -q --durations=40
+# The integration tests, in three sessions on one lab. This script stops the lab when they
+# end: a test need not put back what only a lab that outlives the session would keep
+# (tests/integration/conftest.py). First the tests of the whole lab (marked both cassandra
+# and redis, or neither): that session starts the lab and leaves it up.
+stage "integration tests: the whole lab" \
+  env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_KEEP_LAB=1 \
+  pytest tests/integration -q --durations=15 \
+  -m "not (cassandra and not redis) and not (redis and not cassandra)"
+# Then the Cassandra-only tests, and beside them the Redis-only ones: a test of one engine
+# changes only that engine's nodes, locks and keys, so the two sessions share the lab without
+# meeting, and take together about the time of the Cassandra one. Neither runs lab_up.yml
+# again (KAIROS_LAB_READY): it would refuse while the other session's rollout holds its lock.
+# The Cassandra session starts with the tests that measure nothing against the clock, and
+# ends with the fault and learning-loop tests, which then mostly run once Redis' are done.
+CASSANDRA_FIRST=(test_apply_plan.py test_spaces_on_lab.py)
+CASSANDRA_LAST=(test_rollout_faults.py test_learning_loop.py)
+cassandra_files=()
+for name in "${CASSANDRA_FIRST[@]}"; do cassandra_files+=("tests/integration/$name"); done
+for file in tests/integration/test_*.py; do
+  case " ${CASSANDRA_FIRST[*]} ${CASSANDRA_LAST[*]} " in
+    *" ${file##*/} "*) ;;
+    *) cassandra_files+=("$file") ;;
+  esac
+done
+for name in "${CASSANDRA_LAST[@]}"; do cassandra_files+=("tests/integration/$name"); done
+redis_beside() {
+  failed=()
+  stage "integration tests: Redis, beside Cassandra's" \
+    env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_LAB_READY=1 \
+    pytest tests/integration -q --durations=15 -p no:cacheprovider -m "redis and not cassandra"
+  printf '%s\n' "${failed[@]}" > "$LOGS/redis.failed"
+}
+redis_beside > "$LOGS/redis.log" 2>&1 &
+redis_session=$!
+stage "integration tests: Cassandra" env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_LAB_READY=1 \
+  pytest "${cassandra_files[@]}" -q --durations=25 -m "cassandra and not redis"
+wait "$redis_session"
+echo "=== the Redis session, beside the Cassandra one:"
+cat "$LOGS/redis.log"
+if [ -f "$LOGS/redis.failed" ]; then
+  while IFS= read -r name; do
+    [ -n "$name" ] && failed+=("$name")
+  done < "$LOGS/redis.failed"
+else
+  failed+=("integration tests: Redis (it ended before it reported)")
+fi
+redis_session=""
+# The lab is done with: Molecule and the unit tests, still running perhaps, get its CPU.
+stage "lab down" ansible-playbook playbooks/lab_down.yml
 
 wait "$molecule"
 echo "=== molecule, beside the integration tests (its stages' times are their own):"

@@ -25,7 +25,7 @@ from planner.model.performance import load_model
 
 from .conftest import REPO, PlaybookRun, assert_no_secret, redis_conf, redis_running
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
+pytestmark = pytest.mark.lab
 
 HOSTS = ("cass1", "cass2", "cass3")
 LAB = REPO / ".lab" / "cassandra"
@@ -53,6 +53,7 @@ def calibrate(directory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.cassandra
 def test_small_calibration_produces_a_model_with_a_held_out_error(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:
@@ -117,6 +118,7 @@ def test_small_calibration_produces_a_model_with_a_held_out_error(
     assert state2["measurements"] == state["measurements"]
 
 
+@pytest.mark.redis
 def test_redis_calibration_measures_shapes_on_their_own_keys_and_restores(
     lab: PlaybookRun, tmp_path: Path
 ) -> None:

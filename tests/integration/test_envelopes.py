@@ -21,7 +21,7 @@ from planner.loadgen import BackgroundLoad, envelope
 from .conftest import LAB_ENVELOPES, REPO, PlaybookRun, run_playbook
 from .lab_plans import HOSTS, LAB, node_pid, pids
 
-pytestmark = [pytest.mark.lab, pytest.mark.cassandra]
+pytestmark = pytest.mark.lab
 
 GROUP_VARS = REPO / "inventories" / "local" / "group_vars"
 REDIS_PID_FILES = {f"redis{i}": REPO / ".lab" / "redis" / f"redis{i}" / "redis.pid"
@@ -41,6 +41,8 @@ def envelope_of(name: str) -> dict[str, Any] | None:
     return cgroup.read(kind, folders, name)
 
 
+@pytest.mark.cassandra
+@pytest.mark.redis
 def test_lab_status_prints_every_nodes_envelope_as_the_kernel_holds_it(lab: PlaybookRun) -> None:
     status = run_playbook("playbooks/lab_status.yml")
     assert status.rc == 0, status.output[-3000:]
@@ -61,6 +63,7 @@ def test_lab_status_prints_every_nodes_envelope_as_the_kernel_holds_it(lab: Play
             assert f"pids {pid})" in text, text
 
 
+@pytest.mark.cassandra
 def test_a_write_load_fills_a_nodes_page_cache_up_to_its_limit_and_no_further(
     lab: PlaybookRun,
 ) -> None:

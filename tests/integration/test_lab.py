@@ -35,6 +35,7 @@ CASSANDRA = {"cass1": "127.0.0.1", "cass2": "127.0.0.2", "cass3": "127.0.0.3"}
 REDIS_PORTS = range(7001, 7007)
 
 
+@pytest.mark.cassandra
 def test_every_node_serves_cql(lab: PlaybookRun) -> None:
     for address in CASSANDRA.values():
         cluster = cql_node_cluster(address)
@@ -45,6 +46,7 @@ def test_every_node_serves_cql(lab: PlaybookRun) -> None:
         assert row.release_version.startswith("5.0.")
 
 
+@pytest.mark.cassandra
 def test_every_node_sees_every_peer_up_normal(lab: PlaybookRun) -> None:
     for host in CASSANDRA:
         nodetool = REPO / ".lab" / "cassandra" / host / "bin" / "nodetool"
@@ -55,6 +57,7 @@ def test_every_node_sees_every_peer_up_normal(lab: PlaybookRun) -> None:
         assert up == set(CASSANDRA.values()), f"{host} sees: {out}"
 
 
+@pytest.mark.redis
 def test_redis_cluster_is_ok_and_covers_every_slot(lab: PlaybookRun) -> None:
     roles = []
     for port in REDIS_PORTS:
@@ -87,6 +90,7 @@ def test_lab_status_reports_the_ring(lab: PlaybookRun) -> None:
     assert status.output.count("=UN") == 9
 
 
+@pytest.mark.cassandra
 def test_pid_files_point_at_live_processes(lab: PlaybookRun) -> None:
     for host in CASSANDRA:
         pid = int((REPO / ".lab" / "cassandra" / host / "cassandra.pid").read_text())
@@ -94,6 +98,7 @@ def test_pid_files_point_at_live_processes(lab: PlaybookRun) -> None:
         assert f"/.lab/cassandra/{host}/conf/cassandra.yaml" in cmdline
 
 
+@pytest.mark.cassandra
 def test_cql_refuses_anonymous_and_default_logins(lab: PlaybookRun) -> None:
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import NoHostAvailable
@@ -109,6 +114,7 @@ def test_cql_refuses_anonymous_and_default_logins(lab: PlaybookRun) -> None:
             cluster.shutdown()
 
 
+@pytest.mark.cassandra
 def test_system_auth_survives_a_node_down(lab: PlaybookRun) -> None:
     """Logins read system_auth at LOCAL_QUORUM: it must have a replica on every node."""
     cluster = cql_cluster(["127.0.0.1"])
@@ -122,6 +128,7 @@ def test_system_auth_survives_a_node_down(lab: PlaybookRun) -> None:
     assert row.replication["datacenter1"] == "3"
 
 
+@pytest.mark.cassandra
 def test_kairos_cql_role_holds_only_its_grants(lab: PlaybookRun) -> None:
     """Kairos logs in as a role that is no superuser: it reads the virtual tables and ALTERs
     an application table, and every statement outside its grants is refused."""
@@ -156,6 +163,7 @@ def test_kairos_cql_role_holds_only_its_grants(lab: PlaybookRun) -> None:
         cluster.shutdown()
 
 
+@pytest.mark.redis
 def test_kairos_redis_user_runs_only_its_commands(lab: PlaybookRun) -> None:
     """Kairos' ACL user reads what Kairos reads and writes only its lease's keys; the
     application's user has its data but no admin or dangerous command; no login without a
@@ -214,6 +222,7 @@ def _slots(client: object) -> set[int]:
     return served
 
 
+@pytest.mark.cassandra
 def test_jmx_refuses_nodetool_without_the_password(lab: PlaybookRun) -> None:
     wrapper = (REPO / ".lab" / "cassandra" / "cass1" / "bin" / "nodetool").read_text()
     assert "-pwf" in wrapper
@@ -246,6 +255,7 @@ def test_passwords_stay_out_of_argv_and_world_readable_files(lab: PlaybookRun) -
             assert secret not in cmdline, f"a password is in the argv of pid {proc.name}"
 
 
+@pytest.mark.cassandra
 def test_jolokia_agents_answer_only_the_policy_the_login_and_this_host(lab: PlaybookRun) -> None:
     """Each node's Jolokia agent (the drain's and read-back's JMX over HTTPS) answers the
     heap read its policy allows with the login from its 0600 file and the node's certificate,
@@ -307,6 +317,7 @@ def run_module_on(host: str, module: str, args: dict[str, Any],
     return result
 
 
+@pytest.mark.cassandra
 def test_readback_reads_the_heap_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
     """The read-back module on a lab node: with nodetool pointing nowhere, the heap can only
     have come from the agent."""
@@ -333,6 +344,7 @@ def node_view(address: str, keys: list[str]) -> tuple[dict[str, str], int]:
     return shown, int(keys_cache.capacity_bytes)
 
 
+@pytest.mark.cassandra
 def test_live_settings_go_through_jolokia_without_nodetool(lab: PlaybookRun) -> None:
     """Every live setting read, set and read back through the agent (nodetool points
     nowhere), then put back; the node's own view (system_views.settings) agrees."""
@@ -482,6 +494,7 @@ def test_renewed_certificates_go_into_service_without_a_restart(lab: PlaybookRun
     assert redis_client(7002).ping()
 
 
+@pytest.mark.redis
 def test_redis_passwords_rotate_live_without_a_restart(lab: PlaybookRun) -> None:
     """New passwords for the replicas' user (masterauth) and the exporter's, then the redis
     play: every node takes them live (docs/security.md, "Rotating a password"). The new

@@ -119,6 +119,7 @@ def change_settings_under_load(settings: dict[str, Any], cl: str, batches: int,
     assert result.lost_acknowledged_writes == 0 and result.verified
 
 
+@pytest.mark.cassandra
 def test_every_cassandra_yaml_parameter_is_accepted_by_the_lab_nodes(lab: PlaybookRun) -> None:
     space = get_space("cassandra")
     in_yaml = {k for k, p in space.parameters.items() if p.location == "cassandra.yaml"}
@@ -208,6 +209,7 @@ def _value_for(param: Any, default: Any) -> Any:
     return (param.minimum or 0) + 1 if default != (param.minimum or 0) + 1 else default + 1
 
 
+@pytest.mark.redis
 def test_every_live_redis_parameter_is_accepted_by_config_set(lab: PlaybookRun) -> None:
     space = get_space("redis")
     client = redis_client(7001, decode_responses=True)
