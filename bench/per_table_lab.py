@@ -12,7 +12,8 @@ test.
 2. The phases, each from the saved layout: both tables back on size-tiered compaction, the
    saved SSTables put back (TRUNCATE, ``nodetool import``, each node's count read back),
    the phase's strategies applied and their rewrite waited out, then both loads at once at
-   ``--cl`` (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1),
+   ``--cl`` (``updates``: update 0.9, scan 0.1; ``scans``: scan 0.9, update 0.1; ``--mix``
+   sets another, e.g. ``--mix updates=update:1``),
    ``--warmup`` seconds, then ``--seconds`` measured:
 
    - **STCS for both** (the default); while it measures, the collector reads each table's
@@ -69,7 +70,9 @@ from planner.planning.per_table import harmonic_capacity  # noqa: E402
 
 NODES = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
+#: The tables and their default request mixes (``--mix`` sets another).
 MIXES = {"updates": {"update": 0.9, "scan": 0.1}, "scans": {"scan": 0.9, "update": 0.1}}
+CLASSES = ("read", "update", "insert", "scan")
 KAIROS = str(Path(sys.executable).parent / "kairos")
 #: The plan's horizon in collection intervals: long enough (an hour at 10 s) for its step to
 #: stay due through every phase that applies it.
@@ -111,15 +114,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="run the phases again in reverse order (default: yes)")
     p.add_argument("--collect-interval", type=float, default=10.0,
                    help="seconds between the collector's rounds (the plan's step)")
+    p.add_argument("--mix", action="append", default=[], metavar="TABLE=CLASS:SHARE,...",
+                   help="a table's request mix, shares summing to 1 (default: "
+                        + "; ".join(f"{t}={format_mix(m)}" for t, m in MIXES.items()) + ")")
     p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
     p.add_argument("--out", type=Path, help="also write the JSON result here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.mixes = parse_mixes(args.mix)
+    except ValueError as e:
+        p.error(str(e))
+    return args
+
+
+def format_mix(mix: dict[str, float]) -> str:
+    return ",".join(f"{c}:{share:g}" for c, share in mix.items())
+
+
+def parse_mixes(given: list[str]) -> dict[str, dict[str, float]]:
+    """MIXES with each ``--mix TABLE=CLASS:SHARE,...`` in place of its table's."""
+    mixes = {t: dict(m) for t, m in MIXES.items()}
+    for text in given:
+        table, _, spec = text.partition("=")
+        if table not in MIXES:
+            raise ValueError(f"--mix {text!r}: the table is one of {', '.join(MIXES)}")
+        mix: dict[str, float] = {}
+        for part in spec.split(","):
+            cls, _, share = part.partition(":")
+            if cls not in CLASSES:
+                raise ValueError(f"--mix {text!r}: {cls!r} is not a class ({', '.join(CLASSES)})")
+            try:
+                mix[cls] = float(share)
+            except ValueError:
+                raise ValueError(f"--mix {text!r}: the share of {cls} is not a number") from None
+            if not 0 <= mix[cls] <= 1:
+                raise ValueError(f"--mix {text!r}: the share of {cls} is not in [0, 1]")
+        if abs(sum(mix.values()) - 1) > 1e-6:
+            raise ValueError(f"--mix {text!r}: the shares sum to {sum(mix.values()):g}, not 1")
+        mixes[table] = mix
+    return mixes
 
 
 def table_config(args: argparse.Namespace, table: str, seconds: float,
                  preload: bool = False) -> LoadConfig:
     return LoadConfig(engine="cassandra", contact_points=NODES, cl="ONE" if preload else args.cl,
-                      keyspace=args.keyspace, table=table, mix=MIXES[table], keys=args.keys,
+                      keyspace=args.keyspace, table=table, mix=args.mixes[table], keys=args.keys,
                       max_keys=args.keys, value_size=args.value_size, distribution="uniform",
                       concurrency=64 if preload else args.concurrency, processes=1,
                       seconds=seconds, preload=preload, verify=not preload,
@@ -325,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     executor.log = say  # its lines carry this bench's name
     result: dict[str, Any] = {"script": "bench/per_table_lab.py", "argv": argv or sys.argv[1:],
                               "started": datetime.now(UTC).isoformat(),
+                              "mixes": args.mixes,
                               "phases": {p: {"runs": []} for p in PHASES}}
     layout = work / "layout"
     try:

@@ -118,3 +118,18 @@ def test_the_verdict_reports_both_gains_and_fails_on_a_failed_operation(
     assert result["failed_or_lost"] == {"per_table/0/updates": (2, 0),
                                         "per_table/1/updates": (2, 0)}
     capsys.readouterr()
+
+
+def test_mix_sets_a_table_s_request_mix_and_refuses_what_is_not_one() -> None:
+    args = bench.parse_args(["--mix", "updates=update:1"])
+    assert args.mixes == {"updates": {"update": 1.0}, "scans": {"scan": 0.9, "update": 0.1}}
+    assert bench.parse_args([]).mixes == bench.MIXES
+    for given, said in (("events=update:1", "the table is one of updates, scans"),
+                        ("updates=write:1", "'write' is not a class"),
+                        ("updates=update:x", "the share of update is not a number"),
+                        ("updates=update:0.5", "the shares sum to 0.5, not 1"),
+                        ("updates=update:1.5,scan:-0.5", "the share of update is not in [0, 1]")):
+        with pytest.raises(SystemExit):
+            bench.parse_args(["--mix", given])
+        with pytest.raises(ValueError, match=said.replace("[", r"\[").replace("]", r"\]")):
+            bench.parse_mixes([given])
