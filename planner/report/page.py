@@ -15,18 +15,24 @@ opened offline. Sections:
    plan's current configuration, then the targets so far with that step's own per-node
    overrides (an override holds for its step only, as ``planner.executor.rollout.compose``), marked
    from ``<plan>.state.json`` per node.
-5. **Read back** — per step with ``verified`` nodes, one row per node: when it was verified
+5. **Configuration per table** — the table-level values (``location: table`` in the space:
+   compaction) each table the plan names ran after each step: the step's own ``per_table``
+   override for it (for its step only, as ``compose``), else the cluster-wide targets so
+   far; marked with the step's outcome from ``<plan>.state.json``, unless the step's
+   verified nodes read the table's compaction class back: "applied, read back" when every
+   one of them reads the value, else "read back differs" with what they read.
+6. **Read back** — per step with ``verified`` nodes, one row per node: when it was verified
    and what the executor read back from it (running values from system_views.settings,
    cassandra.yaml, the tables' compaction class from system_schema.tables, the heap).
-6. **Expected vs observed** — per configuration the plan keeps in force (its current one
+7. **Expected vs observed** — per configuration the plan keeps in force (its current one
    until the first step, the whole horizon when no step pays, then each step's
    ``[due, until)``), the load the forecast expected against the load observed then, the
    plan's expected net gain, and from the model track the capacity the model predicted
    against what the judged windows served.
-7. **The model against production** — the autopilot's judgements (``--model-track``): each
+8. **The model against production** — the autopilot's judgements (``--model-track``): each
    window after a step, served vs predicted, the error and the recent error the restart
    hold reads (docs/planning.md, "The learning loop").
-8. **Rollout timelines** — per step in the state file, one row per node with its
+9. **Rollout timelines** — per step in the state file, one row per node with its
    drain / stop / start / sync phases. The state file records durations and when the step
    finished, not when each phase began: batches are laid out one after the other ending at
    ``finished_at`` (the waits between batches are not recorded and are not drawn).
@@ -715,13 +721,18 @@ def _node_outcome(css: str, label: str, entry: Mapping[str, Any], host: str) -> 
     return css, label
 
 
+def _steps_header(plan: Any, what: str) -> str:
+    """The header of a configuration-over-time table: ``what``, then one column per step."""
+    return f"<tr><th>{esc(what)}</th><th>before the plan</th>" + "".join(
+        f"<th>after {esc(s.id)}</th>" for s in plan.steps
+    ) + "</tr>"
+
+
 def node_config_table(inputs: ReportInputs) -> str:
     plan = inputs.plan
     if plan is None:
         return _no_data(inputs.notes.get("plan") or "no plan given")
-    header = "<tr><th>node</th><th>before the plan</th>" + "".join(
-        f"<th>after {esc(s.id)}</th>" for s in plan.steps
-    ) + "</tr>"
+    header = _steps_header(plan, "node")
     outcomes = [step_outcome(plan, inputs.state, s.id) for s in plan.steps]
     entries = [_step_entry(inputs.state, s.id) for s in plan.steps]
     before = f"<td>{esc(_config_text(plan.current_config))}</td>"
@@ -735,6 +746,123 @@ def node_config_table(inputs: ReportInputs) -> str:
             cells.append(f"<td>{_badge(css, label)} {esc(diff)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f'<table class="data" data-table="nodes">{header}{"".join(rows)}</table>'
+
+
+def plan_tables(plan: Any) -> list[str]:
+    """Every table the plan names, in order of appearance: those it was planned for per
+    table (``provenance.per_table.tables``), then each step's ``tables`` and ``per_table``."""
+    planned = plan.provenance.get("per_table")
+    planned = planned.get("tables") if isinstance(planned, Mapping) else None
+    names = [str(t) for t in planned] if isinstance(planned, Mapping) else []
+    for s in plan.steps:
+        names += [*s.tables, *s.per_table]
+    return list(dict.fromkeys(names))
+
+
+def table_configs(plan: Any, table: str) -> list[dict[str, Any]]:
+    """Per step, the table-level values (``location: table``) ``table`` runs after it; a
+    key no step or ``current_config`` sets is left out (it runs the default).
+
+    The cluster-wide targets so far with the step's own ``per_table`` override for the
+    table only: an override holds for its own step, and the next step returns the table to
+    the cluster-wide value unless it overrides again (as :func:`planner.executor.rollout.compose`
+    reads it).
+    """
+    from planner.planning.per_table import table_keys
+
+    keys = table_keys(plan.engine)
+    cluster = dict(plan.current_config)
+    configs = []
+    for s in plan.steps:
+        cluster.update(s.target)
+        values = {**cluster, **dict(s.per_table.get(table, {}))}
+        configs.append({k: values[k] for k in keys if k in values})
+    return configs
+
+
+def _table_reads(plan: Any, step_id: str, entry: Mapping[str, Any], table: str
+                 ) -> dict[str, str | None]:
+    """Host -> the compaction class each node verified for the step read back for ``table``
+    (None: the node has no such table); nodes that did not read its compaction are left out."""
+    verified = _verified(entry)
+    reads: dict[str, str | None] = {}
+    for h in _verified_hosts(plan, step_id, entry):
+        readback = verified[h].get("readback")
+        tables = readback.get("tables") if isinstance(readback, Mapping) else None
+        if not isinstance(tables, Mapping) or table not in tables:
+            continue
+        if tables[table] is None:
+            reads[h] = None
+            continue
+        # cassandra_settings_readback writes "<class>; caching k=v, ..." per table, the
+        # class only when the rollout set the compaction.
+        parts = [p for p in str(tables[table]).split("; ") if not p.startswith("caching ")]
+        if parts:
+            reads[h] = parts[0]
+    return reads
+
+
+def _table_outcome(plan: Any, state: Mapping[str, Any] | None, step_id: str, table: str,
+                   want: Any) -> tuple[str, str, str]:
+    """``(css, label, note)`` of a table after a step: the step's outcome
+    (:func:`step_outcome`) unless the nodes verified for it read the table's compaction
+    back. Read back as ``want`` on every one of them: the table runs it, even in a failed or
+    interrupted step (the tables change once, before any restart, as a node recorded in a
+    failed step is applied in the per-node section). Any other reading: "read back differs",
+    the note naming the nodes and what they read."""
+    from planner.executor.drift import same
+
+    css, label = step_outcome(plan, state, step_id)
+    reads = _table_reads(plan, step_id, _step_entry(state, step_id), table)
+    if not reads or want is None:
+        return css, label, ""
+    differ = {h: got for h, got in reads.items() if not same(plan.engine, want, got)}
+    if differ:
+        return "not-applied", "read back differs", ", ".join(
+            f"{h} reads {'(absent)' if got is None else got}" for h, got in differ.items())
+    return "applied", "applied, read back", ""
+
+
+def _table_cell(plan: Any, state: Mapping[str, Any] | None, step: Any, table: str,
+                values: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """One table's cell after ``step``: its mark, its table-level values ``values`` (each
+    key of ``defaults``; ``default`` for one nothing sets) and whether they are its own
+    (the step's ``per_table``)."""
+    # The read-back holds each table's compaction class only: that is what is compared.
+    want = {**defaults, **values}.get("compaction")
+    css, label, differs = _table_outcome(plan, state, step.id, table, want)
+    text = _config_text({k: values.get(k, "default") for k in defaults})
+    notes = [differs] if differs else []
+    if table in step.per_table:
+        notes.append("its own value (per_table)")
+    return (f"<td>{_badge(css, label)} {esc(text)}"
+            + "".join(f'<div class="note">{esc(n)}</div>' for n in notes) + "</td>")
+
+
+def table_config_table(inputs: ReportInputs) -> str:
+    """Per table the plan names, the table-level values it runs after each step, marked
+    from the rollout state and what the nodes read back."""
+    from planner.model.spaces import get_space
+    from planner.planning.per_table import table_keys
+
+    plan = inputs.plan
+    if plan is None:
+        return _no_data(inputs.notes.get("plan") or "no plan given")
+    tables = plan_tables(plan)
+    if not tables:
+        return _no_data("the plan names no table (no step has tables or per_table)")
+    space_defaults = get_space(plan.engine).defaults()
+    defaults = {k: space_defaults[k] for k in table_keys(plan.engine)}
+    current = {k: plan.current_config.get(k, "default") for k in defaults}
+    before = f"<td>{esc(_config_text(current))}</td>"
+    rows = []
+    for t in tables:
+        cells = [f"<td><b>{esc(t)}</b></td>", before]
+        cells += [_table_cell(plan, inputs.state, s, t, values, defaults)
+                  for s, values in zip(plan.steps, table_configs(plan, t), strict=True)]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<table class="data" data-table="tables">{_steps_header(plan, "table")}'
+            f'{"".join(rows)}</table>')
 
 
 #: What ``cassandra_settings_readback`` reads back, by source: readback key -> header.
@@ -976,6 +1104,12 @@ def render(inputs: ReportInputs) -> str:
         ("nodes", "Configuration per node",
          "The configuration each node runs after each step (changes only), from the plan and "
          "the rollout state.", node_config_table(inputs)),
+        ("tables", "Configuration per table",
+         "The table-level settings (those kept in the tables' schema, such as compaction) "
+         "each table the plan names runs after each step: its own per_table value in that "
+         "step, else the cluster-wide one; marked from "
+         "the rollout state and the compaction class the verified nodes read back "
+         "(system_schema.tables).", table_config_table(inputs)),
         ("readback", "Read back",
          "What each node reported after its change, read from the node itself: running "
          "values (system_views.settings), its cassandra.yaml, the tables' compaction class "

@@ -173,7 +173,8 @@ def test_full_report_structure(tmp_path: Path) -> None:
     assert len(bars) == 12 + 4
     assert {a["data-series"] for a in bars} == {"drain", "stop", "start", "sync"}
     tables = {a["data-table"] for t, a in tags if t == "table"}
-    assert tables == {"plan", "nodes", "readback", "expected-observed", "model-track"}
+    assert tables == {"plan", "nodes", "tables", "readback", "expected-observed",
+                      "model-track"}
     assert "No data" not in page
     # self-contained: no external references of any kind
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -264,7 +265,7 @@ def test_missing_inputs_say_no_data(tmp_path: Path, missing: str) -> None:
     charts = [a["data-chart"] for t, a in parse(page) if t == "svg"]
     if missing == "all":
         assert charts == []
-        assert page.count("No data") == 8
+        assert page.count("No data") == 9
     if missing == "plan":
         assert "no plan given" in page and "workload" in charts
     if missing == "state":
@@ -301,7 +302,7 @@ def test_cli_report_with_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rc = main(["report", "--out", "empty.html"])
     assert rc == 0
     assert "missing" in capsys.readouterr().out
-    assert (tmp_path / "empty.html").read_text().count("No data") == 8
+    assert (tmp_path / "empty.html").read_text().count("No data") == 9
 
 
 def test_html_escapes_untrusted_text() -> None:
