@@ -571,3 +571,154 @@ def test_the_memory_split_advice_shows_as_a_card() -> None:
     assert "now 8mb; predicted read hits 80% → 99%" in html
     assert ">memory split<" not in render(ReportInputs(plan=plan_from_dict(
         synthetic_plan_dict(), known_hosts=HOSTS)))
+
+
+STCS, LCS = "SizeTieredCompactionStrategy", "LeveledCompactionStrategy"
+
+
+def per_table_plan_dict() -> dict[str, Any]:
+    """Two tables, planned per table (the provenance names both), changed live only.
+
+    s1 gives shop.profiles its own LCS (shop.events follows the cluster-wide STCS); s2 has
+    no override, so shop.profiles returns to the cluster-wide value; s3 moves the cluster
+    to LCS, both tables with it.
+    """
+    doc = synthetic_plan_dict()
+    start = T0 + 120 * STEP
+    doc["provenance"]["per_table"] = {"tables": {"shop.events": {"override": False},
+                                                 "shop.profiles": {"override": True}}}
+    ex = {"benefit_ops": 1e6, "cost_ops": 2e5, "net_ops": 8e5}
+    doc["steps"] = [
+        {"id": "s1", "due": _iso(start), "until": _iso(start + 40 * STEP),
+         "target": {"concurrent_writes": 64}, "tables": ["shop.profiles"],
+         "per_table": {"shop.profiles": {"compaction": LCS}},
+         "live": ["compaction", "concurrent_writes"], "restart": [], "expected": ex},
+        {"id": "s2", "due": _iso(start + 40 * STEP), "until": _iso(start + 80 * STEP),
+         "target": {"concurrent_writes": 48}, "tables": ["shop.profiles"],
+         "live": ["compaction", "concurrent_writes"], "restart": [], "expected": ex},
+        {"id": "s3", "due": _iso(start + 80 * STEP), "until": _iso(start + 120 * STEP),
+         "target": {"compaction": LCS}, "tables": ["shop.events", "shop.profiles"],
+         "live": ["compaction"], "restart": [], "expected": ex},
+    ]
+    return doc
+
+
+def per_table_state() -> dict[str, Any]:
+    """s1 applied, shop.profiles read back as LCS on cass1 only (cass2 reads STCS, cass3 has
+    no such table); s2 applied, shop.profiles read back STCS everywhere (with its caching on
+    cass1); s3 failed before any node was verified."""
+    def verified(profiles: str | None) -> dict[str, Any]:
+        return {"verified_at": _iso(T0 + 150 * STEP),
+                "readback": {"running": {"concurrent_writes": "64"},
+                             "tables": {"shop.profiles": profiles}}}
+
+    return {"version": 1, "steps": {
+        "s1": {"status": "applied", "verified": {
+            "cass1": verified(LCS), "cass2": verified(STCS), "cass3": verified(None)}},
+        "s2": {"status": "applied", "verified": {
+            "cass1": verified(f"{STCS}; caching keys=ALL, rows_per_partition=NONE"),
+            "cass2": verified(STCS), "cass3": verified(STCS)}},
+        "s3": {"status": "failed", "error": "cass1: cannot connect"},
+    }}
+
+
+def _table_cells(page: str, table: str) -> list[tuple[str, str, str]]:
+    """``(mark, values, notes)`` of ``table``'s cells in the per-table section, one per
+    step (after the table's name and the plan's current configuration)."""
+    row = _row(_table(page, "tables"), f"<b>{table}</b>")
+    cells = re.findall(r"<td>(.*?)</td>", row)[2:]
+    out = []
+    for cell in cells:
+        mark = re.match(r'<span class="status ([^"]+)">(.*?)</span> ', cell)
+        text = cell[mark.end():] if mark else cell
+        values, *notes = text.split('<div class="note">')
+        out.append((f"{mark[1]}: {mark[2]}" if mark else "", values,
+                    "; ".join(n.removesuffix("</div>") for n in notes)))
+    return out
+
+
+def per_table_page(tmp_path: Path, state: dict[str, Any] | None) -> str:
+    plan = save_plan(plan_from_dict(per_table_plan_dict(), known_hosts=HOSTS),
+                     tmp_path / "tables.yml", known_hosts=HOSTS)
+    if state is not None:
+        (tmp_path / "tables.yml.state.json").write_text(json.dumps(state))
+    return render(build_inputs(plan=plan))
+
+
+def test_each_table_runs_its_own_override_for_its_step_only(tmp_path: Path) -> None:
+    from planner.executor.rollout import compose
+    from planner.report.page import plan_tables, table_configs
+
+    plan = plan_from_dict(per_table_plan_dict(), known_hosts=HOSTS)
+    assert plan_tables(plan) == ["shop.events", "shop.profiles"]
+    assert [c["compaction"] for c in table_configs(plan, "shop.events")] == [STCS, STCS, LCS]
+    assert [c["compaction"] for c in table_configs(plan, "shop.profiles")] == [LCS, STCS, LCS]
+    # the report's per-table values are the rollout's composition, step by step
+    for table in plan_tables(plan):
+        for i, config in enumerate(table_configs(plan, table)):
+            composed = compose(plan, through=i, hosts=HOSTS)
+            assert config == {"compaction": {**composed.cluster,
+                                              **composed.tables.get(table, {})}["compaction"]}
+    page = per_table_page(tmp_path, None)  # no state: every step planned
+    assert (page.index('<section id="nodes">') < page.index('<section id="tables">')
+            < page.index('<section id="readback">'))
+    assert _table(page, "tables").startswith(
+        '><tr><th>table</th><th>before the plan</th><th>after s1</th><th>after s2</th>'
+        "<th>after s3</th></tr>")
+    before = f"compaction={STCS}"
+    assert re.findall(r"<td>(.*?)</td>", _row(_table(page, "tables"), "<b>shop.events</b>"))[1] \
+        == before
+    assert _table_cells(page, "shop.events") == [
+        ("planned: planned", before, ""), ("planned: planned", before, ""),
+        ("planned: planned", f"compaction={LCS}", "")]
+    assert _table_cells(page, "shop.profiles") == [
+        ("planned: planned", f"compaction={LCS}", "its own value (per_table)"),
+        ("planned: planned", before, ""),  # back to the cluster-wide value
+        ("planned: planned", f"compaction={LCS}", "")]
+
+
+def test_table_cells_are_marked_from_what_the_nodes_read_back(tmp_path: Path) -> None:
+    page = per_table_page(tmp_path, per_table_state())
+    # s1: shop.profiles read back on all three nodes, two of them not as its own LCS;
+    # shop.events was not part of s1's rollout: the step's outcome. s2: read back STCS on
+    # every node (the caching after the class is not the compaction).
+    assert _table_cells(page, "shop.profiles")[:2] == [
+        ("not-applied: read back differs", f"compaction={LCS}",
+         f"cass2 reads {STCS}, cass3 reads (absent); its own value (per_table)"),
+        ("applied: applied, read back", f"compaction={STCS}", "")]
+    assert _table_cells(page, "shop.events")[:2] == [
+        ("applied: applied", f"compaction={STCS}", ""),
+        ("applied: applied", f"compaction={STCS}", "")]
+    # all three nodes agreeing on s1 makes it read back
+    state = per_table_state()
+    for host in ("cass2", "cass3"):
+        state["steps"]["s1"]["verified"][host]["readback"]["tables"]["shop.profiles"] = LCS
+    assert _table_cells(per_table_page(tmp_path, state), "shop.profiles")[0] == (
+        "applied: applied, read back", f"compaction={LCS}", "its own value (per_table)")
+
+
+def test_a_failed_step_marks_its_tables_failed(tmp_path: Path) -> None:
+    page = per_table_page(tmp_path, per_table_state())
+    for table in ("shop.events", "shop.profiles"):
+        assert _table_cells(page, table)[2] == ("failed: failed", f"compaction={LCS}", "")
+    # A node verified before the failure read both tables back as LCS: the tables run it
+    # (they change before any restart), as a failed step's recorded node is applied.
+    state = per_table_state()
+    state["steps"]["s3"]["verified"] = {"cass1": {"readback": {"tables": {
+        "shop.events": LCS, "shop.profiles": LCS}}}}
+    page = per_table_page(tmp_path, state)
+    for table in ("shop.events", "shop.profiles"):
+        assert _table_cells(page, table)[2] == (
+            "applied: applied, read back", f"compaction={LCS}", "")
+
+
+def test_a_plan_without_tables_says_no_data() -> None:
+    doc = synthetic_plan_dict()
+    s2 = doc["steps"][1]
+    s2["target"].pop("compaction")
+    del s2["tables"]
+    s2["live"] = []
+    page = render(ReportInputs(plan=plan_from_dict(doc, known_hosts=HOSTS)))
+    section = page.split('<section id="tables">')[1].split("</section>")[0]
+    assert "No data: the plan names no table (no step has tables or per_table)" in section
+    assert 'data-table="tables"' not in page
