@@ -33,7 +33,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,13 +60,8 @@ def say(msg: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--keyspace", default="kairos_autopilot_pertable")
-    p.add_argument("--keys", type=int, default=20_000, help="rows a table holds")
-    p.add_argument("--value-size", type=int, default=1000, help="bytes a row holds")
-    p.add_argument("--cl", default="QUORUM")
-    p.add_argument("--concurrency", type=int, default=32, help="requests in flight a table")
-    p.add_argument("--mix", action="append", default=[], metavar="TABLE=CLASS:SHARE,...",
-                   help="a table's request mix, as bench/per_table_lab.py reads it")
+    ptl.add_table_arguments(p, keyspace="kairos_autopilot_pertable", keys=20_000,
+                            value_size=1000)
     p.add_argument("--collect-interval", type=float, default=10.0,
                    help="seconds between the history's collection rounds")
     p.add_argument("--history", type=float, default=300.0,
@@ -81,43 +75,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", type=Path, default=MODEL)
     p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
     p.add_argument("--out", type=Path, help="also write the JSON result here")
-    args = p.parse_args(argv)
-    try:
-        args.mixes = ptl.parse_mixes(args.mix)
-    except ValueError as e:
-        p.error(str(e))
+    args = ptl.parse_with_mixes(p, argv)
     if args.history < 10 * args.step:
         p.error(f"--history {args.history:g}: at least 10 steps of {args.step} s are needed "
                 "for the forecast")
     return args
-
-
-class History:
-    """Per-table collection rounds into the autopilot's ``store`` (cluster ``lab``) every
-    ``interval`` seconds, on a thread of its own, until stopped."""
-
-    def __init__(self, keyspace: str, store: Path, interval: float) -> None:
-        self.keyspace, self.store, self.interval = keyspace, store, interval
-        self.stopped = threading.Event()
-        self.rounds = 0
-        self.errors: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        from planner.workload.collect import collect
-        from planner.workload.store import Store
-
-        store = Store(self.store)
-        hosts = ",".join(f"cass{i + 1}={a}" for i, a in enumerate(ptl.NODES))
-        while not self.stopped.is_set():
-            result = collect("cassandra", hosts, per_table=True, keyspaces=[self.keyspace],
-                             timeout=10)
-            self.errors += [f"{n}: {e}" for n, e in result.errors.items()]
-            if result.samples:
-                store.append_counters("cassandra", "lab", result.samples,
-                                      round_ts=result.round_ts)
-                self.rounds += 1
-            self.stopped.wait(self.interval)
 
 
 def tick(args: argparse.Namespace, work: Path, store: Path) -> subprocess.CompletedProcess[str]:
@@ -228,12 +190,11 @@ def main(argv: list[str] | None = None) -> int:
         for load in loads.values():
             load.start()
         try:
-            history = History(args.keyspace, store, args.collect_interval)
             say(f"both loads run; {args.history:.0f} s of per-table history into {store}")
-            history.thread.start()
-            time.sleep(args.history)
-            history.stopped.set()
-            history.thread.join(timeout=60)
+            # The autopilot's store: its cluster is the inventory's (lab).
+            with ptl.Collector(args.keyspace, store, args.collect_interval, args.history,
+                               cluster="lab") as history:
+                history.thread.join(timeout=args.history + 60)
             if history.errors:
                 raise KairosError(f"the collector: {'; '.join(history.errors[:3])}")
             say(f"{history.rounds} rounds collected; the autopilot's tick")

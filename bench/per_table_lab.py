@@ -94,11 +94,7 @@ def say(msg: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--keyspace", default="kairos_pertable")
-    p.add_argument("--keys", type=int, default=125_000, help="rows a table holds")
-    p.add_argument("--value-size", type=int, default=4000, help="bytes a row holds")
-    p.add_argument("--cl", default="QUORUM")
-    p.add_argument("--concurrency", type=int, default=32, help="requests in flight a table")
+    add_table_arguments(p, keyspace="kairos_pertable", keys=125_000, value_size=4000)
     p.add_argument("--warmup", type=float, default=60.0, help="seconds before each measure")
     p.add_argument("--seconds", type=float, default=150.0, help="seconds each phase measures")
     p.add_argument("--settle-timeout", type=float, default=900.0,
@@ -114,11 +110,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="run the phases again in reverse order (default: yes)")
     p.add_argument("--collect-interval", type=float, default=10.0,
                    help="seconds between the collector's rounds (the plan's step)")
+    p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
+    p.add_argument("--out", type=Path, help="also write the JSON result here")
+    return parse_with_mixes(p, argv)
+
+
+def add_table_arguments(p: argparse.ArgumentParser, *, keyspace: str, keys: int,
+                        value_size: int) -> None:
+    """The two tables and their loads (this bench's and bench/autopilot_per_table_lab.py's)."""
+    p.add_argument("--keyspace", default=keyspace)
+    p.add_argument("--keys", type=int, default=keys, help="rows a table holds")
+    p.add_argument("--value-size", type=int, default=value_size, help="bytes a row holds")
+    p.add_argument("--cl", default="QUORUM")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight a table")
     p.add_argument("--mix", action="append", default=[], metavar="TABLE=CLASS:SHARE,...",
                    help="a table's request mix, shares summing to 1 (default: "
                         + "; ".join(f"{t}={format_mix(m)}" for t, m in MIXES.items()) + ")")
-    p.add_argument("--keep", action="store_true", help="leave the keyspace on the lab")
-    p.add_argument("--out", type=Path, help="also write the JSON result here")
+
+
+def parse_with_mixes(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``p``'s arguments, with ``mixes``: each table's mix, ``--mix`` checked."""
     args = p.parse_args(argv)
     try:
         args.mixes = parse_mixes(args.mix)
@@ -185,10 +196,12 @@ class Collector:
     run. It stops when their window ends: the loads then read back every acknowledged
     write, reads the application never made."""
 
-    def __init__(self, keyspace: str, store: Path, interval: float, seconds: float) -> None:
+    def __init__(self, keyspace: str, store: Path, interval: float, seconds: float,
+                 cluster: str = "pertable") -> None:
         self.keyspace, self.store, self.interval = keyspace, store, interval
-        self.seconds = seconds
+        self.seconds, self.cluster = seconds, cluster
         self.stopped = threading.Event()
+        self.rounds = 0
         self.errors: list[str] = []
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -204,8 +217,9 @@ class Collector:
                              timeout=10)
             self.errors += [f"{n}: {e}" for n, e in result.errors.items()]
             if result.samples:
-                store.append_counters("cassandra", "pertable", result.samples,
+                store.append_counters("cassandra", self.cluster, result.samples,
                                       round_ts=result.round_ts)
+                self.rounds += 1
             self.stopped.wait(self.interval)
 
     def __enter__(self) -> Collector:

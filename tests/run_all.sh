@@ -34,6 +34,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# join_beside JOB NAME TITLE WHAT: wait for a job run beside, show its log ($LOGS/NAME.log)
+# and count the stages it failed ($LOGS/NAME.failed, which it writes when it ends).
+join_beside() {
+  wait "$1"
+  echo "=== $3:"
+  cat "$LOGS/$2.log"
+  if [ -f "$LOGS/$2.failed" ]; then
+    while IFS= read -r name; do
+      [ -n "$name" ] && failed+=("$name")
+    done < "$LOGS/$2.failed"
+  else
+    failed+=("$4 (it ended before it reported)")
+  fi
+}
+
 log_of() {  # log_of STAGE: where that stage's output is kept
   echo "$LOGS/$(printf '%s' "$1" | tr -c 'a-zA-Z0-9' '_').log"
 }
@@ -160,30 +175,14 @@ redis_beside > "$LOGS/redis.log" 2>&1 &
 redis_session=$!
 stage "integration tests: Cassandra" env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_LAB_READY=1 \
   pytest "${cassandra_files[@]}" -q --durations=25 -m "cassandra and not redis"
-wait "$redis_session"
-echo "=== the Redis session, beside the Cassandra one:"
-cat "$LOGS/redis.log"
-if [ -f "$LOGS/redis.failed" ]; then
-  while IFS= read -r name; do
-    [ -n "$name" ] && failed+=("$name")
-  done < "$LOGS/redis.failed"
-else
-  failed+=("integration tests: Redis (it ended before it reported)")
-fi
+join_beside "$redis_session" redis "the Redis session, beside the Cassandra one" \
+  "integration tests: Redis"
 redis_session=""
 # The lab is done with: Molecule and the unit tests, still running perhaps, get its CPU.
 stage "lab down" ansible-playbook playbooks/lab_down.yml
 
-wait "$molecule"
-echo "=== molecule, beside the integration tests (its stages' times are their own):"
-cat "$LOGS/molecule.log"
-if [ -f "$LOGS/molecule.failed" ]; then
-  while IFS= read -r name; do
-    [ -n "$name" ] && failed+=("$name")
-  done < "$LOGS/molecule.failed"
-else
-  failed+=("molecule (it ended before it reported)")
-fi
+join_beside "$molecule" molecule \
+  "molecule, beside the integration tests (its stages' times are their own)" molecule
 
 wait "$beside"
 echo "=== lint and unit tests, beside the lab stages (done $((SECONDS - began_beside)) s after they began):"
