@@ -206,11 +206,25 @@ def query(url: str, promql: str, *, at: float | None = None, timeout: float = 10
         Prometheus cannot be reached, answers with an HTTP error, refuses the query, or
         answers something that is not its API's JSON; the message names the URL.
     """
-    base = check_url(url)
     params = {"query": promql}
     if at is not None:
         params["time"] = f"{at:.3f}"
-    endpoint = f"{base}/api/v1/query"
+    return _api_get(url, "/api/v1/query", params, timeout=timeout)
+
+
+def scrape_errors(url: str, *, label: str = "instance", timeout: float = 10.0) -> dict[str, str]:
+    """``label``'s value -> the last scrape's error, for each active target that is down
+    (``/api/v1/targets``): why its ``up`` is 0 (a refused connection, a timeout, ...)."""
+    data = _api_get(url, "/api/v1/targets", {"state": "active"}, timeout=timeout)
+    targets = data.get("activeTargets", []) if isinstance(data, dict) else []
+    return {str(t["labels"][label]): str(t["lastError"]) for t in targets
+            if isinstance(t, dict) and t.get("health") == "down" and t.get("lastError")
+            and isinstance(t.get("labels"), dict) and label in t["labels"]}
+
+
+def _api_get(url: str, path: str, params: Mapping[str, str], *, timeout: float) -> Any:
+    """GET Prometheus' API ``path``: the answer's ``data`` (PrometheusError as ``query``)."""
+    endpoint = f"{check_url(url)}{path}"
     request = urllib.request.Request(
         endpoint + "?" + urllib.parse.urlencode(params),
         headers={"Accept": "application/json", **_auth_header()},
@@ -245,6 +259,10 @@ def _api_error(body: bytes) -> str:
     if isinstance(answer, dict) and answer.get("error"):
         return f"{answer.get('errorType', 'error')}: {answer['error']}"
     return ""
+
+
+#: A node whose target's last scrape failed; :func:`collect_prometheus` adds the scrape's error.
+UP_0 = "Prometheus' last scrape of it failed (up 0)"
 
 
 def round_query(engine: str, *, lookback: float, selector: str = "") -> str:
@@ -297,8 +315,7 @@ def samples_from_result(
         rows = by_node.get(node.value, [])
         up = [s for s in rows if s.metric.get("__name__") == "up"]
         if up and max(up, key=lambda s: s.ts).value != 1:
-            out.errors[node.name] = \
-                f"{label}={node.value}: Prometheus' last scrape of it failed (up 0)"
+            out.errors[node.name] = f"{label}={node.value}: {UP_0}"
             continue
         requests = [s for s in rows if s.metric.get("__name__") == metrics["requests"]]
         starts = [s for s in rows if s.metric.get("__name__") == metrics["start"]]
@@ -433,4 +450,15 @@ def collect_prometheus(
     nodes = exporter_nodes(hosts, port=port, instances=instances)
     promql = round_query(engine, lookback=lookback, selector=check_selector(selector))
     data = query(check_url(url), promql, timeout=timeout)
-    return samples_from_result(engine, data, nodes, label=label, lookback=lookback)
+    result = samples_from_result(engine, data, nodes, label=label, lookback=lookback)
+    down = [n for n in nodes if result.errors.get(n.name, "").endswith(UP_0)]
+    if down:
+        # Why the scrapes failed, as Prometheus saw it; without it the node is still named.
+        try:
+            why = scrape_errors(url, label=label, timeout=timeout)
+        except PrometheusError:
+            why = {}
+        for n in down:
+            if n.value in why:
+                result.errors[n.name] += f": {why[n.value]}"
+    return result

@@ -23,6 +23,7 @@ from planner.workload.prometheus import (
     query,
     round_query,
     samples_from_result,
+    scrape_errors,
 )
 from planner.workload.store import Store
 
@@ -151,16 +152,21 @@ def test_an_unreachable_prometheus_is_named() -> None:
 
 
 class _Canned(http.server.BaseHTTPRequestHandler):
-    """Answers every GET with one status and body (a real HTTP server on loopback)."""
+    """Answers every GET with one status and body, or the body of its path when ``body`` is
+    a mapping of paths (a real HTTP server on loopback)."""
 
-    def __init__(self, *args: object, status: int, body: bytes, **kw: object) -> None:
+    def __init__(self, *args: object, status: int, body: bytes | dict[str, bytes],
+                 **kw: object) -> None:
         self.status, self.body = status, body
         super().__init__(*args, **kw)  # type: ignore[arg-type]
 
     def do_GET(self) -> None:
-        self.send_response(self.status)
+        body = self.body
+        if isinstance(body, dict):
+            body = body.get(self.path.split("?")[0], b"")
+        self.send_response(self.status if body else 404)
         self.end_headers()
-        self.wfile.write(self.body)
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -170,7 +176,7 @@ class _Canned(http.server.BaseHTTPRequestHandler):
 def canned() -> Iterator[object]:
     servers = []
 
-    def serve(status: int, body: bytes) -> str:
+    def serve(status: int, body: bytes | dict[str, bytes]) -> str:
         server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(_Canned, status=status, body=body))
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -226,3 +232,27 @@ def test_exporter_nodes_from_the_collect_hosts() -> None:
     with pytest.raises(ValidationError, match="prometheus instances: 'cass9' is not one of"):
         exporter_nodes("cass1=127.0.0.1", port=7070, instances="cass9=x:1")
 
+
+
+def test_a_down_target_is_named_with_the_error_of_its_last_scrape(canned) -> None:  # type: ignore[no-untyped-def]
+    """Prometheus' /api/v1/targets (captured: tests/unit/fixtures/prometheus/README.md) says
+    why a target is down; a round whose node's up is 0 adds it to that node's error."""
+    targets = (FIXTURES / "targets-down.json").read_bytes()
+    refused = ('Get "http://127.0.0.11:9121/scrape?target=rediss%3A%2F%2F127.0.0.1%3A7001": '
+               "dial tcp 127.0.0.11:9121: connect: connection refused")
+    assert scrape_errors(canned(200, targets)) == {
+        "127.0.0.11:7070": 'Get "http://127.0.0.11:7070/metrics": dial tcp 127.0.0.11:7070: '
+                           "connect: connection refused",
+        "127.0.0.1:7001": refused}
+    data = json.loads((FIXTURES / "redis-round1.json").read_text())
+    for item in data["data"]["result"]:
+        if item["metric"]["__name__"] == "up" and item["metric"]["instance"] == "127.0.0.1:7001":
+            item["values"][-1][1] = "0"
+    url = canned(200, {"/api/v1/query": json.dumps(data).encode(), "/api/v1/targets": targets})
+    got = collect_prometheus("redis", REDIS, url=url)
+    assert got.errors == {"redis1": "instance=127.0.0.1:7001: Prometheus' last scrape of it "
+                                    f"failed (up 0): {refused}"}
+    # Without the targets' answer the node is named all the same.
+    url = canned(200, {"/api/v1/query": json.dumps(data).encode()})
+    assert collect_prometheus("redis", REDIS, url=url).errors == {
+        "redis1": "instance=127.0.0.1:7001: Prometheus' last scrape of it failed (up 0)"}
