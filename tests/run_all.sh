@@ -17,7 +17,6 @@ stop_job() {  # stop_job PID: a background job still running, and its children
 # On every way out: the jobs beside stopped, the servers stopped, the cgroups removed.
 cleanup() {
   stop_job "${beside:-}"
-  stop_job "${redis_session:-}"
   # Molecule's job ended without its verdict (the run was cut short, its job perhaps killed
   # with it): its scenarios' servers may still run, started from its cgroup. Destroy both.
   if [ -n "${molecule:-}" ] && [ ! -f "$LOGS/molecule.failed" ]; then
@@ -33,21 +32,6 @@ cleanup() {
   done
 }
 trap cleanup EXIT
-
-# join_beside JOB NAME TITLE WHAT: wait for a job run beside, show its log ($LOGS/NAME.log)
-# and count the stages it failed ($LOGS/NAME.failed, which it writes when it ends).
-join_beside() {
-  wait "$1"
-  echo "=== $3:"
-  cat "$LOGS/$2.log"
-  if [ -f "$LOGS/$2.failed" ]; then
-    while IFS= read -r name; do
-      [ -n "$name" ] && failed+=("$name")
-    done < "$LOGS/$2.failed"
-  else
-    failed+=("$4 (it ended before it reported)")
-  fi
-}
 
 log_of() {  # log_of STAGE: where that stage's output is kept
   echo "$LOGS/$(printf '%s' "$1" | tr -c 'a-zA-Z0-9' '_').log"
@@ -139,59 +123,21 @@ molecule_beside() {
   molecule_beside ) > "$LOGS/molecule.log" 2>&1 &
 molecule=$!
 
-# The integration tests, in three sessions on one lab. This script stops the lab when they
-# end: a test need not put back what only a lab that outlives the session would keep
-# (tests/integration/conftest.py). First the tests of the whole lab (marked both cassandra
-# and redis, or neither): that session starts the lab and leaves it up. test_lab.py's come
-# first: they check the lab as it starts, and the certificate renewal and the password
-# rotation among them are then long over when the tests that measure begin (the Prometheus
-# test once failed a scrape of the node just renewed).
-lab_files() {  # lab_files FIRST... LAST: every test file, FIRST first and LAST last
-  local -a first=() last=() files=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do first+=("$1"); shift; done
-  shift; last=("$@")
-  for name in "${first[@]}"; do files+=("tests/integration/$name"); done
-  for file in tests/integration/test_*.py; do
-    case " ${first[*]} ${last[*]} " in
-      *" ${file##*/} "*) ;;
-      *) files+=("$file") ;;
-    esac
-  done
-  for name in "${last[@]}"; do files+=("tests/integration/$name"); done
-  printf '%s\n' "${files[@]}"
-}
-mapfile -t whole_lab_files < <(lab_files test_lab.py --)
-stage "integration tests: the whole lab" \
-  env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_KEEP_LAB=1 \
-  pytest "${whole_lab_files[@]}" -q --durations=15 \
-  -m "not (cassandra and not redis) and not (redis and not cassandra)"
-# Then the Cassandra-only tests, and beside them the Redis-only ones: a test of one engine
-# changes only that engine's nodes, locks and keys, so the two sessions share the lab without
-# meeting, and take together about the time of the Cassandra one. Neither runs lab_up.yml
-# again (KAIROS_LAB_READY): it would refuse while the other session's rollout holds its lock.
-# The Cassandra session starts with the tests that measure nothing against the clock, and
-# ends with the fault and learning-loop tests, which then mostly run once Redis' are done.
-mapfile -t cassandra_files < <(lab_files test_apply_plan.py test_spaces_on_lab.py -- \
-  test_rollout_faults.py test_learning_loop.py)
-redis_beside() {
-  failed=()
-  stage "integration tests: Redis, beside Cassandra's" \
-    env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_LAB_READY=1 \
-    pytest tests/integration -q --durations=15 -p no:cacheprovider -m "redis and not cassandra"
-  printf '%s\n' "${failed[@]}" > "$LOGS/redis.failed"
-}
-redis_beside > "$LOGS/redis.log" 2>&1 &
-redis_session=$!
-stage "integration tests: Cassandra" env KAIROS_LAB_STOPS_AFTER_SESSION=1 KAIROS_LAB_READY=1 \
-  pytest "${cassandra_files[@]}" -q --durations=25 -m "cassandra and not redis"
-join_beside "$redis_session" redis "the Redis session, beside the Cassandra one" \
-  "integration tests: Redis"
-redis_session=""
-# The lab is done with: Molecule and the unit tests, still running perhaps, get its CPU.
-stage "lab down" ansible-playbook playbooks/lab_down.yml
+# This script stops the lab when the stages end: a test need not put back what only a lab
+# that outlives the session would keep (tests/integration/conftest.py).
+stage "integration tests (lab)" env KAIROS_LAB_STOPS_AFTER_SESSION=1 \
+  pytest tests/integration -q --durations=40
 
-join_beside "$molecule" molecule \
-  "molecule, beside the integration tests (its stages' times are their own)" molecule
+wait "$molecule"
+echo "=== molecule, beside the integration tests (its stages' times are their own):"
+cat "$LOGS/molecule.log"
+if [ -f "$LOGS/molecule.failed" ]; then
+  while IFS= read -r name; do
+    [ -n "$name" ] && failed+=("$name")
+  done < "$LOGS/molecule.failed"
+else
+  failed+=("molecule (it ended before it reported)")
+fi
 
 wait "$beside"
 echo "=== lint and unit tests, beside the lab stages (done $((SECONDS - began_beside)) s after they began):"

@@ -271,17 +271,8 @@ def _lab() -> Iterator[PlaybookRun]:
     _lab_stops_after = bool(
         (started_here and not os.environ.get("KAIROS_KEEP_LAB"))
         or os.environ.get("KAIROS_LAB_STOPS_AFTER_SESSION") == "1")
-    if os.environ.get("KAIROS_LAB_READY") == "1":
-        # tests/run_all.sh brought the lab up in the session before this one, and runs this
-        # session beside another on the lab's other engine: lab_up.yml would refuse while the
-        # other session's rollout holds its engine's lock.
-        if started_here:
-            pytest.fail("KAIROS_LAB_READY=1, but no lab process runs: start the lab first")
-        run = PlaybookRun(rc=0, output="", seconds=0.0)
-        print("\nlab-up: not run (KAIROS_LAB_READY=1: the lab was brought up before)")
-    else:
-        run = run_playbook("playbooks/lab_up.yml")
-        print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
+    run = run_playbook("playbooks/lab_up.yml")
+    print(f"\nlab-up: rc={run.rc} in {run.seconds:.1f} s (started here: {started_here})")
     if run.rc != 0:
         run_playbook("playbooks/lab_down.yml")
         pytest.fail(f"lab_up.yml failed:\n{run.output[-4000:]}")
