@@ -114,7 +114,10 @@ def test_a_miss_penalty_needs_a_shape_and_a_sane_value() -> None:
 #: operations and prints how it ended: a Ctrl-C reaches the process's main thread there, as
 #: at a terminal (pytest-xdist runs the tests off it).
 CTRL_C_RUN = """
-import json, sys
+import json, signal, sys
+# Python's own Ctrl-C handler, as at a terminal: a run started from a background job (a CI
+# script's `( ... ) &`, nohup) inherits SIGINT ignored, and Python then installs none.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from planner.loadgen import LoadConfig, run_load
 said = []
 def progress(elapsed, ops, failures):
