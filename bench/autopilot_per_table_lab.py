@@ -111,18 +111,15 @@ def tick(args: argparse.Namespace, work: Path, store: Path) -> subprocess.Comple
 
 def compaction_on_every_node(tables: list[str]) -> dict[str, dict[str, str | None]]:
     """Table -> node -> the compaction class its system_schema.tables holds."""
+    from planner._module_utils import kairos_settings
     from planner.calibrate.bench import node_session
 
     out: dict[str, dict[str, str | None]] = {t: {} for t in tables}
     for i, address in enumerate(ptl.NODES):
         with node_session(address, 9042, timeout=30.0) as session:
-            for t in tables:
-                ks, name = t.split(".")
-                row = session.execute(
-                    "SELECT compaction FROM system_schema.tables WHERE keyspace_name = %s "
-                    "AND table_name = %s", (ks, name)).one()
-                cls = row.compaction.get("class") if row else None
-                out[t][f"cass{i + 1}"] = cls.rsplit(".", 1)[-1] if cls else None
+            # The executor's read-back reader: the short class name, None without the table.
+            for t, options in kairos_settings.read_table_options(session, tables).items():
+                out[t][f"cass{i + 1}"] = options["compaction"] if options else None
     return out
 
 

@@ -695,14 +695,14 @@ def node_changes(plan: Any, host: str) -> list[dict[str, Any]]:
     A node runs the cluster's configuration (``current_config`` and the targets so far)
     with the overrides of the current step's ``per_node`` only: an override holds for its
     own step, and the next step returns the node to the cluster value unless it overrides
-    again (as the plan validator and :func:`planner.executor.rollout.compose` read it).
+    again (:func:`planner.executor.rollout.compose`, as the plan validator reads it).
     """
-    cluster = dict(plan.current_config)
-    before = dict(cluster)
+    from planner.executor.rollout import compose
+
+    before: Mapping[str, Any] = plan.current_config
     changes: list[dict[str, Any]] = []
-    for s in plan.steps:
-        cluster.update(s.target)
-        after = {**cluster, **dict(s.per_node.get(host, {}))}
+    for i in range(len(plan.steps)):
+        after = compose(plan, through=i, hosts=[host]).nodes[host]
         keys = sorted(set(before) | set(after), key=str)
         changes.append({k: after.get(k, "default") for k in keys if before.get(k) != after.get(k)})
         before = after
@@ -765,17 +765,16 @@ def table_configs(plan: Any, table: str) -> list[dict[str, Any]]:
 
     The cluster-wide targets so far with the step's own ``per_table`` override for the
     table only: an override holds for its own step, and the next step returns the table to
-    the cluster-wide value unless it overrides again (as :func:`planner.executor.rollout.compose`
-    reads it).
+    the cluster-wide value unless it overrides again (:func:`planner.executor.rollout.compose`).
     """
+    from planner.executor.rollout import compose
     from planner.planning.per_table import table_keys
 
     keys = table_keys(plan.engine)
-    cluster = dict(plan.current_config)
     configs = []
-    for s in plan.steps:
-        cluster.update(s.target)
-        values = {**cluster, **dict(s.per_table.get(table, {}))}
+    for i in range(len(plan.steps)):
+        composed = compose(plan, through=i, hosts=())
+        values = {**composed.cluster, **composed.tables.get(table, {})}
         configs.append({k: values[k] for k in keys if k in values})
     return configs
 
