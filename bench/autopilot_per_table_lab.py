@@ -173,15 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"script": "bench/autopilot_per_table_lab.py",
                               "argv": argv or sys.argv[1:], "mixes": args.mixes,
                               "started": datetime.now(UTC).isoformat()}
-    # per_table_lab's helpers take its own arguments: the same names, this run's values.
-    bench_args = argparse.Namespace(**vars(args))
     code = 1
     try:
         ptl.drop_keyspace(args.keyspace)
         for t in ptl.MIXES:
-            ptl.preload(bench_args, t)
+            ptl.preload(args, t)
         seconds = args.history + 900  # the loads outlast the tick; stopped when it ends
-        loads = {t: BackgroundLoad(ptl.table_config(bench_args, t, seconds),
+        loads = {t: BackgroundLoad(ptl.table_config(args, t, seconds),
                                    max_seconds=seconds + 60, max_requests=None)
                  for t in ptl.MIXES}
         for load in loads.values():
