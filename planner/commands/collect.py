@@ -81,6 +81,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--step", type=inputs.STEP_SECONDS, metavar="SECONDS",
                    help="export on a regular grid")
     p.add_argument("--table", help="export one Cassandra table (<keyspace>.<table>)")
+    p.add_argument("--node", help="export one node's own operations (as the store names it: "
+                   "what it coordinates, for Cassandra; what it serves, for Redis): the "
+                   "forecast kairos plan --node-forecast takes for it")
     p.add_argument(
         "--insert-fraction",
         type=inputs.FRACTION,
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     with Store(args.store) as store:
         if args.export:
             return _export(store, args)
+        for flag in ("table", "node"):
+            if getattr(args, flag):
+                raise ValidationError(f"--{flag}: chooses what --export writes; give --export")
         if not args.hosts:
             raise ValidationError("--hosts: required to collect (or give --export)")
         if args.count < 1:
@@ -262,12 +268,14 @@ def _export(store: Any, args: argparse.Namespace) -> int:
         step_seconds=args.step,
         table=args.table,
         insert_fraction=args.insert_fraction,
+        node=args.node,
     )
     save_trace(series, args.export)
     store.refresh_cluster_samples(args.engine, args.cluster, step_seconds=args.step)
     step = f"step {series.step_seconds:g}s" if series.step_seconds else "irregular (gaps)"
     print(
-        f"wrote {args.export}: {len(series)} point(s) of {args.engine}/{args.cluster}, {step}, "
+        f"wrote {args.export}: {len(series)} point(s) of {args.engine}/{args.cluster}"
+        f"{'' if series.scope == 'cluster' else ' ' + series.scope}, {step}, "
         f"mean {float(series.load.mean()):.1f} ops/s"
     )
     return 0

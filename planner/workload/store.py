@@ -354,12 +354,18 @@ class SeriesOptions(TypedDict, total=False):
         tables' sum (the module docstring, "Scopes").
     insert_fraction
         Cassandra: the share of writes counted as ``insert`` (default 0: all ``update``).
+    node
+        One node's own operations only (scope ``node:<node>``; with ``table``,
+        ``table:<keyspace>.<table>@node:<node>``): what that node coordinates (Cassandra)
+        or serves (Redis), the load ``kairos plan --node-forecast`` plans each node on.
+        None (the default): every node's.
     """
 
     since: float | None
     step_seconds: float | None
     table: str | None
     insert_fraction: float
+    node: str | None
 
 
 @dataclass
@@ -887,8 +893,10 @@ class Store:
         *,
         since: float | None = None,
         table: str | None = None,
+        node: str | None = None,
     ) -> list[CounterSample]:
-        """Raw samples, oldest first; with ``since``, from the last round before it onwards."""
+        """Raw samples, oldest first; with ``since``, from the last round before it onwards;
+        with ``table`` or ``node``, that table's or node's only."""
         sql = (
             "SELECT node, scope, ts, counters, started_at, instance, role, gauges "
             "FROM counter_samples WHERE engine = ? AND cluster = ? AND round_ts >= ?"
@@ -897,6 +905,9 @@ class Store:
         if table is not None:
             sql += " AND scope = ?"
             args.append(f"table:{table}")
+        if node is not None:
+            sql += " AND node = ?"
+            args.append(node)
         sql += " ORDER BY ts, node, scope"
         return [
             CounterSample(
@@ -1002,6 +1013,15 @@ class Store:
         )
         return [r for (r,) in rows]
 
+    def nodes(self, engine: str, cluster: str) -> list[str]:
+        """The nodes with samples in the store, sorted."""
+        rows = self._db.execute(
+            "SELECT DISTINCT node FROM counter_samples WHERE engine = ? AND cluster = ? "
+            "ORDER BY node",
+            (engine, cluster),
+        )
+        return [n for (n,) in rows]
+
     def derive(
         self,
         engine: str,
@@ -1011,14 +1031,19 @@ class Store:
         **options: Unpack[SeriesOptions],
     ) -> Derivation:
         """Like :meth:`cluster_series`, also returning the intervals used and dropped."""
-        since, table = options.get("since"), options.get("table")
+        since, table, node = options.get("since"), options.get("table"), options.get("node")
         step_seconds = options.get("step_seconds")
         insert_fraction = options.get("insert_fraction", 0.0)
         classes_for(engine)
         if step_seconds is not None and not (math.isfinite(step_seconds) and step_seconds > 0):
             raise ValidationError(f"step_seconds: must be positive, got {step_seconds!r}")
-        samples = self.samples(engine, cluster, since=since, table=table)
+        samples = self.samples(engine, cluster, since=since, table=table, node=node)
         out = Derivation()
+        if not samples and node is not None and self.rounds(engine, cluster):
+            known = ", ".join(self.nodes(engine, cluster)) or "none"
+            raise ValidationError(
+                f"node: {engine}/{cluster} holds no samples of node {node!r} (nodes: {known})"
+            )
         if not samples:
             return out
         by_node: dict[str, list[CounterSample]] = defaultdict(list)
@@ -1048,7 +1073,7 @@ class Store:
                 load=load,
                 mix={c: mix[:, j] for j, c in enumerate(classes)},
                 step_seconds=step,
-                scope="cluster" if table is None else f"table:{table}",
+                scope=_scope(table, node),
             )
         return out
 
@@ -1115,6 +1140,12 @@ class Store:
             (engine, cluster, key),
         )
         return [(t, v, json.loads(m)) for t, v, m in rows]
+
+
+def _scope(table: str | None, node: str | None) -> str:
+    """A derived series' scope: ``cluster``, ``table:...``, ``node:...`` or both."""
+    parts = ([f"table:{table}"] if table else []) + ([f"node:{node}"] if node else [])
+    return "@".join(parts) or "cluster"
 
 
 def _iso_seconds(text: Any) -> float:

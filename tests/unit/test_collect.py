@@ -221,6 +221,37 @@ def test_cli_collect_and_export(tmp_path, monkeypatch, capsys) -> None:
     np.testing.assert_allclose(s.mix["read"], 0.75, atol=1e-3)
 
 
+def test_cli_exports_one_nodes_own_series(tmp_path, capsys) -> None:
+    """--node: one node's own operations and mix (what --node-forecast plans it on), not
+    the cluster's; an unknown node or --node without --export is refused by name."""
+    from planner.workload.series import load_trace
+    from planner.workload.store import Store
+
+    db = tmp_path / "k.db"
+    with Store(db) as store:
+        for n in range(4):
+            t = 1000.0 + 10 * n
+            store.append_counters("cassandra", "lab", [
+                CounterSample("cass1", "node", t, {"read": 270 * n, "write": 30 * n, "scan": 0},
+                              started_at=1.0, instance="cass1:1"),
+                CounterSample("cass2", "node", t + 0.01,
+                              {"read": 10 * n, "write": 90 * n, "scan": 0},
+                              started_at=1.0, instance="cass2:1")], round_ts=t)
+    base = ["collect", "--engine", "cassandra", "--store", str(db), "--cluster", "lab"]
+    for node, load, read in (("cass1", 30.0, 0.9), ("cass2", 10.0, 0.1)):
+        trace = tmp_path / f"{node}.csv"
+        assert main([*base, "--export", str(trace), "--node", node]) == 0
+        assert f"point(s) of cassandra/lab node:{node}," in capsys.readouterr().out
+        s = load_trace(trace)
+        assert s.scope == f"node:{node}" and len(s) == 3
+        np.testing.assert_allclose(s.load, load, rtol=0.01)
+        np.testing.assert_allclose(s.mix["read"], read, atol=1e-3)
+    assert main([*base, "--export", str(tmp_path / "x.csv"), "--node", "cass9"]) == 2
+    assert "holds no samples of node 'cass9' (nodes: cass1, cass2)" in capsys.readouterr().err
+    assert main([*base, "--hosts", "cass1=127.0.0.1", "--node", "cass1"]) == 2
+    assert "--node: chooses what --export writes; give --export" in capsys.readouterr().err
+
+
 def test_cli_collect_rounds_start_one_interval_apart(tmp_path, monkeypatch, capsys) -> None:
     """--interval is a sampling period: a round that takes 0.4 s of a 1-s interval is
     followed 1 s after it started, not 1 s after it ended (1.4 s); the bound leaves a
