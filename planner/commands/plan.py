@@ -12,6 +12,7 @@ from typing import Any
 
 from planner import inputs
 from planner.engines import ENGINES
+from planner.errors import ValidationError
 from planner.planning.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
 from planner.planning.costbenefit import SERVED_MODES
 from planner.planning.pipeline import (
@@ -144,6 +145,12 @@ def register(subparsers: Any) -> None:
         "and step as the plan's); repeat per host of --hosts or the ring: each node then gets "
         "its own values of the live node-level settings where that pays (per_node overrides)",
     )
+    p.add_argument(
+        "--replica-of", action="append", default=[], metavar="REPLICA=PRIMARY",
+        help="Redis, with --node-forecast: this replica runs its primary's per-node values "
+        "(it holds the same data and serves the primary's load once promoted); repeat per "
+        "replica",
+    )
     p.add_argument("-o", "--output", required=True, help="plan file to write")
     p.set_defaults(func=run)
 
@@ -224,7 +231,23 @@ def request_from_args(args: argparse.Namespace) -> Any:
         node_forecasts=table_forecasts_arg(getattr(args, "node_forecast", None) or [],
                                            flag="--node-forecast", name="HOST",
                                            example="cass1=cass1-forecast.json"),
+        replicas=replicas_arg(getattr(args, "replica_of", None) or []),
     )
+
+
+def replicas_arg(items: list[str]) -> dict[str, str]:
+    """``--replica-of REPLICA=PRIMARY`` values as a mapping; a malformed or repeated one is
+    refused by name."""
+    out: dict[str, str] = {}
+    for item in items:
+        replica, sep, primary = (part.strip() for part in item.partition("="))
+        if not (sep and replica and primary):
+            raise ValidationError(f"--replica-of {item!r}: expected REPLICA=PRIMARY, "
+                                  "e.g. redis4=redis1")
+        if replica in out:
+            raise ValidationError(f"--replica-of {item!r}: {replica} is given twice")
+        out[replica] = primary
+    return out
 
 
 def table_forecasts_arg(items: list[str], *, flag: str = "--table-forecast",

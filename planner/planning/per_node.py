@@ -44,7 +44,7 @@ RW, Scan; thresholds :data:`READ_SHARE`, :data:`WRITE_SHARE`, :data:`SCAN_SHARE`
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -73,6 +73,7 @@ __all__ = [
     "node_class",
     "node_keys",
     "with_per_node",
+    "with_replicas",
 ]
 
 #: A node whose reads are more than this share of its operations is R (MeT's read group).
@@ -101,10 +102,12 @@ class NodeChoice(OptionChoice):
 
     host: str
     node_class: str
+    follows: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's ``provenance.per_node.nodes`` entry of this node."""
-        return {"class": self.node_class, **self.entry()}
+        return {"class": self.node_class, **self.entry(
+            **({"follows": self.follows} if self.follows else {}))}
 
 
 @dataclass(frozen=True)
@@ -390,3 +393,35 @@ def with_per_node(
         ex["net_ops"] = ex["benefit_ops"] - float(ex["cost_ops"])
         step["expected"] = ex
     return [step for step, _ in out]
+
+
+def with_replicas(choices: PerNodeChoices, replicas: Mapping[str, str]) -> PerNodeChoices:
+    """``choices`` with each Redis replica (``replicas``: replica -> its primary) running
+    its primary's values in every segment.
+
+    A replica serves none of the clients' operations, so it has no load of its own to
+    choose for; but it holds its primary's data, applies the same writes under its own
+    settings (a hash it receives is encoded by its own listpack threshold, so it would
+    hold the data in another size than its primary) and, once promoted, serves the
+    primary's load. Its entry says whom it follows; its gain is its primary's, counted
+    once.
+
+    Raises
+    ------
+    ValidationError
+        ``replicas``: a primary the choices do not hold, or a replica that has a choice of
+        its own.
+    """
+    nodes = dict(choices.nodes)
+    for replica, primary in sorted(replicas.items()):
+        if primary not in choices.nodes:
+            raise ValidationError(f"replicas: {replica}'s primary {primary!r} is not a node of "
+                                  f"the per-node choice ({', '.join(choices.nodes)})")
+        if replica in choices.nodes:
+            raise ValidationError(f"replicas: {replica} has a choice of its own; a replica "
+                                  "follows its primary (give no forecast of its own)")
+        nodes[replica] = replace(choices.nodes[primary], host=replica, follows=primary,
+                                 gain_ops=0.0, p_gain=None)
+    groups = tuple(replace(g, hosts=tuple(sorted(
+        [*g.hosts, *(r for r, p in replicas.items() if p in g.hosts)]))) for g in choices.groups)
+    return replace(choices, nodes=nodes, groups=groups)

@@ -61,6 +61,7 @@ from planner.planning.per_node import (
     choose_per_node,
     node_keys,
     with_per_node,
+    with_replicas,
 )
 from planner.planning.per_table import (
     PerTableChoices,
@@ -618,6 +619,10 @@ class PlanRequest:
         plan's ``provenance.per_node`` says what each node was given, why, and the node
         groups. A host without a forecast takes an even part of the load the others leave
         and runs the cluster-wide values. None or empty: every node runs them.
+    replicas
+        Redis, with ``node_forecasts``: replica -> its primary (both among the plan's
+        hosts). A replica takes no part in the per-node choice (it serves no client) and
+        runs its primary's values (:func:`planner.planning.per_node.with_replicas`).
     """
 
     forecast: Forecast | PathLike | None = None
@@ -658,6 +663,7 @@ class PlanRequest:
     memory_curve: PathLike | None = None
     table_forecasts: Mapping[str, Forecast | PathLike] | None = None
     node_forecasts: Mapping[str, Forecast | PathLike] | None = None
+    replicas: Mapping[str, str] | None = None
 
 
 #: The plan options that are the optimiser's (:class:`OptimiserOptions`), flat beside the
@@ -1429,9 +1435,15 @@ def _node_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel, hori
         ``--node-forecast <host>=<file>: <problem>``, a host not among the plan's included.
     """
     given = dict(req.node_forecasts or {})
+    replicas = _replicas(req, hosts)
+    hosts = [h for h in hosts if h not in replicas]
     for host, item in given.items():
+        where = os.fspath(item) if isinstance(item, str | os.PathLike) else "<in-process>"
+        if host in replicas:
+            raise ValidationError(f"--node-forecast {host}={where}: {host} is a replica of "
+                                  f"{replicas[host]} (--replica-of): it runs its primary's "
+                                  "values and has no forecast of its own")
         if host not in hosts:
-            where = os.fspath(item) if isinstance(item, str | os.PathLike) else "<in-process>"
             raise ValidationError(f"--node-forecast {host}={where}: {host!r} is not one of the "
                                   f"plan's hosts ({', '.join(hosts)}; --hosts or --ring)")
     nodes = {}
@@ -1448,6 +1460,23 @@ def _node_workloads(req: PlanRequest, fc: Forecast, perf: PerformanceModel, hori
                        _mix_of(fc, perf, horizon))
         nodes.update({h: NodeWorkload(load / len(missing), mix) for h in missing})
     return {h: nodes[h] for h in hosts}, missing
+
+
+def _replicas(req: PlanRequest, hosts: Sequence[str]) -> dict[str, str]:
+    """``req.replicas`` checked: Redis only, both ends among ``hosts``, a primary no
+    replica."""
+    replicas = dict(req.replicas or {})
+    if replicas and req.engine != "redis":
+        raise ValidationError(f"--replica-of: Redis replicas only; the plan is for {req.engine}")
+    for replica, primary in sorted(replicas.items()):
+        for host in (replica, primary):
+            if host not in hosts:
+                raise ValidationError(f"--replica-of {replica}={primary}: {host!r} is not one "
+                                      f"of the plan's hosts ({', '.join(hosts)})")
+        if primary in replicas or primary == replica:
+            raise ValidationError(f"--replica-of {replica}={primary}: {primary} is itself a "
+                                  "replica; name the primary it follows")
+    return replicas
 
 
 def _side_workloads(
@@ -1487,11 +1516,12 @@ def _per_node(req: PlanRequest, *, perf: PerformanceModel, configs: Sequence[Map
     keys = [k for k in node_keys(req.engine) if k in modelled]
     measured = measured_values(perf)
     workloads, fixed = nodes
-    return choose_per_node(
+    choices = choose_per_node(
         model=perf, configs=configs, running=current, nodes=workloads, step_seconds=step,
         keys=keys, values={k: measured.get(k) or space[k].candidate_values or () for k in keys},
         fixed=fixed, seed=(req.optimiser.seed, 17), **_choice_rules(req),
     )
+    return with_replicas(choices, req.replicas) if req.replicas else choices
 
 
 def _choice_rules(req: PlanRequest) -> dict[str, Any]:

@@ -303,3 +303,91 @@ def test_bad_node_forecast_input_is_refused_naming_the_flag_host_and_problem(
     err = capsys.readouterr().err
     assert re.search(expected, err), err
     assert "Traceback" not in err
+
+
+# ------------------------------------------------------- Redis: replicas follow primaries
+REDIS_MODEL = (Path(__file__).resolve().parents[2] / "inventories" / "local" / "calibration"
+               / "redis-pernode-model.json")
+REDIS_HOSTS = ",".join(f"redis{i}" for i in range(1, 7))
+REPLICAS = ("redis4=redis2", "redis5=redis3", "redis6=redis1")
+
+
+def _redis_forecast(path: Path, *, load: float, read: float, n: int = 12) -> Path:
+    t = 1.7e9 + STEP * np.arange(n)
+    mix = {"read": np.full(n, read), "write": np.full(n, 1 - read), "other": np.zeros(n)}
+    level = np.full(n, load)
+    save_forecast(Forecast("redis", t, level, 0.9 * level, 1.1 * level, mix, mix, mix,
+                           level=0.9, model="naive", step_seconds=STEP), path)
+    return path
+
+
+def _redis_plan(tmp_path: Path, *extra: str, forecasts: bool = True) -> list[str]:
+    """The lab's set-up (bench/per_node_redis_lab.py): hash reads on redis1's slots, hash
+    writes on redis2's, redis3 idle, each primary with one replica; the lab's model."""
+    main_fc = _redis_forecast(tmp_path / "main.json", load=2300.0, read=0.23)
+    out = ["plan", "--engine", "redis", "--forecast", str(main_fc), "--model",
+           str(REDIS_MODEL), "--hosts", REDIS_HOSTS, "--cl", "ONE", "--horizon", "12",
+           "--method", "dp", "--scenarios", "0", "--confidence", "0",
+           "--current", str(_current(tmp_path)), "-o", str(tmp_path / "plan.yml")]
+    if forecasts:
+        for host, load, read in (("redis1", 500.0, 0.68), ("redis2", 1800.0, 0.1),
+                                 ("redis3", 1.0, 0.5)):
+            out += ["--node-forecast",
+                    f"{host}={_redis_forecast(tmp_path / f'{host}.json', load=load, read=read)}"]
+    return out + list(extra)
+
+
+def _current(tmp_path: Path) -> Path:
+    path = tmp_path / "current.yml"
+    path.write_text("hash-max-listpack-entries: 512\n")
+    return path
+
+
+def test_a_redis_replica_runs_its_primarys_per_node_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The write primary bounds the cluster under the cluster-wide 1024 (the lab's model:
+    -8 % for writes), so it keeps 512; its replica follows it, the others' replicas the
+    cluster-wide value; the gain is counted once."""
+    argv = _redis_plan(tmp_path, *(a for r in REPLICAS for a in ("--replica-of", r)))
+    assert main(argv) == 0, capsys.readouterr().err
+    doc = yaml.safe_load((tmp_path / "plan.yml").read_text())
+    first = doc["steps"][0]
+    assert first["target"] == {"hash-max-listpack-entries": 1024}
+    assert first["per_node"] == {"redis2": {"hash-max-listpack-entries": 512},
+                                 "redis4": {"hash-max-listpack-entries": 512}}
+    nodes = doc["provenance"]["per_node"]["nodes"]
+    assert nodes["redis4"]["follows"] == "redis2" and nodes["redis4"]["gain_ops"] == 0
+    assert nodes["redis2"]["gain_ops"] > 0 and "follows" not in nodes["redis2"]
+    assert doc["provenance"]["per_node"]["gain_ops"] == pytest.approx(
+        nodes["redis2"]["gain_ops"], abs=0.1)
+    groups = {tuple(g["hosts"]) for g in doc["provenance"]["per_node"]["groups"]}
+    assert ("redis2", "redis4") in groups
+    load_plan(tmp_path / "plan.yml", known_hosts=REDIS_HOSTS.split(","))
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    (["--replica-of", "redis4"], r"--replica-of 'redis4': expected REPLICA=PRIMARY"),
+    (["--replica-of", "redis4=redis2", "--replica-of", "redis4=redis1"],
+     r"--replica-of 'redis4=redis1': redis4 is given twice"),
+    (["--replica-of", "redis9=redis2"], r"--replica-of redis9=redis2: 'redis9' is not one of"),
+    (["--replica-of", "redis4=redis5", "--replica-of", "redis5=redis3"],
+     r"--replica-of redis4=redis5: redis5 is itself a replica"),
+    (["--replica-of", "redis1=redis2"], r"--node-forecast redis1=.*: redis1 is a replica of "
+                                        r"redis2 \(--replica-of\)"),
+])
+def test_bad_replica_of_is_refused_naming_the_flag_and_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], expected: str,
+) -> None:
+    assert main(_redis_plan(tmp_path, *extra)) == 2
+    assert re.search(expected, capsys.readouterr().err)
+    assert not (tmp_path / "plan.yml").exists()
+
+
+def test_replica_of_is_refused_for_cassandra(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _plan(files, f"cass1={files['reader']}") + ["--replica-of", "cass2=cass1"]
+    assert main(argv) == 2
+    assert "--replica-of: Redis replicas only; the plan is for cassandra" in (
+        capsys.readouterr().err)
