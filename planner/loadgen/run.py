@@ -28,8 +28,22 @@ from planner.loadgen.clients import _CassandraWorker, _Plan, _RedisWorker
 from planner.loadgen.config import LoadConfig
 from planner.workload import collect
 
-
 # -------------------------------------------------------------------- worker process
+#: Where the drivers' own errors come from: a refused or failed connection, a timeout, an
+#: authentication error; what they say is the whole story.
+_DRIVER_MODULES = ("cassandra", "redis")
+
+
+def worker_error(exc: BaseException) -> str:
+    """What a worker reports of the error that stopped it: ``Type: message``, with the
+    traceback only for an error Kairos did not expect (a bug to report), never for the
+    drivers' connection errors or a KairosError, which name their cause themselves."""
+    text = f"{type(exc).__name__}: {exc}"
+    expected = (isinstance(exc, KairosError | OSError)
+                or type(exc).__module__.split(".")[0] in _DRIVER_MODULES)
+    return text if expected else f"{text}\n{traceback.format_exc()}"
+
+
 def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_ready: Any,
                  messages: Any) -> None:
     """Entry point of a spawned worker: connect, (schema), preload, run, verify, report."""
@@ -88,7 +102,7 @@ def _worker_main(config: LoadConfig, index: int, tag: str, stop: Any, schema_rea
         payload["stopped_by"] = plan.stopped_by
         messages.put(("result", index, payload))
     except BaseException as exc:
-        messages.put(("error", index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        messages.put(("error", index, worker_error(exc)))
         schema_ready.set()
     finally:
         if worker is not None:
