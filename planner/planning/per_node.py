@@ -138,10 +138,15 @@ class PerNodeChoices(SegmentChoices):
 
 
 def node_keys(engine: str) -> tuple[str, ...]:
-    """The engine's node-level live parameters: those a node may run its own value of."""
+    """The engine's node-level live parameters: those a node may run its own value of.
+
+    A parameter that re-encodes the data only at a reload (Redis' listpack thresholds,
+    ``Parameter.reencode``) is settable live but takes a restart in a plan (the plan
+    validator refuses it under ``live``): not one of them."""
     space = get_space(engine)
-    return tuple(k for k in space.parameters
-                 if space[k].change == "live" and space[k].location != "table")
+    reencode = set(space.reencode_params(space.parameters))
+    return tuple(k for k in space.parameters if space[k].change == "live"
+                 and space[k].location != "table" and k not in reencode)
 
 
 def node_class(load: np.ndarray, mix: np.ndarray, classes: Sequence[str]) -> str:

@@ -306,13 +306,23 @@ def test_bad_node_forecast_input_is_refused_naming_the_flag_host_and_problem(
 
 
 # ------------------------------------------------------- Redis: replicas follow primaries
-# The lab's calibration of the pair (PROVENANCE.md there: 1024 +150 % for hash reads on data
-# that does not fit, +11 % for hash writes on data that does), and the two-sweep probe
-# before it, whose -8 % for the writes did not exclude zero: a model with a class-opposite
-# effect, taken here for what the per-node rule does with one.
+# The lab's calibration of a pattern pair (PROVENANCE.md there: a listpack threshold of 1024
+# +150 % for hash reads on data that does not fit, +11 % for hash writes on data that does).
 REPO = Path(__file__).resolve().parents[2]
 REDIS_MODEL = REPO / "inventories" / "local" / "calibration" / "redis-pernode-model.json"
-PROBE_MODEL = REPO / "tests" / "unit" / "fixtures" / "per_node" / "redis-listpack-probe-model.json"
+
+
+def _redis_test_model(path: Path) -> Path:
+    """A test model: the Redis prior with allkeys-lru +0.3 for reads and -0.6 for writes
+    (as the Cassandra test model above: no lab has measured such an effect)."""
+    prior = load_default_model("redis")
+    col = 1 + next(i for i, f in enumerate(prior.features)
+                   if f.param == "maxmemory-policy")
+    coef = prior.coef.copy()
+    coef[prior.classes.index("read"), col] = 0.3
+    coef[prior.classes.index("write"), col] = -0.6
+    save_model(replace(prior, name="policy-test", coef=coef), path)
+    return path
 REDIS_HOSTS = ",".join(f"redis{i}" for i in range(1, 7))
 REPLICAS = ("redis4=redis2", "redis5=redis3", "redis6=redis1")
 
@@ -327,16 +337,18 @@ def _redis_forecast(path: Path, *, load: float, read: float, n: int = 12) -> Pat
 
 
 def _redis_plan(tmp_path: Path, *extra: str, forecasts: bool = True,
-                model: Path = PROBE_MODEL) -> list[str]:
-    """The lab's set-up (bench/per_node_redis_lab.py): hash reads on redis1's slots, hash
-    writes on redis2's, redis3 idle, each primary with one replica; the lab's model."""
-    main_fc = _redis_forecast(tmp_path / "main.json", load=2300.0, read=0.23)
+                model: Path | None = None) -> list[str]:
+    """The lab's set-up (bench/per_node_redis_lab.py): reads on redis1's slots, writes on
+    redis2's, redis3 idle, each primary with one replica; the Redis test model unless
+    ``model``."""
+    main_fc = _redis_forecast(tmp_path / "main.json", load=60_000.0, read=0.59)
+    model = model or _redis_test_model(tmp_path / "policy-test.json")
     out = ["plan", "--engine", "redis", "--forecast", str(main_fc), "--model",
            str(model), "--hosts", REDIS_HOSTS, "--cl", "ONE", "--horizon", "12",
-           "--method", "dp", "--scenarios", "0", "--confidence", "0",
+           "--method", "dp", "--scenarios", "0", "--confidence", "0", "--served", "offered",
            "--current", str(_current(tmp_path)), "-o", str(tmp_path / "plan.yml")]
     if forecasts:
-        for host, load, read in (("redis1", 500.0, 0.68), ("redis2", 1800.0, 0.1),
+        for host, load, read in (("redis1", 36_000.0, 0.95), ("redis2", 24_000.0, 0.05),
                                  ("redis3", 1.0, 0.5)):
             out += ["--node-forecast",
                     f"{host}={_redis_forecast(tmp_path / f'{host}.json', load=load, read=read)}"]
@@ -352,23 +364,24 @@ def _current(tmp_path: Path) -> Path:
 def test_a_redis_replica_runs_its_primarys_per_node_values(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The write primary bounds the cluster under the cluster-wide 1024 (the probe's model:
-    -8 % for writes), so it keeps 512; its replica follows it, the others' replicas the
-    cluster-wide value; the gain is counted once."""
+    """The read primary bounds the cluster and gains from allkeys-lru, which the
+    write-heavy cluster as a whole does not (the test model): it gets an override, its
+    replica follows it, the other replicas keep the cluster-wide value; the gain is counted
+    once."""
     argv = _redis_plan(tmp_path, *(a for r in REPLICAS for a in ("--replica-of", r)))
     assert main(argv) == 0, capsys.readouterr().err
     doc = yaml.safe_load((tmp_path / "plan.yml").read_text())
     first = doc["steps"][0]
-    assert first["target"] == {"hash-max-listpack-entries": 1024}
-    assert first["per_node"] == {"redis2": {"hash-max-listpack-entries": 512},
-                                 "redis4": {"hash-max-listpack-entries": 512}}
+    assert first["target"] == {}
+    assert first["per_node"] == {"redis1": {"maxmemory-policy": "allkeys-lru"},
+                                 "redis6": {"maxmemory-policy": "allkeys-lru"}}
     nodes = doc["provenance"]["per_node"]["nodes"]
-    assert nodes["redis4"]["follows"] == "redis2" and nodes["redis4"]["gain_ops"] == 0
-    assert nodes["redis2"]["gain_ops"] > 0 and "follows" not in nodes["redis2"]
+    assert nodes["redis6"]["follows"] == "redis1" and nodes["redis6"]["gain_ops"] == 0
+    assert nodes["redis1"]["gain_ops"] > 0 and "follows" not in nodes["redis1"]
     assert doc["provenance"]["per_node"]["gain_ops"] == pytest.approx(
-        nodes["redis2"]["gain_ops"], abs=0.1)
+        nodes["redis1"]["gain_ops"], abs=0.1)
     groups = {tuple(g["hosts"]) for g in doc["provenance"]["per_node"]["groups"]}
-    assert ("redis2", "redis4") in groups
+    assert ("redis1", "redis6") in groups
     load_plan(tmp_path / "plan.yml", known_hosts=REDIS_HOSTS.split(","))
 
 
