@@ -1500,12 +1500,19 @@ def _schedule(req: PlanRequest, candidates: Sequence[Mapping[str, Any]],
     return [full[int(i)] for i in index]
 
 
+#: Why a plan given node forecasts has no per-node choice at all.
+NO_NODE_KEYS = ("the model has no effect for any node-level live parameter (a listpack "
+                "threshold or a restart-class one takes a restart): every node runs the "
+                "cluster-wide values")
+
+
 def _per_node(req: PlanRequest, *, perf: PerformanceModel, configs: Sequence[Mapping[str, Any]],
               current: Mapping[str, Any], step: float,
               nodes: tuple[dict[str, NodeWorkload], tuple[str, ...]] | None,
               ) -> PerNodeChoices | None:
     """Each node's node-level live values over the optimiser's schedule
-    (:func:`planner.planning.per_node.choose_per_node`); None without node forecasts.
+    (:func:`planner.planning.per_node.choose_per_node`); None without node forecasts or
+    without a node-level live parameter the model has an effect for.
 
     Only the parameters the model has an effect for are chosen: on the others every value
     predicts the same, so none could pay, and their product would only slow the search."""
@@ -1514,6 +1521,8 @@ def _per_node(req: PlanRequest, *, perf: PerformanceModel, configs: Sequence[Map
     space = get_space(req.engine)
     modelled = {f.param for f in perf.features}
     keys = [k for k in node_keys(req.engine) if k in modelled]
+    if not keys:
+        return None
     measured = measured_values(perf)
     workloads, fixed = nodes
     choices = choose_per_node(
@@ -1693,6 +1702,9 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                            change_costs=change_costs, workloads=workloads)
     per_node = _per_node(request, perf=perf, configs=configs, current=current, step=step,
                          nodes=nodes)
+    if nodes is not None and per_node is None:
+        prov["per_node"] = {"keys": [], "reason": NO_NODE_KEYS}
+        say(f"plan: no per-node overrides: {NO_NODE_KEYS}")
     steps = _plan_steps(request, decision, per_table, per_node, candidates=candidates,
                         batches=batches, tables=tables, start=start, step=step,
                         horizon=horizon, pcap=pcap, pload=pload, prov=prov, say=say)

@@ -33,6 +33,7 @@ from planner.planning.per_node import (
     node_class,
     with_per_node,
 )
+from planner.planning.pipeline import NO_NODE_KEYS
 
 T = 6
 STEP = 300.0
@@ -388,19 +389,19 @@ def test_a_redis_replica_runs_its_primarys_per_node_values(
 def test_on_the_labs_calibration_every_node_takes_1024_and_none_an_override(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The lab's calibration has 1024 gain for both classes: the cluster moves there, no
-    node is better off elsewhere, and the plan says so for each (no per-node targets)."""
+    """The lab's calibration has 1024 gain for both classes, and a listpack threshold takes
+    a restart in a plan: the cluster moves there with batches, no node gets values of its
+    own, and the plan says why."""
     argv = _redis_plan(tmp_path, *(a for r in REPLICAS for a in ("--replica-of", r)),
                        model=REDIS_MODEL)
     assert main(argv) == 0, capsys.readouterr().err
     doc = yaml.safe_load((tmp_path / "plan.yml").read_text())
     (first,) = doc["steps"]
     assert first["target"] == {"hash-max-listpack-entries": 1024} and first["per_node"] == {}
-    nodes = doc["provenance"]["per_node"]["nodes"]
-    assert {n: e["override"] for n, e in nodes.items()} == {f"redis{i}": False
-                                                           for i in range(1, 7)}
-    assert nodes["redis2"]["reason"] == "the cluster-wide value is already its best"
-    assert nodes["redis4"]["follows"] == "redis2"
+    assert first["restart"] == ["hash-max-listpack-entries"] and first["batches"]
+    assert doc["provenance"]["per_node"] == {"keys": [], "reason": NO_NODE_KEYS}
+    assert "plan: no per-node overrides: the model has no effect for any node-level" in (
+        capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
@@ -424,7 +425,7 @@ def test_bad_replica_of_is_refused_naming_the_flag_and_problem(
 def test_replica_of_is_refused_for_cassandra(
     files: dict[str, Path], capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = _plan(files, f"cass1={files['reader']}") + ["--replica-of", "cass2=cass1"]
+    argv = [*_plan(files, f"cass1={files['reader']}"), "--replica-of", "cass2=cass1"]
     assert main(argv) == 2
     assert "--replica-of: Redis replicas only; the plan is for cassandra" in (
         capsys.readouterr().err)
