@@ -133,6 +133,13 @@ def register(subparsers: Any) -> None:
         help="tables a table-level change (compaction) applies to; needed when the plan "
         "changes one",
     )
+    _add_part_arguments(p)
+    p.add_argument("-o", "--output", required=True, help="plan file to write")
+    p.set_defaults(func=run)
+
+
+def _add_part_arguments(p: Any) -> None:
+    """The tables' and the nodes' own forecasts, and whom a Redis replica follows (issue 42)."""
     p.add_argument(
         "--table-forecast", action="append", default=[], metavar="KS.TABLE=FILE",
         help="a table's own forecast (kairos forecast of its trace, same start and step as "
@@ -151,8 +158,6 @@ def register(subparsers: Any) -> None:
         "(it holds the same data and serves the primary's load once promoted); repeat per "
         "replica",
     )
-    p.add_argument("-o", "--output", required=True, help="plan file to write")
-    p.set_defaults(func=run)
 
 
 def _add_decision_arguments(p: Any) -> None:

@@ -1466,8 +1466,9 @@ def _replicas(req: PlanRequest, hosts: Sequence[str]) -> dict[str, str]:
     """``req.replicas`` checked: Redis only, both ends among ``hosts``, a primary no
     replica."""
     replicas = dict(req.replicas or {})
-    if replicas and req.engine != "redis":
-        raise ValidationError(f"--replica-of: Redis replicas only; the plan is for {req.engine}")
+    if replicas and not get_engine(req.engine).replica_roles:
+        raise ValidationError(f"--replica-of: {req.engine} has no replica nodes (Redis' "
+                              "replicas only)")
     for replica, primary in sorted(replicas.items()):
         for host in (replica, primary):
             if host not in hosts:
@@ -1621,6 +1622,9 @@ def _plan_steps(
                                 "total_ops": prov["expected"]["total_ops"] + net}
         say(f"plan: per-table overrides gain {per_table.gain_ops:.4g} ops for "
             f"{per_table.cost_ops:.4g} ops of changes")
+    if req.node_forecasts and per_node is None:
+        prov["per_node"] = {"keys": [], "reason": NO_NODE_KEYS}
+        say(f"plan: no per-node overrides: {NO_NODE_KEYS}")
     if per_node is not None:
         steps = with_per_node(steps, per_node, start=start, step_seconds=step, n_steps=horizon)
         prov["per_node"] = _per_node_provenance(per_node)
@@ -1702,9 +1706,6 @@ def make_plan(request: PlanRequest, *, progress: Progress | None = None) -> Plan
                            change_costs=change_costs, workloads=workloads)
     per_node = _per_node(request, perf=perf, configs=configs, current=current, step=step,
                          nodes=nodes)
-    if nodes is not None and per_node is None:
-        prov["per_node"] = {"keys": [], "reason": NO_NODE_KEYS}
-        say(f"plan: no per-node overrides: {NO_NODE_KEYS}")
     steps = _plan_steps(request, decision, per_table, per_node, candidates=candidates,
                         batches=batches, tables=tables, start=start, step=step,
                         horizon=horizon, pcap=pcap, pload=pload, prov=prov, say=say)

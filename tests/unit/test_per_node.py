@@ -427,5 +427,5 @@ def test_replica_of_is_refused_for_cassandra(
 ) -> None:
     argv = [*_plan(files, f"cass1={files['reader']}"), "--replica-of", "cass2=cass1"]
     assert main(argv) == 2
-    assert "--replica-of: Redis replicas only; the plan is for cassandra" in (
+    assert "--replica-of: cassandra has no replica nodes (Redis' replicas only)" in (
         capsys.readouterr().err)
