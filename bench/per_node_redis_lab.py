@@ -82,8 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=13, help="collection rounds before and after")
     p.add_argument("--interval", type=float, default=10.0, help="seconds between rounds")
     p.add_argument("--horizon", type=int, default=60,
-                   help="forecast points of --interval s (default 60; kairos forecast may give "
-                   "fewer, the plan prints its own horizon)")
+                   help="the forecasts' and the plan's points of --interval s (default 60)")
     p.add_argument("--model", type=Path, default=MODEL, help="the calibrated Redis model")
     p.add_argument("--plan-args", default="",
                    help="more kairos plan options, e.g. '--confidence 0.8' (shell words)")
@@ -310,6 +309,7 @@ def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
     hosts = ",".join(sorted(running))
     cmd = ["plan", "--engine", "redis", "--forecast", str(files[None]), "--model",
            str(args.model), "--current", str(current), "--hosts", hosts, "--cl", "ONE",
+           "--horizon", horizon,
            "-o", str(work / "plan.yml"),
            *(a for n in primaries for a in ("--node-forecast", f"{n}={files[n]}")),
            *(a for r, p in sorted(replicas.items()) for a in ("--replica-of", f"{r}={p}")),
