@@ -56,7 +56,9 @@ from lab_load import lab_login  # noqa: E402
 
 from planner import loadgen  # noqa: E402
 from planner.calibrate.bench import ExecutorBench  # noqa: E402
+from planner.executor.drift_read import read_nodes  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
+from planner.workload import collect  # noqa: E402
 
 KEY = "hash-max-listpack-entries"
 NAMES = {7000 + i: f"redis{i}" for i in range(1, 7)}
@@ -101,26 +103,17 @@ def kairos(*args: str) -> str:
     return run.stdout
 
 
-def node_client(port: int) -> Any:
-    """A client of one node with Kairos' own login (the environment's, never argv)."""
-    import redis
-
-    return redis.Redis(
-        host="127.0.0.1", port=port, username=os.environ["KAIROS_REDIS_USERNAME"],
-        password=os.environ["KAIROS_REDIS_PASSWORD"], ssl=True,
-        ssl_ca_certs=os.environ["KAIROS_REDIS_TLS_CA"],
-        ssl_certfile=os.environ["KAIROS_REDIS_TLS_CERT"],
-        ssl_keyfile=os.environ["KAIROS_REDIS_TLS_KEY"], socket_timeout=5)
-
-
 def topology() -> tuple[dict[str, str], dict[str, int]]:
-    """``(replica -> primary, name -> port)`` from each node's ``INFO replication``."""
+    """``(replica -> primary, name -> port)`` from each node's ``INFO replication``, read
+    with Kairos' own login and TLS (the collector's reader)."""
+    user, password = collect.redis_login()
     replicas: dict[str, str] = {}
-    for port, name in NAMES.items():
-        with node_client(port) as c:
-            info = c.info("replication")
+    for target in collect.parse_targets(NODES, default_port=6379):
+        text, _ = collect.read_redis_info(target, password=password, username=user,
+                                          timeout=5.0)
+        info = collect.parse_info(text)
         if info["role"] in ("slave", "replica"):
-            replicas[name] = NAMES[int(info["master_port"])]
+            replicas[target.name] = NAMES[int(info["master_port"])]
     return replicas, {name: port for port, name in NAMES.items()}
 
 
@@ -128,12 +121,9 @@ def tag_on(primary_port: int) -> str:
     """A hash tag whose slot the primary on ``primary_port`` serves (the app's view)."""
     from redis.cluster import RedisCluster
 
-    rc = RedisCluster(
-        host="127.0.0.1", port=7001, username=os.environ["KAIROS_LOAD_REDIS_USERNAME"],
-        password=os.environ["KAIROS_LOAD_REDIS_PASSWORD"], ssl=True,
-        ssl_ca_certs=os.environ["KAIROS_REDIS_TLS_CA"],
-        ssl_certfile=os.environ["KAIROS_REDIS_TLS_CERT"],
-        ssl_keyfile=os.environ["KAIROS_REDIS_TLS_KEY"])
+    user, password = collect.redis_login(application=True)
+    rc = RedisCluster(host="127.0.0.1", port=7001, username=user, password=password,
+                      **collect.redis_tls_kwargs())
     try:
         for i in range(10_000):
             if rc.get_node_from_key(f"x{{pn{i}}}").port == primary_port:
@@ -143,17 +133,15 @@ def tag_on(primary_port: int) -> str:
     sys.exit(f"per_node_redis_lab: no tag found on port {primary_port}")
 
 
-
-def thresholds(ports: dict[str, int]) -> dict[str, int]:
-    """Every node's threshold, read back with CONFIG GET."""
-    out = {}
-    for name, port in sorted(ports.items()):
-        with node_client(port) as c:
-            out[name] = int(c.config_get(KEY)[KEY])
-    return out
+def thresholds() -> dict[str, int]:
+    """Every node's threshold, read back with CONFIG GET (the drift check's reader)."""
+    observed, errors, names = read_nodes("redis", NODES, [KEY])
+    if errors:
+        sys.exit(f"per_node_redis_lab: cannot read {KEY}: {errors}")
+    return {name: int(observed[name]["running"][KEY]) for name in sorted(names)}
 
 
-def collect(store: Path, rounds: int, interval: float) -> None:
+def collect_rounds(store: Path, rounds: int, interval: float) -> None:
     kairos("collect", "--engine", "redis", "--hosts", NODES, "--store", str(store),
            "--cluster", "lab", "--count", str(rounds), "--interval", f"{interval:g}")
 
@@ -185,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     primaries = sorted(set(ports) - set(replicas))
     if len(primaries) < 2:
         sys.exit(f"per_node_redis_lab: needs two primaries, found {primaries}")
-    running = thresholds(ports)
+    running = thresholds()
     if len(set(running.values())) != 1:
         sys.exit(f"per_node_redis_lab: the nodes run different {KEY}: {running}; set one first")
     start_value = next(iter(running.values()))
@@ -223,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.warmup)
             began = time.time()
             say(f"collecting {args.rounds} rounds, {args.interval:g} s apart")
-            collect(store, args.rounds, args.interval)
+            collect_rounds(store, args.rounds, args.interval)
             record["before"] = per_node_rates(store, primaries, began, args.interval, work)
             say(f"before: {record['before']}")
             plan = make_plan(args, store, primaries, replicas, running, work)
@@ -233,10 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 record["apply"] = {"refused": "the plan has no step: nothing to apply"}
                 say("the plan has no step: nothing applied")
-            record["read_back"] = thresholds(ports)
+            record["read_back"] = thresholds()
             say(f"read back: {record['read_back']}")
             after = time.time()
-            collect(store, args.rounds, args.interval)
+            collect_rounds(store, args.rounds, args.interval)
             record["after"] = per_node_rates(store, primaries, after, args.interval, work)
             say(f"after: {record['after']}")
         for name, load in (("read", read_load), ("write", write_load)):
@@ -248,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"loads: {results}")
     finally:
         executor.apply({KEY: start_value})
-        back = thresholds(ports)
+        back = thresholds()
         removed = sum(loadgen.unlink_load_keys(c) for c in loads.values())
         say(f"{KEY} back to {start_value} on every node (read back {back}); unlinked "
             f"{removed} keys")
