@@ -1037,13 +1037,13 @@ class Store:
         classes_for(engine)
         if step_seconds is not None and not (math.isfinite(step_seconds) and step_seconds > 0):
             raise ValidationError(f"step_seconds: must be positive, got {step_seconds!r}")
+        if node is not None:
+            known = self.nodes(engine, cluster)
+            if known and node not in known:
+                raise ValidationError(f"node: {engine}/{cluster} holds no samples of node "
+                                      f"{node!r} (nodes: {', '.join(known)})")
         samples = self.samples(engine, cluster, since=since, table=table, node=node)
         out = Derivation()
-        if not samples and node is not None and self.rounds(engine, cluster):
-            known = ", ".join(self.nodes(engine, cluster)) or "none"
-            raise ValidationError(
-                f"node: {engine}/{cluster} holds no samples of node {node!r} (nodes: {known})"
-            )
         if not samples:
             return out
         by_node: dict[str, list[CounterSample]] = defaultdict(list)
