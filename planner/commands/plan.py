@@ -12,7 +12,6 @@ from typing import Any
 
 from planner import inputs
 from planner.engines import ENGINES
-from planner.errors import ValidationError
 from planner.planning.capacity import DEFAULT_MARGIN, DEFAULT_SCALE_IN_AFTER_SECONDS
 from planner.planning.costbenefit import SERVED_MODES
 from planner.planning.pipeline import (
@@ -232,42 +231,28 @@ def request_from_args(args: argparse.Namespace) -> Any:
         tables=[t.strip() for t in args.tables.split(",") if t.strip()],
         scale_in_after_seconds=args.scale_in_after * 3600,
         durability_floor=durability_floor_arg(getattr(args, "durability_floor", None)),
-        table_forecasts=table_forecasts_arg(getattr(args, "table_forecast", None) or []),
-        node_forecasts=table_forecasts_arg(getattr(args, "node_forecast", None) or [],
+        table_forecasts=named_pairs_arg(getattr(args, "table_forecast", None) or []),
+        node_forecasts=named_pairs_arg(getattr(args, "node_forecast", None) or [],
                                            flag="--node-forecast", name="HOST",
                                            example="cass1=cass1-forecast.json"),
-        replicas=replicas_arg(getattr(args, "replica_of", None) or []),
+        replicas=named_pairs_arg(getattr(args, "replica_of", None) or [], flag="--replica-of",
+                                 name="REPLICA", value="PRIMARY", example="redis4=redis1"),
     )
 
 
-def replicas_arg(items: list[str]) -> dict[str, str]:
-    """``--replica-of REPLICA=PRIMARY`` values as a mapping; a malformed or repeated one is
-    refused by name."""
-    out: dict[str, str] = {}
-    for item in items:
-        replica, sep, primary = (part.strip() for part in item.partition("="))
-        if not (sep and replica and primary):
-            raise ValidationError(f"--replica-of {item!r}: expected REPLICA=PRIMARY, "
-                                  "e.g. redis4=redis1")
-        if replica in out:
-            raise ValidationError(f"--replica-of {item!r}: {replica} is given twice")
-        out[replica] = primary
-    return out
-
-
-def table_forecasts_arg(items: list[str], *, flag: str = "--table-forecast",
-                        name: str = "KS.TABLE",
-                        example: str = "shop.events=events-forecast.json",
-                        ) -> dict[str, str] | None:
-    """The ``--table-forecast KS.TABLE=FILE`` (or ``flag`` ``NAME=FILE``) options as a
+def named_pairs_arg(items: list[str], *, flag: str = "--table-forecast",
+                    name: str = "KS.TABLE", value: str = "FILE",
+                    example: str = "shop.events=events-forecast.json",
+                    ) -> dict[str, str] | None:
+    """The ``--table-forecast KS.TABLE=FILE`` (or ``flag`` ``NAME=VALUE``) options as a
     mapping (None: none given).
 
     Raises
     ------
     ValidationError
-        ``<flag> ...`` for an item that is not ``name=file`` or a name given twice (the names
-        themselves are checked by the plan: :func:`planner.plan.check_tables` for tables,
-        the plan's hosts for nodes).
+        ``<flag> ...`` for an item that is not ``name=value`` or a name given twice (the
+        names themselves are checked by the plan: :func:`planner.plan.check_tables` for
+        tables, the plan's hosts for nodes and replicas).
     """
     from planner.errors import ValidationError
 
@@ -277,7 +262,7 @@ def table_forecasts_arg(items: list[str], *, flag: str = "--table-forecast",
         key, path = key.strip(), path.strip()
         if not sep or not key or not path:
             raise ValidationError(
-                f"{flag}: {item!r} is not {name}=FILE, e.g. {flag} {example}")
+                f"{flag}: {item!r} is not {name}={value}, e.g. {flag} {example}")
         if key in out:
             raise ValidationError(f"{flag} {key}: given twice ({out[key]}, {path})")
         out[key] = path

@@ -1486,6 +1486,9 @@ def _side_workloads(
            tuple[dict[str, NodeWorkload], tuple[str, ...]] | None]:
     """The tables' and the nodes' forecasts (each None when none is given), read and checked
     before the optimiser runs."""
+    if req.replicas and not req.node_forecasts:
+        raise ValidationError("--replica-of: says whom a replica follows in the per-node "
+                              "choice; give --node-forecast for the primaries too")
     return (_table_workloads(req, fc, perf, horizon) if req.table_forecasts else None,
             _node_workloads(req, fc, perf, horizon, hosts) if req.node_forecasts else None)
 

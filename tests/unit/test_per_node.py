@@ -405,9 +405,10 @@ def test_on_the_labs_calibration_every_node_takes_1024_and_none_an_override(
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
-    (["--replica-of", "redis4"], r"--replica-of 'redis4': expected REPLICA=PRIMARY"),
+    (["--replica-of", "redis4"], r"--replica-of: 'redis4' is not REPLICA=PRIMARY, e\.g\. "
+                                 r"--replica-of redis4=redis1"),
     (["--replica-of", "redis4=redis2", "--replica-of", "redis4=redis1"],
-     r"--replica-of 'redis4=redis1': redis4 is given twice"),
+     r"--replica-of redis4: given twice \(redis2, redis1\)"),
     (["--replica-of", "redis9=redis2"], r"--replica-of redis9=redis2: 'redis9' is not one of"),
     (["--replica-of", "redis4=redis5", "--replica-of", "redis5=redis3"],
      r"--replica-of redis4=redis5: redis5 is itself a replica"),
@@ -419,6 +420,16 @@ def test_bad_replica_of_is_refused_naming_the_flag_and_problem(
 ) -> None:
     assert main(_redis_plan(tmp_path, *extra)) == 2
     assert re.search(expected, capsys.readouterr().err)
+    assert not (tmp_path / "plan.yml").exists()
+
+
+def test_replica_of_without_node_forecasts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _redis_plan(tmp_path, "--replica-of", "redis4=redis2", forecasts=False)
+    assert main(argv) == 2
+    assert "--replica-of: says whom a replica follows in the per-node choice; give " \
+        "--node-forecast" in capsys.readouterr().err
     assert not (tmp_path / "plan.yml").exists()
 
 
