@@ -52,6 +52,11 @@ __all__ = ["TickInputs", "TickResult", "check_tick", "decide_on_files", "load_ti
 #: Lines of the executor's output kept in the tick's record when it failed.
 APPLY_OUTPUT_LINES = 60
 
+#: Runs of up to this many dropped steps in the store's history are interpolated for the
+#: forecast: a node's interval that spans its restart or failover cannot be counted, so the
+#: step after every rollout is dropped; a longer gap cuts the history there.
+MAX_FILL_STEPS = 2
+
 
 @dataclass
 class TickResult:
@@ -197,12 +202,45 @@ def _pick_trace(inp: TickInputs) -> tuple[str | None, str]:
             series = store.cluster_series(inp.engine, inp.cluster,
                                           since=parse_since(inp.history, field="history.age"),
                                           step_seconds=inp.step_seconds)
+            series, gaps = fill_short_gaps(series, inp.step_seconds)
             save_trace(series, path)
             store.refresh_cluster_samples(inp.engine, inp.cluster, step_seconds=inp.step_seconds)
     except KairosError as exc:  # too little history is a reason not to re-plan, said in the log
         return None, f"no trace: {exc}"
     return str(path), (f"wrote {path}: {len(series)} point(s) of {inp.engine}/{inp.cluster}, "
-                       f"mean {float(series.load.mean()):.1f} ops/s")
+                       f"mean {float(series.load.mean()):.1f} ops/s{gaps}")
+
+
+def fill_short_gaps(series: Any, step: float) -> tuple[Any, str]:
+    """The store's series on its step grid, and a note for the log ("" when it had no gap).
+
+    Runs of up to :data:`MAX_FILL_STEPS` dropped steps are interpolated; before a longer gap
+    the history is cut, so the forecast starts after it; with fewer than 2 points after it,
+    ValidationError (the tick waits for more).
+    """
+    import numpy as np
+
+    from planner.workload.series import resample
+
+    if series.step_seconds is not None or len(series) < 2:
+        return series, ""
+    spans = np.diff(series.timestamps) / step
+    long_gaps = np.flatnonzero(spans > MAX_FILL_STEPS + 1 + 1e-6)
+    start = int(long_gaps[-1]) + 1 if long_gaps.size else 0
+    note = ""
+    if start:
+        note = (f"; cut before a gap of {spans[start - 1] - 1:.0f} dropped step(s) at "
+                f"{series.timestamps[start - 1] + step:.0f} (more than {MAX_FILL_STEPS})")
+        if len(series) - start < 2:
+            raise ValidationError(f"history: {len(series) - start} point(s) since a gap of "
+                                  f"{spans[start - 1] - 1:.0f} dropped step(s): waiting for more")
+    tail = series.slice(start)
+    filled = resample(tail, step, max_fill=MAX_FILL_STEPS)
+    missing = len(filled) - len(tail)
+    if missing:
+        note += (f"; {missing} dropped step(s) (a restart or failover) interpolated, "
+                 f"at most {MAX_FILL_STEPS} in a row")
+    return filled, note
 
 
 def _too_short_to_forecast(inp: TickInputs, trace: str) -> str | None:
