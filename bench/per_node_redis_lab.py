@@ -60,7 +60,10 @@ from planner.executor.drift_read import read_nodes  # noqa: E402
 from planner.loadgen import BackgroundLoad, LoadConfig, envelope  # noqa: E402
 from planner.workload import collect  # noqa: E402
 
-KEY = "hash-max-listpack-entries"
+#: The node-level settings read back from every node, put in the plan's current
+#: configuration and set back at the end: the calibrated pair's threshold, and the eviction
+#: policy a --policy-effect test model decides on.
+KEYS = ("hash-max-listpack-entries", "maxmemory-policy")
 NAMES = {7000 + i: f"redis{i}" for i in range(1, 7)}
 NODES = ",".join(f"{name}=127.0.0.1:{port}" for port, name in NAMES.items())
 CONTACT = ("127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003")
@@ -86,6 +89,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--horizon", type=int, default=60,
                    help="the forecasts' and the plan's points of --interval s (default 60)")
     p.add_argument("--model", type=Path, default=MODEL, help="the calibrated Redis model")
+    p.add_argument("--policy-effect", metavar="READ,WRITE",
+                   help="plan with a stated test model: --model plus these log-effects of "
+                        "allkeys-lru on reads and writes (e.g. 0.3,-0.6); the lab has "
+                        "measured no such effect (docs/planning.md)")
     p.add_argument("--plan-args", default="",
                    help="more kairos plan options, e.g. '--confidence 0.8' (shell words)")
     p.add_argument("--out", type=Path, help="write the run's record as JSON")
@@ -133,12 +140,63 @@ def tag_on(primary_port: int) -> str:
     sys.exit(f"per_node_redis_lab: no tag found on port {primary_port}")
 
 
-def thresholds() -> dict[str, int]:
-    """Every node's threshold, read back with CONFIG GET (the drift check's reader)."""
-    observed, errors, names = read_nodes("redis", NODES, [KEY])
+def settings() -> dict[str, dict[str, int | str]]:
+    """Every node's :data:`KEYS`, read back with CONFIG GET (the drift check's reader)."""
+    observed, errors, names = read_nodes("redis", NODES, list(KEYS))
     if errors:
-        sys.exit(f"per_node_redis_lab: cannot read {KEY}: {errors}")
-    return {name: int(observed[name]["running"][KEY]) for name in sorted(names)}
+        sys.exit(f"per_node_redis_lab: cannot read {', '.join(KEYS)}: {errors}")
+    return {name: {k: _typed(str(observed[name]["running"][k])) for k in KEYS}
+            for name in sorted(names)}
+
+
+def _typed(value: str) -> int | str:
+    """A CONFIG GET value as the plan's configuration takes it: a count as an integer."""
+    return int(value) if value.isdigit() else value
+
+
+def policy_test_model(base: Path, path: Path, effect: str) -> Path:
+    """``base`` (the lab's calibration) plus a stated effect of allkeys-lru: ``READ,WRITE``
+    log-effects on reads and writes, standard error 0.05 (a test model, as
+    tests/integration/test_learning_loop.py's: no lab calibration has found such an effect).
+    """
+    from dataclasses import replace
+
+    import numpy as np
+
+    from planner.model.performance import Feature, load_model, save_model
+
+    try:
+        effects = [float(x) for x in effect.split(",")]
+        read, write = effects
+    except ValueError:
+        sys.exit(f"per_node_redis_lab: --policy-effect: {effect!r} is not READ,WRITE numbers")
+    lab = load_model(base)
+    classes, width = list(lab.classes), lab.coef.shape[1]
+
+    def widened(coef: np.ndarray, cov: np.ndarray, column: np.ndarray,
+                variance: float) -> tuple[np.ndarray, np.ndarray]:
+        """One more feature column, and the flattened (class-major) covariance with it."""
+        old = [c * (width + 1) + k for c in range(len(classes)) for k in range(width)]
+        wide = np.zeros((coef.size + len(classes),) * 2)
+        wide[np.ix_(old, old)] = cov
+        for c in range(len(classes)):
+            wide[c * (width + 1) + width, c * (width + 1) + width] = variance
+        return np.column_stack([coef, column]), wide
+
+    column = np.zeros(len(classes))
+    column[classes.index("read")], column[classes.index("write")] = read, write
+    coef, cov = widened(lab.coef, lab.cov, column, 0.05 ** 2)
+    latency = lab.latency  # the p99 terms: no effect of the policy on the tail
+    if latency is not None:
+        latency = replace(latency, **dict(zip(("coef", "cov"), widened(
+            latency.coef, latency.cov, np.zeros(len(classes)), 0.0), strict=True)))
+    feature = Feature(param="maxmemory-policy", kind="level", level="allkeys-lru")
+    save_model(replace(lab, name=f"{lab.name}+policy-test", features=(*lab.features, feature),
+                       coef=coef, cov=cov, latency=latency,
+                       provenance=f"bench/per_node_redis_lab.py --policy-effect {effect}: "
+                                  f"{base.name} plus a stated allkeys-lru effect (a test "
+                                  "model: the lab has measured none)"), path)
+    return path
 
 
 def collect_rounds(store: Path, rounds: int, interval: float) -> None:
@@ -173,15 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     primaries = sorted(set(ports) - set(replicas))
     if len(primaries) < 2:
         sys.exit(f"per_node_redis_lab: needs two primaries, found {primaries}")
-    running = thresholds()
-    if len(set(running.values())) != 1:
-        sys.exit(f"per_node_redis_lab: the nodes run different {KEY}: {running}; set one first")
-    start_value = next(iter(running.values()))
+    running = settings()
+    start = running[primaries[0]]
+    if any(v != start for v in running.values()):
+        sys.exit(f"per_node_redis_lab: the nodes run different {', '.join(KEYS)}: {running}; "
+                 "set one first")
     read_on, write_on = primaries[0], primaries[1]
     tags = {"read": tag_on(ports[read_on]), "write": tag_on(ports[write_on])}
     say(f"topology: primaries {', '.join(primaries)}; replicas "
-        f"{', '.join(f'{r} of {p}' for r, p in sorted(replicas.items()))}; {KEY} "
-        f"{start_value} on every node; read load on {read_on} (tag {tags['read']}), write "
+        f"{', '.join(f'{r} of {p}' for r, p in sorted(replicas.items()))}; {start} "
+        f"on every node; read load on {read_on} (tag {tags['read']}), write "
         f"load on {write_on} (tag {tags['write']})")
     loads = {
         "read": LoadConfig(engine="redis", contact_points=CONTACT, shape="hash-read",
@@ -199,9 +258,13 @@ def main(argv: list[str] | None = None) -> int:
                              playbook=REPO / "playbooks" / "change_settings_redis.yml",
                              inventory=REPO / "inventories" / "local" / "hosts.yml",
                              rollout_cl="ONE", log_path=args.log, log=say)
-    record: dict[str, Any] = {"topology": {"primaries": primaries, "replicas": replicas},
-                              "tags": tags, "running": running, "model": str(args.model)}
     work = Path(tempfile.mkdtemp(prefix="kairos-per-node-"))
+    if args.policy_effect:
+        args.model = policy_test_model(args.model, work / "policy-test-model.json",
+                                       args.policy_effect)
+    record: dict[str, Any] = {"topology": {"primaries": primaries, "replicas": replicas},
+                              "tags": tags, "running": running, "model": str(args.model),
+                              "policy_effect": args.policy_effect}
     store = work / "store.db"
     results: dict[str, Any] = {}
     try:
@@ -221,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 record["apply"] = {"refused": "the plan has no step: nothing to apply"}
                 say("the plan has no step: nothing applied")
-            record["read_back"] = thresholds()
+            record["read_back"] = settings()
             say(f"read back: {record['read_back']}")
             after = time.time()
             collect_rounds(store, args.rounds, args.interval)
@@ -235,25 +298,33 @@ def main(argv: list[str] | None = None) -> int:
         record["loads"] = results
         say(f"loads: {results}")
     finally:
-        executor.apply({KEY: start_value})
-        back = thresholds()
+        executor.apply(dict(start))
+        back = settings()
         removed = sum(loadgen.unlink_load_keys(c) for c in loads.values())
-        say(f"{KEY} back to {start_value} on every node (read back {back}); unlinked "
-            f"{removed} keys")
+        say(f"{start} set back on every node (read back {back}); unlinked {removed} keys")
     if args.out:
         args.out.write_text(json.dumps(record, indent=2, default=str) + "\n")
         say(f"wrote {args.out}")
-    print("| primary | load | ops/s before | after | read share | "
-          f"{KEY} planned | read back |\n|---|---|---|---|---|---|---|")
-    planned = record["plan"]["per_node"]
-    for name in primaries:
-        role = {read_on: "read", write_on: "write"}.get(name, "idle")
-        print(f"| {name} | {role} | {record['before'][name]['ops_per_s']} | "
-              f"{record['after'][name]['ops_per_s']} | {record['before'][name]['read_share']} | "
-              f"{planned.get(name, {}).get(KEY, record['plan']['cluster'])} | "
-              f"{record['read_back'][name]} |")
+    print_table(record, primaries, replicas, {read_on: "read", write_on: "write"})
     return 0 if all(r["failed"] == 0 and not r["lost_acknowledged_writes"]
                     for r in results.values()) else 1
+
+
+def print_table(record: dict[str, Any], primaries: list[str], replicas: dict[str, str],
+                roles: dict[str, str]) -> None:
+    """A Markdown row per node: its load, rates, and each setting planned and read back."""
+    planned, cluster = record["plan"]["per_node"], record["plan"]["cluster"]
+    print("| node | load | ops/s before | after | read share | planned | read back |\n"
+          "|---|---|---|---|---|---|---|")
+    for name in sorted(record["read_back"]):
+        primary = replicas.get(name, name)
+        role = roles.get(primary, "idle") + (f" (replica of {primary})" if name != primary
+                                             else "")
+        rates = [record[w].get(name, {}) for w in ("before", "after")]
+        want = {**record["running"][name], **cluster, **planned.get(name, {})}
+        print(f"| {name} | {role} | {rates[0].get('ops_per_s', '')} | "
+              f"{rates[1].get('ops_per_s', '')} | {rates[0].get('read_share', '')} | "
+              f"{want} | {record['read_back'][name]} |")
 
 
 def apply_plan(plan: Path, log: Path) -> dict[str, Any]:
@@ -278,7 +349,8 @@ def apply_plan(plan: Path, log: Path) -> dict[str, Any]:
 
 
 def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
-              replicas: dict[str, str], running: dict[str, int], work: Path) -> dict[str, Any]:
+              replicas: dict[str, str], running: dict[str, dict[str, int | str]],
+              work: Path) -> dict[str, Any]:
     """Export, forecast and plan; the plan's per-node provenance and first step."""
     step = f"{args.interval:g}"
     horizon = str(args.horizon)
@@ -293,7 +365,7 @@ def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
                "--out", str(fc))
         files[name] = fc
     current = work / "current.yml"
-    current.write_text(yaml.safe_dump({KEY: next(iter(running.values()))}))
+    current.write_text(yaml.safe_dump(dict(running[primaries[0]])))
     hosts = ",".join(sorted(running))
     cmd = ["plan", "--engine", "redis", "--forecast", str(files[None]), "--model",
            str(args.model), "--current", str(current), "--hosts", hosts, "--cl", "ONE",
@@ -309,7 +381,7 @@ def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
         say(f"  {name}: {json.dumps(entry)}")
     first = plan["steps"][0] if plan["steps"] else {}
     return {"summary": out.strip(), "per_node": first.get("per_node", {}),
-            "cluster": first.get("target", {}).get(KEY, running[primaries[0]]),
+            "cluster": first.get("target", {}),
             "steps": plan["steps"], "provenance_per_node": plan["provenance"].get("per_node")}
 
 

@@ -87,6 +87,11 @@ class Engine:
     replica_roles : bool
         Nodes are primaries or replicas and a failover swaps them: a node's counters across
         a role change are not one interval.
+    shards_serve_alone : bool
+        Each request is served by the one node that holds its key (Redis Cluster's slots):
+        a saturated node loses its own excess only, and the others serve theirs
+        (planner.planning.per_node.shard_capacity). Otherwise a request waits on several
+        replicas, and the first node to saturate bounds the cluster (``min_capacity``).
     durability_floor : bool
         Persistence settings a plan is held above (planner.model.durability).
     writer_per_thread : bool
@@ -135,6 +140,7 @@ class Engine:
     tables: bool
     jvm: bool
     replica_roles: bool
+    shards_serve_alone: bool
     durability_floor: bool
     writer_per_thread: bool
     executor_playbook: str
@@ -162,6 +168,7 @@ CASSANDRA = Engine(
     tables=True,
     jvm=True,
     replica_roles=False,
+    shards_serve_alone=False,
     durability_floor=False,
     writer_per_thread=False,
     executor_playbook="playbooks/apply_plan.yml",
@@ -189,6 +196,7 @@ REDIS = Engine(
     tables=False,
     jvm=False,
     replica_roles=True,
+    shards_serve_alone=True,
     durability_floor=True,
     writer_per_thread=True,
     executor_playbook="playbooks/apply_plan_redis.yml",

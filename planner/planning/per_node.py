@@ -13,17 +13,22 @@ restart would need batches of its own, which the optimiser's costs do not price.
 The rule. Node ``n`` serves its local load ``L_n``. The performance model predicts, for
 node ``n``'s own mix under node ``n``'s configuration, the cluster capacity ``cap_n``; a
 node's own capacity is ``cap_n / N`` (``N`` nodes: one node's part of a cluster of like
-nodes). The cluster saturates when its first node saturates, so at load shares
-``s_n = L_n / sum L`` its capacity is::
+nodes). Where a request waits on several replicas (Cassandra), the cluster saturates
+when its first node saturates, so at load shares ``s_n = L_n / sum L`` its capacity is::
 
     capacity = min_n (cap_n / N) / s_n
 
-The slowest replicas bound it. Maximising a min of terms that each depend only on their
-own node's values separates: each node's best value is the argmax of its own ``cap_n``,
-whatever the other nodes choose. A plan step holds one value per node over several time
-points, so per step a node takes the value that minimises its busy time over the step,
-``sum_tau L_n(tau) / cap_n(v, tau)`` (the per-point argmax whenever that is the same at
-every point of the step; ties and idle steps keep the cluster-wide value).
+The slowest replicas bound it (:func:`min_capacity`). Where each request is served by the
+one node that holds its key (Redis Cluster: the registry's ``shards_serve_alone``), a
+saturated node loses only its own excess, and the cluster serves
+``sum_n min(L_n, cap_n / N)`` (:func:`shard_capacity`): a node that saturates alone gains
+from its own values even when another would saturate first. Maximising a min (or a sum) of
+terms that each depend only on their own node's values separates: each node's best value
+is the argmax of its own ``cap_n``, whatever the other nodes choose. A plan step holds one
+value per node over several time points, so per step a node takes the value that
+minimises its busy time over the step, ``sum_tau L_n(tau) / cap_n(v, tau)`` (the per-point
+argmax whenever that is the same at every point of the step; ties and idle steps keep the
+cluster-wide value).
 
 Served work per time point is the pipeline's credit of that capacity
 (:func:`planner.planning.costbenefit.served_matrix`: ``min(load, capacity)``, plus the
@@ -32,10 +37,10 @@ prices live changes at 0 s, ``live_seconds``), so a node gets an override when i
 differs from the cluster-wide value and the served work it adds over the horizon is
 positive, and, with scenarios (``kairos plan --scenarios``), positive in at least
 ``--confidence`` of the model's coefficient draws (draw ``s`` is one model for every node:
-one stream per seed). Under a min a node adds work only when it bounds the cluster, so a
-node's gain is what the whole assignment loses when that node alone returns to the
-cluster-wide values; the weakest node under the rule is dropped and the others re-weighed
-until every override left passes.
+one stream per seed). Under a min a node adds work only when it bounds the cluster (under
+the sum, only when it saturates), so a node's gain is what the whole assignment loses when
+that node alone returns to the cluster-wide values; the weakest node under the rule is
+dropped and the others re-weighed until every override left passes.
 
 Nodes with the same values form a group, named by its nodes' dominant class (MeT's R, W,
 RW, Scan; thresholds :data:`READ_SHARE`, :data:`WRITE_SHARE`, :data:`SCAN_SHARE`).
@@ -43,13 +48,14 @@ RW, Scan; thresholds :data:`READ_SHARE`, :data:`WRITE_SHARE`, :data:`SCAN_SHARE`
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from planner.engines import get_engine
 from planner.errors import ValidationError
 from planner.model.spaces import get_space
 from planner.planning.costbenefit import Served
@@ -68,10 +74,12 @@ __all__ = [
     "NodeGroup",
     "NodeWorkload",
     "PerNodeChoices",
+    "capacity_rule",
     "choose_per_node",
     "min_capacity",
     "node_class",
     "node_keys",
+    "shard_capacity",
     "with_per_node",
     "with_replicas",
 ]
@@ -182,6 +190,28 @@ def min_capacity(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:
     return np.asarray(bound.min(axis=0))
 
 
+def shard_capacity(loads: np.ndarray, capacities: np.ndarray) -> np.ndarray:
+    """``(T,)`` cluster capacity where each node serves its own keys alone: once a node's
+    load passes its own capacity ``cap_n / N``, what the nodes serve, ``sum_n min(L_n,
+    cap_n / N)``; before, :func:`min_capacity` (the total load at which the first node would
+    saturate: the headroom a balanced growth of the load has)."""
+    ld = np.asarray(loads, dtype=float)
+    own = np.asarray(capacities, dtype=float) / ld.shape[0]
+    saturated = np.any(ld > own, axis=0)
+    return np.asarray(np.where(saturated, np.minimum(ld, own).sum(axis=0),
+                               min_capacity(ld, capacities)))
+
+
+def capacity_rule(engine: str) -> tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], str]:
+    """How the nodes' capacities make the cluster's for ``engine``, and the rule in words."""
+    if get_engine(engine).shards_serve_alone:
+        return shard_capacity, ("each node serves its own keys: sum_n min(L_n, cap_n / N) "
+                                "once a node saturates, a saturated node losing only its "
+                                "own excess")
+    return min_capacity, ("cluster capacity min_n (cap_n / N) / s_n: the first node to "
+                          "saturate bounds it")
+
+
 def _best_path(setting: ChoiceSetting, i: int) -> np.ndarray:
     """Node ``i``'s best option per segment: the one its load keeps it busy the least under."""
     return best_path(setting.loads[i], setting.caps[i], setting.cluster, setting.starts)
@@ -242,7 +272,7 @@ def choose_per_node(
         model=model, configs=configs, workloads=list(nodes.values()), options=options,
         cluster=np.array([index[tuple((k, c[k]) for k in keys)] for c in configs]),
         step_seconds=step_seconds, scenarios=scenarios, seed=seed, served=served,
-        headroom_weight=headroom_weight, combine=min_capacity)
+        headroom_weight=headroom_weight, combine=capacity_rule(model.engine)[0])
     hosts = list(nodes)
     free = [i for i, h in enumerate(hosts) if h not in fixed]
     paths, verdicts = _decide(setting, free, confidence)
@@ -327,8 +357,8 @@ def _decide(setting: ChoiceSetting, free: Sequence[int], confidence: float,
         verdicts[worst] = (gain, p, (
             f"P(gain > 0) {p:.2f} is below the confidence {confidence:g} over the model's "
             "coefficient draws" if ok else
-            "its values add no served work (the node does not bound the cluster's capacity, "
-            "or the load stays below it)"))
+            "its values add no served work (the node does not bound the cluster's capacity "
+            "or saturate, or the load stays below it)"))
         taken.remove(worst)
 
 

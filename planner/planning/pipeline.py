@@ -58,6 +58,7 @@ from planner.planning.costbenefit import (
 from planner.planning.per_node import (
     NodeWorkload,
     PerNodeChoices,
+    capacity_rule,
     choose_per_node,
     node_keys,
     with_per_node,
@@ -1545,12 +1546,12 @@ def _choice_rules(req: PlanRequest) -> dict[str, Any]:
             "scenarios": req.scenarios, "confidence": req.confidence}
 
 
-def _per_node_provenance(choices: PerNodeChoices) -> dict[str, Any]:
+def _per_node_provenance(choices: PerNodeChoices, engine: str) -> dict[str, Any]:
     """The plan's ``provenance.per_node``: the rule, per node what it was given, the groups."""
     return {
         "rule": "each node's values maximise its own predicted capacity under its own "
-                "forecast mix (cluster capacity min_n (cap_n / N) / s_n: the first node to "
-                "saturate bounds it); a live change costs nothing, so a node is overridden "
+                f"forecast mix ({capacity_rule(engine)[1]}); a live change costs nothing, "
+                "so a node is overridden "
                 "when the served work it adds to the others' overrides is positive (in at "
                 "least the confidence of the model's draws, with scenarios)",
         "keys": list(choices.keys), "gain_ops": round(choices.gain_ops, 1),
@@ -1630,7 +1631,7 @@ def _plan_steps(
         say(f"plan: no per-node overrides: {NO_NODE_KEYS}")
     if per_node is not None:
         steps = with_per_node(steps, per_node, start=start, step_seconds=step, n_steps=horizon)
-        prov["per_node"] = _per_node_provenance(per_node)
+        prov["per_node"] = _per_node_provenance(per_node, req.engine)
         if "expected" in prov:  # live changes cost nothing: the gain is the net
             prov["expected"] = {**prov["expected"], "per_node_net_ops": per_node.gain_ops,
                                 "total_ops": prov["expected"]["total_ops"] + per_node.gain_ops}

@@ -31,6 +31,7 @@ from planner.planning.per_node import (
     choose_per_node,
     min_capacity,
     node_class,
+    shard_capacity,
     with_per_node,
 )
 from planner.planning.pipeline import NO_NODE_KEYS
@@ -440,3 +441,44 @@ def test_replica_of_is_refused_for_cassandra(
     assert main(argv) == 2
     assert "--replica-of: cassandra has no replica nodes (Redis' replicas only)" in (
         capsys.readouterr().err)
+
+
+# ---------------------------------------------- Redis: each node serves its own keys alone
+def test_shard_capacity_is_what_the_nodes_serve_once_one_saturates() -> None:
+    caps = np.array([[800.0, 800.0], [1600.0, 1600.0]])  # cap_n: own capacity cap_n / 2
+    loads = np.array([[500.0, 100.0], [700.0, 200.0]])
+    # point 0: node 0 is past its own 400: it serves 400, node 1 its 700; under a min the
+    # first node to saturate would bound the cluster at 400 / (500 / 1200) = 960
+    # point 1: none saturates: the load at which the first would (both at 1200)
+    np.testing.assert_allclose(shard_capacity(loads, caps), [1100.0, 1200.0])
+    np.testing.assert_allclose(min_capacity(loads, caps), [960.0, 1200.0])
+
+
+def test_a_redis_node_that_saturates_alone_gains_from_its_own_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The write primary (redis2) would saturate first, so under Cassandra's rule nothing the
+    read primary does adds served work; in a Redis Cluster each primary serves its own keys,
+    and redis1, past its own capacity, serves more with allkeys-lru (the test model)."""
+    argv = _redis_plan(tmp_path, *(a for r in REPLICAS for a in ("--replica-of", r)))
+    for host, load, read in (("redis1", 22_000.0, 0.95), ("redis2", 40_000.0, 0.05)):
+        at = argv.index(next(a for a in argv if a.startswith(f"{host}=")))
+        fc = _redis_forecast(tmp_path / f"{host}-alone.json", load=load, read=read)
+        argv[at] = f"{host}={fc}"
+    main_fc = argv.index("--forecast") + 1
+    argv[main_fc] = str(_redis_forecast(tmp_path / "main-alone.json", load=62_001.0, read=0.36))
+    assert main(argv) == 0, capsys.readouterr().err
+    doc = yaml.safe_load((tmp_path / "plan.yml").read_text())
+    assert doc["steps"][0]["per_node"] == {"redis1": {"maxmemory-policy": "allkeys-lru"},
+                                           "redis6": {"maxmemory-policy": "allkeys-lru"}}
+    per_node = doc["provenance"]["per_node"]
+    assert "each node serves its own keys" in per_node["rule"]
+    nodes = per_node["nodes"]
+    own, chosen = (nodes["redis1"][k] for k in ("capacity_cluster_wide", "capacity_chosen"))
+    assert own < 22_000 < chosen  # saturated, then not
+    assert nodes["redis1"]["override"] and nodes["redis1"]["gain_ops"] == pytest.approx(
+        (22_000 - own) * STEP * 12, rel=1e-3)
+    # redis2 would saturate first: under a min, redis1's values would add nothing
+    loads, other = np.array([[22_000.0], [40_000.0]]), nodes["redis2"]["capacity_chosen"]
+    assert min_capacity(loads, 2 * np.array([[own], [other]])) == pytest.approx(
+        min_capacity(loads, 2 * np.array([[chosen], [other]])))
