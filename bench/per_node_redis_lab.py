@@ -24,15 +24,26 @@ target (docs/planning.md, "Per-node choices on the lab"). The bench:
    --node``), forecasts each (``kairos forecast``), and plans (``kairos plan --engine redis
    --node-forecast PRIMARY=FILE ... --replica-of REPLICA=PRIMARY ...``; the replicas as
    ``INFO replication`` names them);
-3. carries the plan out under the loads (``playbooks/apply_plan_redis.yml``), reads the
-   threshold back from every node (``CONFIG GET``), collects as many rounds again;
-4. stops the loads (their failed operations and lost acknowledged writes), sets the
-   threshold it found back on every node through the executor, unlinks the loads' keys.
+3. carries the plan out under the loads (``playbooks/apply_plan_redis.yml``), reads
+   :data:`KEYS` back from every node (``CONFIG GET``), collects as many rounds again;
+4. stops the loads (their failed operations and lost acknowledged writes), sets what it
+   found back on every node through the executor, unlinks the loads' keys.
+
+With ``--policy-effect READ,WRITE`` the plan is made with a stated test model: ``--model``
+plus log-effects of allkeys-lru on reads and writes (standard error 0.05). No calibration
+on this lab has found a node-level live effect that changes sign between the two patterns
+(docs/planning.md, "Per-node choices on the lab"); this shows what the planner and the
+executor do with a model that has one: the plan's ``per_node`` targets, carried out live
+under both loads, read back from every node, replicas following their primaries.
+
+The threshold and the eviction policy (:data:`KEYS`) are read from every node before, put in
+the plan's current configuration, read back after the plan and set back at the end.
 
 Output: progress lines, the plan's per-node provenance, a JSON record (``--out``) and a
-Markdown table of each primary's operations before and after.
+Markdown table of each node's operations before and after, what was planned and read back.
 
     . bench/lab_env.sh && .venv/bin/python bench/per_node_redis_lab.py --out run.json
+    .venv/bin/python bench/per_node_redis_lab.py --policy-effect 0.3,-0.6 --read-keys 330
 """
 
 from __future__ import annotations
