@@ -104,6 +104,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="plan with a stated test model: --model plus these log-effects of "
                         "allkeys-lru on reads and writes (e.g. 0.3,-0.6); the lab has "
                         "measured no such effect (docs/planning.md)")
+    p.add_argument("--start-policy", metavar="POLICY",
+                   help="the eviction policy every node runs for the run (set through the "
+                        "executor first; what the nodes ran is set back at the end)")
     p.add_argument("--plan-args", default="",
                    help="more kairos plan options, e.g. '--confidence 0.8' (shell words)")
     p.add_argument("--out", type=Path, help="write the run's record as JSON")
@@ -199,8 +202,8 @@ def policy_test_model(base: Path, path: Path, effect: str) -> Path:
     coef, cov = widened(lab.coef, lab.cov, column, 0.05 ** 2)
     latency = lab.latency  # the p99 terms: no effect of the policy on the tail
     if latency is not None:
-        latency = replace(latency, **dict(zip(("coef", "cov"), widened(
-            latency.coef, latency.cov, np.zeros(len(classes)), 0.0), strict=True)))
+        lat_coef, lat_cov = widened(latency.coef, latency.cov, np.zeros(len(classes)), 0.0)
+        latency = replace(latency, coef=lat_coef, cov=lat_cov)
     feature = Feature(param="maxmemory-policy", kind="level", level="allkeys-lru")
     save_model(replace(lab, name=f"{lab.name}+policy-test", features=(*lab.features, feature),
                        coef=coef, cov=cov, latency=latency,
@@ -242,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     primaries = sorted(set(ports) - set(replicas))
     if len(primaries) < 2:
         sys.exit(f"per_node_redis_lab: needs two primaries, found {primaries}")
-    running = settings()
-    start = running[primaries[0]]
-    if any(v != start for v in running.values()):
-        sys.exit(f"per_node_redis_lab: the nodes run different {', '.join(KEYS)}: {running}; "
+    found = settings()
+    start = found[primaries[0]]
+    if any(v != start for v in found.values()):
+        sys.exit(f"per_node_redis_lab: the nodes run different {', '.join(KEYS)}: {found}; "
                  "set one first")
     read_on, write_on = primaries[0], primaries[1]
     tags = {"read": tag_on(ports[read_on]), "write": tag_on(ports[write_on])}
@@ -274,11 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         args.model = policy_test_model(args.model, work / "policy-test-model.json",
                                        args.policy_effect)
     record: dict[str, Any] = {"topology": {"primaries": primaries, "replicas": replicas},
-                              "tags": tags, "running": running, "model": str(args.model),
+                              "tags": tags, "found": found, "model": str(args.model),
                               "policy_effect": args.policy_effect}
     store = work / "store.db"
     results: dict[str, Any] = {}
     try:
+        running = record["running"] = with_start_policy(executor, args.start_policy, found)
         with BackgroundLoad(loads["read"], max_seconds=7200) as read_load, \
                 BackgroundLoad(loads["write"], max_seconds=7200) as write_load:
             say(f"both loads running; warming up {args.warmup:g} s")
@@ -319,6 +323,19 @@ def main(argv: list[str] | None = None) -> int:
     print_table(record, primaries, replicas, {read_on: "read", write_on: "write"})
     return 0 if all(r["failed"] == 0 and not r["lost_acknowledged_writes"]
                     for r in results.values()) else 1
+
+
+def with_start_policy(executor: ExecutorBench, policy: str | None,
+                      found: dict[str, dict[str, int | str]]) -> dict[str, dict[str, int | str]]:
+    """What every node runs for the run: ``found``, or with ``policy`` set first (read back)."""
+    if not policy or all(v["maxmemory-policy"] == policy for v in found.values()):
+        return found
+    say(f"setting maxmemory-policy {policy} on every node for the run")
+    executor.apply({"maxmemory-policy": policy})
+    running = settings()
+    if any(v["maxmemory-policy"] != policy for v in running.values()):
+        sys.exit(f"per_node_redis_lab: maxmemory-policy {policy} not read back: {running}")
+    return running
 
 
 def print_table(record: dict[str, Any], primaries: list[str], replicas: dict[str, str],
