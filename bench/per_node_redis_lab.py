@@ -321,8 +321,11 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(record, indent=2, default=str) + "\n")
         say(f"wrote {args.out}")
     print_table(record, primaries, replicas, {read_on: "read", write_on: "write"})
-    return 0 if all(r["failed"] == 0 and not r["lost_acknowledged_writes"]
-                    for r in results.values()) else 1
+    applied = record["apply"].get("rc", 0) == 0  # no step: nothing to apply, not a failure
+    if not applied:
+        say(f"the plan was not applied (rc {record['apply']['rc']}; log {args.log})")
+    return 0 if applied and all(r["failed"] == 0 and not r["lost_acknowledged_writes"]
+                                for r in results.values()) else 1
 
 
 def with_start_policy(executor: ExecutorBench, policy: str | None,
@@ -392,8 +395,15 @@ def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
         kairos("forecast", "--trace", str(trace), "--horizon", horizon, "--model", "naive",
                "--out", str(fc))
         files[name] = fc
+    # Every parameter of the space as the nodes run it (CONFIG GET on every node): the
+    # executor refuses a plan whose current values differ from what the nodes run.
+    from planner.calibrate.redis_bench import read_running_redis
+    from planner.model.spaces import get_space
+
+    values, _ = read_running_redis(list(get_space("redis").parameters),
+                                   hosts=NODES.split(","))
     current = work / "current.yml"
-    current.write_text(yaml.safe_dump(dict(running[primaries[0]])))
+    current.write_text(yaml.safe_dump(values))
     hosts = ",".join(sorted(running))
     cmd = ["plan", "--engine", "redis", "--forecast", str(files[None]), "--model",
            str(args.model), "--current", str(current), "--hosts", hosts, "--cl", "ONE",
