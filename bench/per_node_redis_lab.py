@@ -301,9 +301,15 @@ def main(argv: list[str] | None = None) -> int:
                 say("the plan has no step: nothing applied")
             record["read_back"] = settings()
             say(f"read back: {record['read_back']}")
+            # A restart step fails over every primary: the loads follow their slots to the
+            # replicas promoted, so the rates after are the primaries' after.
+            replicas_after, _ = topology()
+            record["topology_after"] = {"primaries": sorted(set(ports) - set(replicas_after)),
+                                        "replicas": replicas_after}
             after = time.time()
             collect_rounds(store, args.rounds, args.interval)
-            record["after"] = per_node_rates(store, primaries, after, args.interval, work)
+            record["after"] = per_node_rates(store, record["topology_after"]["primaries"],
+                                             after, args.interval, work)
             say(f"after: {record['after']}")
         for name, load in (("read", read_load), ("write", write_load)):
             got = load.result().to_dict()
@@ -320,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.write_text(json.dumps(record, indent=2, default=str) + "\n")
         say(f"wrote {args.out}")
-    print_table(record, primaries, replicas, {read_on: "read", write_on: "write"})
+    print_table(record, {read_on: "read", write_on: "write"})
     applied = record["apply"].get("rc", 0) == 0  # no step: nothing to apply, not a failure
     if not applied:
         say(f"the plan was not applied (rc {record['apply']['rc']}; log {args.log})")
@@ -341,21 +347,28 @@ def with_start_policy(executor: ExecutorBench, policy: str | None,
     return running
 
 
-def print_table(record: dict[str, Any], primaries: list[str], replicas: dict[str, str],
-                roles: dict[str, str]) -> None:
-    """A Markdown row per node: its load, rates, and each setting planned and read back."""
+def print_table(record: dict[str, Any], loads: dict[str, str]) -> None:
+    """A Markdown row per node: its role and load before and after the plan, its rates as a
+    primary, and what was planned for it and read back."""
     planned, cluster = record["plan"]["per_node"], record["plan"]["cluster"]
-    print("| node | load | ops/s before | after | read share | planned | read back |\n"
+    before = record["topology"]["replicas"]
+    after = record.get("topology_after", record["topology"])["replicas"]
+
+    # a load follows its slots: after a failover, to the replica promoted
+    moved = {after.get(p, p): what for p, what in loads.items()}
+
+    def role(replicas: dict[str, str], name: str, held: dict[str, str]) -> str:
+        primary = replicas.get(name, name)
+        what = held.get(primary, "idle")
+        return what if name == primary else f"replica of {primary} ({what})"
+
+    print("| node | before | after | ops/s before | after | planned | read back |\n"
           "|---|---|---|---|---|---|---|")
     for name in sorted(record["read_back"]):
-        primary = replicas.get(name, name)
-        role = roles.get(primary, "idle") + (f" (replica of {primary})" if name != primary
-                                             else "")
-        rates = [record[w].get(name, {}) for w in ("before", "after")]
+        rates = [record[w].get(name, {}).get("ops_per_s", "") for w in ("before", "after")]
         want = {**record["running"][name], **cluster, **planned.get(name, {})}
-        print(f"| {name} | {role} | {rates[0].get('ops_per_s', '')} | "
-              f"{rates[1].get('ops_per_s', '')} | {rates[0].get('read_share', '')} | "
-              f"{want} | {record['read_back'][name]} |")
+        print(f"| {name} | {role(before, name, loads)} | {role(after, name, moved)} | "
+              f"{rates[0]} | {rates[1]} | {want} | {record['read_back'][name]} |")
 
 
 def apply_plan(plan: Path, log: Path) -> dict[str, Any]:
