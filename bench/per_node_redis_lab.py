@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     store = work / "store.db"
     results: dict[str, Any] = {}
     try:
-        running = record["running"] = with_start_policy(executor, args.start_policy, found)
+        record["running"] = with_start_policy(executor, args.start_policy, found)
         with BackgroundLoad(loads["read"], max_seconds=7200) as read_load, \
                 BackgroundLoad(loads["write"], max_seconds=7200) as write_load:
             say(f"both loads running; warming up {args.warmup:g} s")
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             collect_rounds(store, args.rounds, args.interval)
             record["before"] = per_node_rates(store, primaries, began, args.interval, work)
             say(f"before: {record['before']}")
-            plan = make_plan(args, store, primaries, replicas, running, work)
+            plan = make_plan(args, store, primaries, replicas, work)
             record["plan"] = plan
             if plan["steps"]:
                 record["apply"] = apply_plan(work / "plan.yml", args.log)
@@ -393,8 +393,7 @@ def apply_plan(plan: Path, log: Path) -> dict[str, Any]:
 
 
 def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
-              replicas: dict[str, str], running: dict[str, dict[str, int | str]],
-              work: Path) -> dict[str, Any]:
+              replicas: dict[str, str], work: Path) -> dict[str, Any]:
     """Export, forecast and plan; the plan's per-node provenance and first step."""
     step = f"{args.interval:g}"
     horizon = str(args.horizon)
@@ -417,7 +416,7 @@ def make_plan(args: argparse.Namespace, store: Path, primaries: list[str],
                                    hosts=NODES.split(","))
     current = work / "current.yml"
     current.write_text(yaml.safe_dump(values))
-    hosts = ",".join(sorted(running))
+    hosts = ",".join(sorted(NAMES.values()))
     cmd = ["plan", "--engine", "redis", "--forecast", str(files[None]), "--model",
            str(args.model), "--current", str(current), "--hosts", hosts, "--cl", "ONE",
            "--horizon", horizon,

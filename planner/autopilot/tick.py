@@ -222,7 +222,7 @@ def fill_short_gaps(series: Any, step: float) -> tuple[Any, str]:
 
     from planner.workload.series import resample
 
-    if series.step_seconds is not None or len(series) < 2:
+    if series.step_seconds is not None:  # a series has at least 2 points
         return series, ""
     spans = np.diff(series.timestamps) / step
     long_gaps = np.flatnonzero(spans > MAX_FILL_STEPS + 1 + 1e-6)

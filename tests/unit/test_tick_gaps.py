@@ -55,11 +55,11 @@ def test_a_failover_step_is_interpolated_in_the_tick_s_trace(tmp_path: Path) -> 
     np.testing.assert_allclose(trace.load, [100, 100, 100, 125, 150, 150, 150], rtol=0.02)
 
 
-def _series(times: list[float]) -> WorkloadSeries:
+def _series(times: list[float], step: float | None = None) -> WorkloadSeries:
     n = len(times)
     return WorkloadSeries(engine="redis", timestamps=np.array(times), load=np.arange(n) + 1.0,
                           mix={"read": np.full(n, 0.5), "write": np.full(n, 0.5),
-                               "other": np.zeros(n)}, step_seconds=None)
+                               "other": np.zeros(n)}, step_seconds=step)
 
 
 def test_a_gap_longer_than_the_fill_cuts_the_history_before_it() -> None:
@@ -74,9 +74,7 @@ def test_a_gap_longer_than_the_fill_cuts_the_history_before_it() -> None:
 
 
 def test_a_regular_series_is_left_as_it_is() -> None:
-    regular = _series([0, 10, 20])
-    regular = regular.slice()
-    object.__setattr__(regular, "step_seconds", STEP)
+    regular = _series([0, 10, 20], STEP)
     assert fill_short_gaps(regular, STEP) == (regular, "")
 
 
