@@ -46,9 +46,9 @@ def _mape(actual: list[float], predicted: list[float]) -> float:
     return float(np.mean(np.abs(p - a) / a))
 
 
-def _rows(frame: pd.DataFrame, params: list[str]) -> tuple[list[dict[str, float]],
-                                                           list[dict[str, object]]]:
-    classes = classes_for("cassandra")
+def _rows(frame: pd.DataFrame, params: list[str], engine: str
+          ) -> tuple[list[dict[str, float]], list[dict[str, object]]]:
+    classes = classes_for(engine)
     recs = frame.to_dict("records")
     mixes = [{c: float(r[c]) for c in classes} for r in recs]
     configs = [{p: (r[p].item() if isinstance(r[p], np.generic) else r[p]) for p in params}
@@ -56,13 +56,13 @@ def _rows(frame: pd.DataFrame, params: list[str]) -> tuple[list[dict[str, float]
     return mixes, configs
 
 
-def heldout(df: pd.DataFrame) -> dict[str, float]:
+def heldout(df: pd.DataFrame, engine: str) -> dict[str, float]:
     """Leave-one-configuration-out p99 MAPE of the three designs."""
-    classes = classes_for("cassandra")
+    classes = classes_for(engine)
     df = df.drop(columns=[c for c in MEASURED_COLUMNS if c != LATENCY_COLUMN and c in df])
     params = [c for c in df.columns if c not in (*classes, TARGET, LATENCY_COLUMN)]
     keys = _row_keys(df, params)
-    means = _p99_means(df, engine="cassandra", params=params)
+    means = _p99_means(df, engine=engine, params=params)
     mean_keys = _row_keys(means, params)
     direct_df = df.drop(columns=TARGET).rename(columns={LATENCY_COLUMN: TARGET})
     tail_df = df.assign(**{TARGET: df[LATENCY_COLUMN] / 1000 * df[TARGET]}).drop(
@@ -72,11 +72,11 @@ def heldout(df: pd.DataFrame) -> dict[str, float]:
     for key in dict.fromkeys(keys):
         held = np.array([k == key for k in keys])
         test = means[np.array([k == key for k in mean_keys])]
-        mixes, configs = _rows(test, params)
+        mixes, configs = _rows(test, params, engine)
         actual = test[LATENCY_COLUMN].to_numpy(dtype=float).tolist()
-        model = fit_design(df[~held], engine="cassandra", design=POOLED)
-        direct = fit_design(direct_df[~held], engine="cassandra", design=POOLED)
-        tail = fit_design(tail_df[~held], engine="cassandra", design="interaction", params=[])
+        model = fit_design(df[~held], engine=engine, design=POOLED)
+        direct = fit_design(direct_df[~held], engine=engine, design=POOLED)
+        tail = fit_design(tail_df[~held], engine=engine, design="interaction", params=[])
         preds = {
             "tail": [float(model.predict_p99_matrix([m], [c])[0, 0])
                      for m, c in zip(mixes, configs, strict=True)],
@@ -106,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         if LATENCY_COLUMN not in df or not df[LATENCY_COLUMN].notna().all():
             continue
         completed = df[LATENCY_COLUMN] / 1000 * df[TARGET]
-        _, report = fit_observations(df, engine="cassandra")
-        scores = heldout(df)
         name = path.name.removesuffix("-observations.csv")
+        engine = name.split("-")[0]  # the records are named <engine>-<what>
+        _, report = fit_observations(df, engine=engine)
+        scores = heldout(df, engine)
         print(f"| {name} | {len(df)} | {completed.min():.0f}-{completed.max():.0f} | "
               f"{report['heldout_mape']:.1%} | {scores['tail']:.1%} | {scores['direct']:.1%} | "
               f"{scores['littles-law']:.1%} | {report['latency']['in_sample_mape']:.1%} |")

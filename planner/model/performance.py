@@ -1016,12 +1016,40 @@ def _fit_z(
     # interaction layout, per class: alpha_c (not shrunk), the parameters' features (group
     # 1), each measured configuration's own effect (group 2)
     per_class = np.array([0] + [2 if f.kind == "config" else 1 for f in features])
-    fit = _pooled_fit(z, y, np.tile(per_class, z.shape[1] // len(per_class)))
+    groups = np.tile(per_class, z.shape[1] // len(per_class))
+    own_residual, back = _own_effects_residual(z, groups == 2)
+    fit = _pooled_fit(own_residual, y, groups)
+    beta, cov = back @ fit.beta, back @ fit.cov @ back.T
     names = [{1: "parameters", 2: "configurations"}[g] for g in fit.groups]
-    return fit.beta, fit.cov, fit.sigma, fit.r2, {
+    return beta, (cov + cov.T) / 2, fit.sigma, fit.r2, {
         "tau": dict(zip(names, fit.tau, strict=True)),
         "tau_interval": {k: list(v) for k, v in zip(names, fit.tau_interval, strict=True)},
     }
+
+
+def _own_effects_residual(z: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``z`` with its configurations' own-effect columns (``own``) replaced by what the
+    other columns cannot say (their least-squares residual), and the map ``back`` that
+    turns coefficients fitted on it into coefficients of ``z``.
+
+    Why: both groups are shrunk, so where a configuration's own effect and its parameters'
+    effects could say the same thing the fit would split it between them by their spreads,
+    and a configuration never measured (which has no own effect) would get only the
+    parameters' share. Residualised, an own effect is only what the parameters cannot say
+    (an interaction, a configuration off the parameters' pattern); with E = X A + R,
+    X b + R g = X (b - A g) + E g.
+    """
+    x, e = z[:, ~own], z[:, own]
+    back = np.eye(z.shape[1])
+    if not e.size:
+        return z, back
+    a = np.linalg.lstsq(x, e, rcond=None)[0]
+    r = e - x @ a
+    r[np.abs(r) < 1e-10] = 0.0  # a column the others say entirely is left out of the fit
+    out = z.copy()
+    out[:, own] = r
+    back[np.ix_(~own, own)] = -a
+    return out, back
 
 
 def _mape(actual: np.ndarray, predicted: np.ndarray) -> float:

@@ -136,7 +136,7 @@ def test_a_refitted_lab_record_keeps_its_latency_through_the_model_file(tmp_path
     assert model is not None and model.predicts_latency
     lat = report["latency"]
     assert lat["fitted"] and lat["heldout_skipped"] == []
-    assert lat["in_sample_mape"] == pytest.approx(0.009, abs=0.001)
+    assert lat["in_sample_mape"] == pytest.approx(0.015, abs=0.001)
     assert lat["heldout_mape"] == pytest.approx(0.046, abs=0.001)
     save_model(model, tmp_path / "model.json")
     again = load_model(tmp_path / "model.json")
