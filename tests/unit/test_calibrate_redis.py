@@ -11,6 +11,7 @@ CLI is run with ``--current`` so that no node is contacted.
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import socket
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from planner import calibrate as cal
@@ -548,11 +550,7 @@ def test_the_committed_hz_record_refits_to_what_provenance_says() -> None:
     two sweeps (PROVENANCE.md, docs/calibration.md "the threshold and hz"). Refitted, the
     pooled model predicts every configuration left out within 3.5 % on average (issue 41's
     10 %), the threshold's effect excludes zero and hz is not kept."""
-    import json
-
-    import pandas as pd
-
-    calib = Path(__file__).resolve().parents[2] / "inventories/local/calibration"
+    calib = REPO / "inventories/local/calibration"
     df = pd.read_csv(calib / "redis-hz-observations.csv")
     assert len(df) == 16 and (df["ops_per_s"] > 0).all()
     model, report = cal.fit_observations(df, engine="redis")
