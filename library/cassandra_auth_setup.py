@@ -16,7 +16,9 @@ description:
   - Sets system_auth to NetworkTopologyStrategy with min(I(replication_factor), nodes in
     the DC) replicas in every DC, so logins survive a node restart (the default of one
     replica makes a rolling restart lock clients out). Reports C(repair_needed) when the
-    replication changed; run C(nodetool repair --full system_auth) then.
+    replication changed; run C(nodetool repair --full system_auth) then. Before that, it
+    reads every role at ALL (a read repair), so that the login is still a superuser on the
+    new replicas for the statements that follow.
   - Creates I(username) as a superuser with I(password) (or sets its password), and logs in
     as it before changing any other role. This superuser is for installing only; Kairos
     never logs in as it.
@@ -357,7 +359,29 @@ class _Setup:
             )
             self.read_every_replica = not self.module.check_mode
             self.wait_for_schema_agreement()
+            self.read_repair_roles()
         return wanted, repair_needed
+
+    def read_repair_roles(self):
+        """Every role's row on every new replica before the login is used again. Until the
+        repair after the module, a row written before the change is on its old replica only,
+        and the node's roles cache, which reads at QUORUM, may then read the logged-in
+        superuser as absent and refuse its next statement ("does not have sufficient
+        privileges": a fresh lab's start, 2026-12-04). A read at ALL repairs what it reads;
+        then wait until the node's cache holds the login as a superuser again."""
+        if self.module.check_mode:
+            return
+        from cassandra.query import SimpleStatement
+
+        def every_replica(query):
+            return SimpleStatement(query, consistency_level=ConsistencyLevel.ALL)
+
+        names = [r.role for r in self.session.execute(
+            every_replica("SELECT role FROM system_auth.roles"), timeout=self.params["timeout"])]
+        for name in names:
+            self.session.execute(every_replica("SELECT * FROM system_auth.roles WHERE role = %s"),
+                                 (name,), timeout=self.params["timeout"])
+        self.confirm_superuser(self.logged_in_as, "system_auth's replication changed")
 
     def wait_for_schema_agreement(self):
         """Every node has the new replication before a role is written: a node still on the
@@ -443,9 +467,9 @@ class _Setup:
             return
         self.cluster.shutdown()
         self.cluster, self.session = _connect(self.params, user, self.params["password"])
-        self.confirm_superuser(user)
+        self.confirm_superuser(user, "it was made one")
 
-    def confirm_superuser(self, user):
+    def confirm_superuser(self, user, since):
         """The node treats the new login as a superuser before it is used as one. A node
         whose roles cache read the role before it was written refuses it (Unauthorized,
         "does not have sufficient privileges": CI stop 64) until the cache refreshes,
@@ -460,7 +484,7 @@ class _Setup:
                 if time.monotonic() >= deadline:
                     self.module.fail_json(
                         msg=f"{self.params['host']} still refuses {user} as a superuser "
-                            f"{float(self.params['timeout']):g} s after it was made one; "
+                            f"{float(self.params['timeout']):g} s after {since}; "
                             "nothing else was changed. Run the role again",
                         actions=self.actions)
             time.sleep(1)
