@@ -790,7 +790,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     todo = len(setup.order) - len(results["runs"])
     say(f"{todo} runs, about {todo * per_run / 60:.0f} min (+ rolling restarts); "
         f"results in {out}/")
-    # SIGTERM unwinds like Ctrl-C: the load is stopped, the default restored.
+    # SIGTERM unwinds like Ctrl-C: the load is stopped, the nodes' configuration restored.
     with sigterm_as_interrupt():
         return _experiment(args, setup, out, results)
 
@@ -822,7 +822,8 @@ def resumed(out: Path, results: dict[str, Any]) -> None:
 
 def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
                 results: dict[str, Any]) -> int:
-    """The runs in order; every exit path restores the default and writes the results."""
+    """The runs in order; every exit path restores what the nodes ran before and writes the
+    results."""
     rc = 0
     lab = Lab(args, setup, out)
     try:
@@ -857,14 +858,17 @@ def _experiment(args: argparse.Namespace, setup: Setup, out: Path,
         if lab.applied:  # what the nodes run now, not what the runs believed
             with contextlib.suppress(KairosError, ValidationError, KeyboardInterrupt):
                 lab.running.update(lab.read())
-        back = {k: v for k, v in setup.default.items() if lab.running.get(k) != v}
+        # What the nodes ran before the bench (the lab's inventory, not the model's default).
+        before = {k: results.get("initial_config", {}).get(k, v)
+                  for k, v in setup.default.items()}
+        back = {k: v for k, v in before.items() if lab.running.get(k) != v}
         if back and lab.applied:
-            say(f"restoring the default {back}")
+            say(f"restoring what the nodes ran before the bench {back}")
             try:
                 lab.apply(back)
                 results["restored"] = back
             except (KairosError, KeyboardInterrupt) as exc:
-                say(f"could NOT restore the default: {exc}")
+                say(f"could NOT restore what the nodes ran before the bench: {exc}")
                 results["restore_error"] = str(exc)
                 rc = rc or 1
         # A cache's data is removed (an engine without tables): another load's keys are then

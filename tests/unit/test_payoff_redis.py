@@ -297,6 +297,26 @@ def test_plan_only_prints_every_policy_s_decisions_on_the_hash_day(
     assert lab.applied == [] and lab.loads == [] and lab.unlinked == []
 
 
+def test_the_nodes_get_back_what_they_ran_before_the_bench_not_the_model_s_default(
+    bench: tuple[Any, RedisLab], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lab runs allkeys-lru (its inventory), the model's default is allkeys-lfu: every run
+    starts from the default, and the end puts back what the nodes ran (session 53's payoff
+    left the lab's Redis on allkeys-lfu)."""
+    module, lab = bench
+    lab.nodes = {**DEFAULT, "maxmemory-policy": "allkeys-lru"}
+    rc = module.main(["--engine", "redis", "--minutes", "1", "--policies", "default",
+                      "--repetitions", "1", "--warmup", "0", "--restart-warmup", "0",
+                      "--out", str(tmp_path / "out")])
+    assert rc == 0, capsys.readouterr().err
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["initial_config"]["maxmemory-policy"] == "allkeys-lru"
+    assert lab.applied == [{"maxmemory-policy": "allkeys-lfu"}, {"maxmemory-policy": "allkeys-lru"}]
+    assert results["restored"] == {"maxmemory-policy": "allkeys-lru"}
+    assert lab.nodes == {**DEFAULT, "maxmemory-policy": "allkeys-lru"}
+    assert "restoring what the nodes ran before the bench" in capsys.readouterr().err
+
+
 def test_the_driver_runs_redis_through_its_executor_load_and_config_get(
     bench: tuple[Any, RedisLab], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
