@@ -128,7 +128,8 @@ replication:
   returned: success
   type: dict
 repair_needed:
-  description: True when system_auth replication changed (run a full repair of system_auth).
+  description: True when system_auth replication changed, or the run logged in as the built-in
+    superuser (an install not finished); run a full repair of system_auth then.
   returned: success
   type: bool
 kairos_grants:
@@ -349,8 +350,8 @@ class _Setup:
         wanted = wanted_replication(self.ring_hosts(), self.params["replication_factor"])
         current_dcs = {k: int(v) for k, v in current.items() if k not in ("class",)
                        and str(v).isdigit()}
-        repair_needed = current.get("class") != NTS or current_dcs != wanted
-        if repair_needed:
+        changed = current.get("class") != NTS or current_dcs != wanted
+        if changed:
             options = ", ".join(f"'{dc}': {rf}" for dc, rf in wanted.items())
             self.run(
                 "ALTER KEYSPACE system_auth WITH replication = "
@@ -359,8 +360,13 @@ class _Setup:
             )
             self.read_every_replica = not self.module.check_mode
             self.wait_for_schema_agreement()
+        # The built-in superuser's row predates the change: logged in as it (a new cluster, or
+        # an install cut short after the change and before its repair), read every role at
+        # ALL first, and end with a repair.
+        unfinished = self.params["username"] != self.logged_in_as == self.params["default_username"]
+        if changed or unfinished:
             self.read_repair_roles()
-        return wanted, repair_needed
+        return wanted, changed or unfinished
 
     def read_repair_roles(self):
         """Every role's row on every new replica before the login is used again. Until the

@@ -980,6 +980,25 @@ def test_auth_setup_repairs_the_roles_before_the_login_is_used_on_the_new_replic
     assert auth_db.roles["kairos"]["can_login"] and not auth_db.unrepaired
 
 
+def test_an_install_cut_short_after_the_replication_change_is_read_repaired_and_repaired(
+    auth_db: Any,
+) -> None:
+    """A run that failed after the ALTER (before the role's repair) leaves the built-in
+    superuser's row on its old replica, and the next run sees no change of replication: it
+    logs in as the built-in role, so it reads the roles at ALL first and asks for the repair."""
+    auth_db.replication["system_auth"] = {"class": NTS, "datacenter1": "3"}
+    auth_db.unrepaired = {"cassandra"}
+    result = run_module("cassandra_auth_setup", auth_args())
+    assert result["logged_in_as"] == "cassandra" and result["repair_needed"] is True
+    assert result["actions"][0] == "created superuser role kairos_admin"
+    queries = [q for q, _ in auth_db.statements]
+    assert queries.index("SELECT * FROM system_auth.roles WHERE role = %s") < next(
+        i for i, q in enumerate(queries) if q.startswith("CREATE ROLE"))
+    again = run_module("cassandra_auth_setup", auth_args())
+    assert again["logged_in_as"] == "kairos_admin" and again["repair_needed"] is False
+    assert again["actions"] == []
+
+
 def test_auth_setup_uses_the_new_superuser_only_once_the_node_treats_it_as_one(
     auth_db: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
