@@ -363,7 +363,8 @@ class _Setup:
         # The built-in superuser's row predates the change: logged in as it (a new cluster, or
         # an install cut short after the change and before its repair), read every role at
         # ALL first, and end with a repair.
-        unfinished = self.params["username"] != self.logged_in_as == self.params["default_username"]
+        unfinished = (self.logged_in_as == self.params["default_username"]
+                      and self.logged_in_as != self.params["username"])
         if changed or unfinished:
             self.read_repair_roles()
         return wanted, changed or unfinished
@@ -384,10 +385,11 @@ class _Setup:
 
         names = [r.role for r in self.session.execute(
             every_replica("SELECT role FROM system_auth.roles"), timeout=self.params["timeout"])]
+        # Each row by its key as well: a single-partition read at ALL surely repairs it.
         for name in names:
             self.session.execute(every_replica("SELECT * FROM system_auth.roles WHERE role = %s"),
                                  (name,), timeout=self.params["timeout"])
-        self.confirm_superuser(self.logged_in_as, "system_auth's replication changed")
+        self.confirm_superuser(self.logged_in_as, "every role was read at ALL")
 
     def wait_for_schema_agreement(self):
         """Every node has the new replication before a role is written: a node still on the
