@@ -337,9 +337,32 @@ class _Setup:
         self.read_every_replica = False
 
     def run(self, statement, action):
+        """Run a statement of the proven superuser. Refused, it is run again until the
+        timeout: the node's permissions cache may still hold what it computed while the login
+        read as no superuser (the refused probes of :meth:`confirm_superuser` load it), and
+        serves it until a refresh, every roles_update_interval (a CREATE ROLE refused right
+        after the probe passed: CI stop 69). The node authorizes before it runs anything, so
+        running it again is safe."""
         self.actions.append(action)
-        if not self.module.check_mode:
-            self.session.execute(statement, timeout=self.params["timeout"])
+        if self.module.check_mode:
+            return
+        timeout = float(self.params["timeout"])
+        deadline, refusals = time.monotonic() + timeout, 0
+        while True:
+            try:
+                self.session.execute(statement, timeout=self.params["timeout"])
+                if refusals:
+                    self.module.warn(
+                        f"the node refused '{action}' {refusals} time(s) before it ran it: its "
+                        "permissions cache still held the login as no superuser")
+                return
+            except Unauthorized as exc:
+                refusals += 1
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"refused for {timeout:g} s although {self.logged_in_as} was confirmed "
+                        f"a superuser: {exc}") from exc
+            time.sleep(1)
 
     def replicate_system_auth(self):
         """system_auth on NetworkTopologyStrategy, min(RF, nodes) per DC: (wanted, changed)."""
@@ -481,7 +504,9 @@ class _Setup:
         """The node treats the new login as a superuser before it is used as one. A node
         whose roles cache read the role before it was written refuses it (Unauthorized,
         "does not have sufficient privileges": CI stop 64) until the cache refreshes,
-        every roles_update_interval."""
+        every roles_update_interval. A refused probe leaves the login's permissions on the
+        roles cached as none (CassandraAuthorizer.list asks for DESCRIBE on them): the role
+        statements that follow are run again while refused (:meth:`run`)."""
         deadline = time.monotonic() + float(self.params["timeout"])
         while True:
             try:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,85 @@ def test_kairos_cql_role_holds_only_its_grants(lab: PlaybookRun) -> None:
                 pytest.fail(f"Kairos' role could {what}: {statement}")
     finally:
         cluster.shutdown()
+
+
+@pytest.mark.cassandra
+def test_auth_setup_runs_a_role_statement_again_past_a_stale_permissions_cache(
+    lab: PlaybookRun, tmp_path: Path,
+) -> None:
+    """CI stop 69, made on purpose: a login refused by LIST ALL PERMISSIONS while it was no
+    superuser has its permissions on the roles cached as none; once the node treats it as a
+    superuser, its next CREATE ROLE is still refused until that cache refreshes. The module
+    runs the statement again, says so, and the role is made."""
+    import secrets
+
+    from cassandra import Unauthorized
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile, NoHostAvailable
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    # New names each run: a node's caches may still hold a dropped role of the same name.
+    run_id = secrets.token_hex(4)
+    login, made = f"kairos_probe_su_{run_id}", f"kairos_probe_made_{run_id}"
+    password = secrets.token_hex(16)
+    context = kairos_tls.client_context(LAB_TLS)
+
+    def session(user: str, secret: str) -> Any:
+        # One coordinator: the caches at stake are each node's own.
+        profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]))
+        cluster = Cluster(["127.0.0.1"], protocol_version=5, ssl_context=context,
+                          auth_provider=PlainTextAuthProvider(user, secret),
+                          execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+        clusters.append(cluster)
+        return cluster.connect()
+
+    clusters: list[Any] = []
+    admin = session("kairos_admin", (SECRETS / "cassandra-admin-password").read_text().strip())
+    try:
+        for role in (login, made):
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {login} WITH PASSWORD = %s AND LOGIN = true", (password,))
+        deadline = time.monotonic() + 30
+        while True:  # the node's roles cache learns of the new role
+            try:
+                probe = session(login, password)
+                break
+            except NoHostAvailable:
+                assert time.monotonic() < deadline, "the new role never logged in"
+                time.sleep(0.5)
+        with pytest.raises(Unauthorized):
+            probe.execute("LIST ALL PERMISSIONS")  # caches no permission on the roles
+        admin.execute(f"ALTER ROLE {login} WITH SUPERUSER = true")
+        deadline = time.monotonic() + 30
+        while True:  # the roles cache now holds it as a superuser
+            try:
+                probe.execute("LIST ALL PERMISSIONS")
+                break
+            except Unauthorized:
+                assert time.monotonic() < deadline, "the node never made the login a superuser"
+                time.sleep(0.2)
+        variables = tmp_path / "vars.json"
+        variables.write_text(json.dumps({"login_password": password, "made_password": password}))
+        variables.chmod(0o600)
+        playbook = tmp_path / "auth_again.yml"
+        playbook.write_text(json.dumps([{
+            "name": "Auth setup as a login whose permissions cache is stale",
+            "hosts": "cass1", "gather_facts": False,
+            "tasks": [{"name": "Create a role", "cassandra_auth_setup": {
+                "host": "127.0.0.1", "port": 9042, "username": login,
+                "password": "{{ login_password }}", "tls": {k: str(v) for k, v in LAB_TLS.items()},
+                "kairos_username": "", "timeout": 60,
+                "roles": [{"name": made, "password": "{{ made_password }}"}]}}]}]))
+        run = run_playbook(str(playbook), "-e", f"@{variables}", "-v")
+        assert run.rc == 0, run.output[-3000:]
+        assert f"the node refused 'created role {made}'" in run.output, run.output[-3000:]
+        assert admin.execute("SELECT can_login FROM system_auth.roles WHERE role = %s",
+                             (made,)).one().can_login is True
+    finally:
+        for role in (made, login):
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
+        for cluster in clusters:
+            cluster.shutdown()
 
 
 @pytest.mark.redis

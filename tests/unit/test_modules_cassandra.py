@@ -24,7 +24,7 @@ from unittest import mock
 
 import cassandra_auth_setup
 import pytest
-from ansible.module_utils import kairos_cql
+from ansible.module_utils import basic, kairos_cql
 from cassandra import AuthenticationFailed, ConsistencyLevel, Unauthorized
 from cassandra.metadata import Murmur3Token
 from cassandra.policies import SimpleConvictionPolicy
@@ -390,15 +390,23 @@ class FakeSession:
         query = getattr(query, "query_string", query)
         db.statements.append((query, params))
         user = self.cluster.login.get("username")
+        refused = Unauthorized(f"User {user} does not have sufficient privileges to perform "
+                               "the requested operation")
         if query == "LIST ALL PERMISSIONS" and user == db.stale_role and db.stale_roles > 0:
             db.stale_roles -= 1  # the node's roles cache not refreshed yet
-            raise Unauthorized(f"User {user} does not have sufficient privileges")
+            # CassandraAuthorizer.list then asks the permissions cache for DESCRIBE on every
+            # role, which caches none for the login until its next refresh.
+            db.stale_permissions[user] = db.stale_permission_reads
+            raise refused
+        if query.startswith(("CREATE ROLE", "ALTER ROLE", "GRANT", "REVOKE")) and (
+                db.stale_permissions.get(user)):
+            db.stale_permissions[user] -= 1  # served once more, then refreshed
+            raise refused
         if query == "LIST ALL PERMISSIONS" or query.startswith(("CREATE ROLE", "ALTER ROLE")):
             # The node's roles cache reads the login at QUORUM: a row on its old replica
             # only reads as absent (the worst case; a fresh lab's start, 2026-12-04).
             if user in db.unrepaired:
-                raise Unauthorized(f"User {user} does not have sufficient privileges to "
-                                   "perform the requested operation")
+                raise refused
             assert db.roles[user]["is_superuser"], query
         if query == "LIST ALL PERMISSIONS":
             return Rows()
@@ -475,6 +483,10 @@ class FakeDatabase:
         # How many more superuser checks of stale_role the node refuses (its roles cache
         # read the role before it was written).
         self.stale_roles, self.stale_role = 0, "kairos_admin"
+        # A refused probe leaves the login's permissions on the roles cached as none: the
+        # node refuses this many role statements of it before its cache refreshes.
+        self.stale_permission_reads = 1
+        self.stale_permissions: dict[str, int] = {}
         self.statements: list[tuple[str, Any]] = []
         self.logins: list[dict[str, Any]] = []
         self.joining: list[Host] = []  # hosts the driver sees only after a refresh
@@ -1018,6 +1030,40 @@ def test_auth_setup_uses_the_new_superuser_only_once_the_node_treats_it_as_one(
                      if q.startswith("CREATE KEYSPACE"))
     assert max(probes) < first_use
     assert "created keyspace kairos (Kairos' lease)" in result["actions"]
+
+
+def test_a_role_statement_refused_after_the_login_was_confirmed_is_run_again(
+    auth_db: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI stop 69: the probe that waited for the node to treat the built-in superuser as one
+    again, refused once, left its permissions on the roles cached as none; the probe then
+    passed (the roles cache had refreshed) and the CREATE ROLE right after it was refused."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(cassandra_auth_setup.time, "sleep", sleeps.append)
+    warnings: list[str] = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda _, text: warnings.append(text))
+    auth_db.stale_role, auth_db.stale_roles, auth_db.stale_permission_reads = "cassandra", 1, 2
+    result = run_module("cassandra_auth_setup", auth_args(timeout=60))
+    assert warnings == ["the node refused 'created superuser role kairos_admin' 2 time(s) before "
+                        "it ran it: its permissions cache still held the login as no superuser"]
+    creates = [q for q, _ in auth_db.statements if q.startswith('CREATE ROLE "kairos_admin"')]
+    assert len(creates) == 3  # refused twice, then run
+    assert result["actions"][1] == "created superuser role kairos_admin"
+    assert auth_db.roles["kairos_admin"]["is_superuser"] and not auth_db.stale_permissions[
+        "cassandra"]
+    assert sleeps.count(1) >= 3  # one probe and two statements waited for a refresh
+
+
+def test_a_role_statement_refused_until_the_timeout_names_the_confirmed_login(
+    auth_db: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cassandra_auth_setup.time, "sleep", lambda s: None)
+    auth_db.stale_permissions["cassandra"] = 10**6  # never refreshed
+    result = refused("cassandra_auth_setup", auth_args(timeout=0),
+                     r"127\.0\.0\.2: authentication setup failed: refused for 0 s although "
+                     r"cassandra was confirmed a superuser: User cassandra does not have")
+    assert result["actions"][-1] == "created superuser role kairos_admin"
+    assert "kairos_admin" not in auth_db.roles
 
 
 def test_auth_setup_refuses_a_new_superuser_the_node_never_treats_as_one(auth_db: Any) -> None:
