@@ -16,7 +16,7 @@ next (the load: inside the band in log space; the mix: each class fraction insid
                   horizon had ended, half-life a day (the band follows a harder stretch);
 * ``aci``         ``plain`` with an adaptive conformal multiplier (quantile tracking over
                   the origins in time order, step 0.05 on the log multiplier).
-* ``mix_3h``      ``dependence`` with the mix scaled as the load is, per 3-hour bin by the
+* ``mix_3h``      ``dependence`` with the mix scaled as the load was, per 3-hour bin by the
                   median absolute residual (the mix's bands before issue 45's fourth session);
 * ``hourly``      ``dependence`` without the mix's level scale and with the conformal level
                   ceil((n+1)(1-q))/n (the mix's bands before issue 45's fifth session);
@@ -25,7 +25,11 @@ next (the load: inside the band in log space; the mix: each class fraction insid
                   half at its finite-sample conformal level (a per-class correction from the
                   held-out check; the square root makes the band about the newer half's);
 * ``load_hourly`` ``dependence`` with the load scaled as the mix is (hourly bins, the
-                  residuals' level quantile).
+                  residuals' level quantile), at the level ceil((n+1)(1-q))/n;
+* ``load_3h``     ``dependence`` with the load's bands before issue 45's seventh session:
+                  3-hour bins, the median absolute residual, ceil((n+1)(1-q))/n (what
+                  ships now: hourly bins each with the hour either side, the level
+                  quantile, ceil((n+1)(1-q))/(n+1); :func:`planner.forecast.intervals.load_bands`).
 
     .venv/bin/python bench/forecast_intervals.py [--trace T] [--seed-offset K] [--max-origins N]
 
@@ -64,7 +68,8 @@ Variant = Callable[[str, np.ndarray, np.ndarray, int, dict[str, Any]], tuple[np.
 def _normalised(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Residuals over their spread per bin of the day, and the final steps' spreads."""
-    scaling = fint.LOAD_SCALING if kind == "load" else fint.mix_scaling(kw["level"], resid.size)
+    scaling = (fint.load_scaling(kw["level"]) if kind == "load"
+               else fint.mix_scaling(kw["level"], resid.size))
     r, _, final = fint.normalised(resid, origins, n, day=kw["day"], scaling=scaling)
     return r, final
 
@@ -78,10 +83,8 @@ def plain(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[st
 
 def dependence(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
                ) -> tuple[np.ndarray, ...]:
-    if kind == "mix":
-        b = fint.mix_bands(resid, origins, n, **kw)
-        return b.lower, b.upper
-    return hourly(kind, resid, origins, n, kw)
+    b = (fint.mix_bands if kind == "mix" else fint.load_bands)(resid, origins, n, **kw)
+    return b.lower, b.upper
 
 
 def hourly(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
@@ -170,20 +173,30 @@ def class_factor(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: 
     return lo * factor, hi * factor
 
 
-def load_hourly(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
+def _load_scaled(scaling: Callable[[float], fint.Scaling], *, expected: bool) -> Variant:
+    """``dependence`` with the load's bands scaled by ``scaling(level)`` at the conformal
+    level ceil((n+1)(1-q))/(n+1) (``expected``) or ceil((n+1)(1-q))/n."""
+    def variant(kind: str, resid: np.ndarray, origins: np.ndarray, n: int, kw: dict[str, Any]
                 ) -> tuple[np.ndarray, ...]:
-    if kind != "load":
-        return dependence(kind, resid, origins, n, kw)
-    scaling = fint.Scaling(bins=fint.MIX_PHASE_BINS, min_samples=20, quantile=kw["level"])
-    r, _, final = fint.normalised(resid, origins, n, day=kw["day"], scaling=scaling)
-    lo, hi = fint.conformal_bands(r, kw["level"],
-                                  n_eff=fint.independent_horizons(origins, resid.shape[1]))
-    return lo * final, hi * final
+        if kind != "load":
+            return dependence(kind, resid, origins, n, kw)
+        r, _, final = fint.normalised(resid, origins, n, day=kw["day"],
+                                      scaling=scaling(kw["level"]))
+        lo, hi = fint.conformal_bands(r, kw["level"], n_eff=fint.independent_horizons(
+            origins, resid.shape[1]), expected=expected)
+        return lo * final, hi * final
+    return variant
 
 
-VARIANTS: dict[str, Variant] = {"plain": plain, "dependence": dependence, "recent": recent,
-                                "aci": aci, "mix_3h": mix_3h, "hourly": hourly,
-                                "class_factor": class_factor, "load_hourly": load_hourly}
+VARIANTS: dict[str, Variant] = {
+    "plain": plain, "dependence": dependence, "recent": recent, "aci": aci, "mix_3h": mix_3h,
+    "hourly": hourly, "class_factor": class_factor,
+    # the load's bands before issue 45's seventh session: 3-hour bins, the median residual
+    "load_3h": _load_scaled(lambda level: fint.Scaling(), expected=False),
+    # the fourth session's try: hourly bins, the band's level quantile, no hour either side
+    "load_hourly": _load_scaled(
+        lambda level: fint.Scaling(bins=fint.HOUR_BINS, quantile=level), expected=False),
+}
 
 
 def record(name: str, seed_offset: int, stride: int, max_origins: int | None

@@ -17,8 +17,9 @@
    factor that gains under 1 % over naive there is taken as noise and set to 0).
 4. Intervals: split-conformal, per horizon step, widening monotonically. The load's come
    from cross-fitted residuals of log load at every origin (each half forecast with the
-   weights learnt on the other half), scaled per 3-hour bin of the day (locally weighted
-   conformal: a bursty night is less predictable than a busy afternoon); their coverage is
+   weights learnt on the other half), scaled per hour of the day with the hour either side
+   (locally weighted conformal: a bursty night is less predictable than a busy afternoon,
+   the hour after a jump less than the one before it); their coverage is
    checked by calibrating on the older half and counting on the newer. The mix's come from
    its cross-fitted residuals per class the same way. The conformal level counts one sample
    per non-overlapping horizon (:mod:`planner.forecast.intervals`).
