@@ -29,6 +29,9 @@ description:
   - Creates each role of I(roles) (application logins) and adds the grants it lacks; their
     other permissions (those on what they created) are left alone.
   - With I(disable_default_superuser), takes login and superuser away from the built-in role.
+  - A statement the node refuses as unauthorized after the login was confirmed a superuser
+    is run again until I(timeout), with a warning; the node's permissions cache may hold the
+    login as no superuser until its next refresh (permissions_update_interval).
   - Passwords are never logged or returned; statements are not returned either.
 extends_documentation_fragment: [kairos, kairos.check_only, kairos_cql, kairos.tls]
 options:
@@ -102,7 +105,8 @@ options:
     type: bool
     default: true
   timeout:
-    description: Seconds to keep trying to log in (and per statement).
+    description: Seconds to keep trying to log in, per statement, and to keep running a
+      statement the node refuses as unauthorized.
     default: 60
 """
 
@@ -340,7 +344,7 @@ class _Setup:
         """Run a statement of the proven superuser. Refused, it is run again until the
         timeout: the node's permissions cache may still hold what it computed while the login
         read as no superuser (the refused probes of :meth:`confirm_superuser` load it), and
-        serves it until a refresh, every roles_update_interval (a CREATE ROLE refused right
+        serves it until a refresh, every permissions_update_interval (a CREATE ROLE refused right
         after the probe passed: CI stop 69). The node authorizes before it runs anything, so
         running it again is safe."""
         self.actions.append(action)
