@@ -350,22 +350,30 @@ class _Setup:
         self.actions.append(action)
         if self.module.check_mode:
             return
-        timeout = float(self.params["timeout"])
-        deadline, refusals = time.monotonic() + timeout, 0
+        try:
+            refusals = self._while_refused(statement)
+        except Unauthorized as exc:
+            raise RuntimeError(
+                f"refused for {float(self.params['timeout']):g} s although "
+                f"{self.logged_in_as} was confirmed a superuser: {exc}") from exc
+        if refusals:
+            self.module.warn(
+                f"the node refused '{action}' {refusals} time(s) before it ran it: its "
+                "permissions cache still held the login as no superuser")
+
+    def _while_refused(self, statement):
+        """Execute ``statement``, again every second while the node refuses it as
+        unauthorized (its auth caches refresh on their own); the number of refusals. The
+        last refusal is raised once the timeout has passed."""
+        deadline, refusals = time.monotonic() + float(self.params["timeout"]), 0
         while True:
             try:
                 self.session.execute(statement, timeout=self.params["timeout"])
-                if refusals:
-                    self.module.warn(
-                        f"the node refused '{action}' {refusals} time(s) before it ran it: its "
-                        "permissions cache still held the login as no superuser")
-                return
-            except Unauthorized as exc:
+                return refusals
+            except Unauthorized:
                 refusals += 1
                 if time.monotonic() >= deadline:
-                    raise RuntimeError(
-                        f"refused for {timeout:g} s although {self.logged_in_as} was confirmed "
-                        f"a superuser: {exc}") from exc
+                    raise
             time.sleep(1)
 
     def replicate_system_auth(self):
@@ -511,20 +519,15 @@ class _Setup:
         every roles_update_interval. A refused probe leaves the login's permissions on the
         roles cached as none (CassandraAuthorizer.list asks for DESCRIBE on them): the role
         statements that follow are run again while refused (:meth:`run`)."""
-        deadline = time.monotonic() + float(self.params["timeout"])
-        while True:
-            try:
-                # Superusers only: anyone else may list no permissions but their own.
-                self.session.execute("LIST ALL PERMISSIONS", timeout=self.params["timeout"])
-                return
-            except Unauthorized:
-                if time.monotonic() >= deadline:
-                    self.module.fail_json(
-                        msg=f"{self.params['host']} still refuses {user} as a superuser "
-                            f"{float(self.params['timeout']):g} s after {since}; "
-                            "nothing else was changed. Run the role again",
-                        actions=self.actions)
-            time.sleep(1)
+        try:
+            # Superusers only: anyone else may list no permissions but their own.
+            self._while_refused("LIST ALL PERMISSIONS")
+        except Unauthorized:
+            self.module.fail_json(
+                msg=f"{self.params['host']} still refuses {user} as a superuser "
+                    f"{float(self.params['timeout']):g} s after {since}; "
+                    "nothing else was changed. Run the role again",
+                actions=self.actions)
 
     def permissions(self, role):
         """{(PERMISSION, resource)} the role holds directly."""

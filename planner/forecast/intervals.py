@@ -200,7 +200,7 @@ def phase_scale(resid: np.ndarray, bins: np.ndarray, min_samples: int = 20, *,
 
 
 def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
-                     n_eff: float | None = None, *, scaling: Scaling | None = None,
+                     n_eff: float | None = None, *, scaling: Scaling,
                      expected: bool = False) -> float:
     """Calibrate on the older half of the rows, return the coverage on the newer half.
 
@@ -210,7 +210,6 @@ def checked_coverage(resid: np.ndarray, bins: np.ndarray, level: float,
     half = resid.shape[0] // 2
     if half < 4:
         return math.nan
-    scaling = scaling or load_scaling(level)
     scale = scaling.spread(resid[:half], bins[:half])
     lo, hi = conformal_bands(resid[:half] / scale[bins[:half]], level, row_weights(half),
                              n_eff=None if n_eff is None else n_eff / 2, expected=expected)
